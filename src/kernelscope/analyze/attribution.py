@@ -1,0 +1,174 @@
+"""Attribute every device kernel to its launching call, framework op, module, layer, phase and step.
+
+Kernel → launching runtime call (same correlation id) → the CPU thread and time of the launch → the
+innermost CPU op, the outermost CPU op, the innermost module range and the phase range open on that
+thread at that time. A kernel with no launch record falls back to the CPU op with its External id.
+On CPU-only traces the CPU ops take the role of kernels, each with its self time (its duration minus
+the durations of the ops directly inside it), so that every microsecond is counted once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from kernelscope import ranges
+from kernelscope.analyze.intervals import NestedIntervals
+from kernelscope.load.kineto import TraceTables
+
+_LAYER_PATTERN = r"(?:^|\.)(\d+)(?:\.|$)"
+
+
+def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Returns (kernels, ops): kernels sorted by start with attribution columns; ops with op_id, depth."""
+    ops = tables.ops.with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
+    threads = _thread_codes(ops, tables.launches)
+    ops = ops.join(threads, on=["pid", "tid"], how="left")
+    span = _span(ops, tables.kernels, tables.launches)
+
+    cpu = ops.filter(pl.col("cat") == "cpu_op")
+    cpu_index = _index(cpu, span)
+    depth = np.zeros(len(ops), dtype=np.int64)
+    depth[cpu["op_id"].to_numpy()[cpu_index.rows]] = cpu_index.depth
+    ops = ops.with_columns(pl.Series("depth", depth))
+
+    if tables.kernels.height == 0 and cpu.height > 0:
+        kernels = _cpu_self_time_kernels(cpu, cpu_index)
+    else:
+        kernels = _with_launches(tables.kernels, tables.launches, ops, threads)
+
+    thread_code = kernels["thread"].fill_null(-1).to_numpy()
+    t = kernels["launch_start_ns"].fill_null(-1).to_numpy()
+    thread_code = np.where(t < 0, -1, thread_code)
+
+    op_row = cpu_index.innermost(thread_code, t)
+    top_row = cpu_index.outermost(thread_code, t)
+    cpu_ids = cpu["op_id"].to_numpy()
+    cpu_names = cpu["name"]
+    kernels = kernels.with_columns(
+        _gather(cpu_names, op_row).alias("op"),
+        _gather(cpu_names, top_row).alias("top_op"),
+        pl.Series("op_id", np.where(op_row >= 0, cpu_ids[np.maximum(op_row, 0)], -1)).replace(-1, None),
+    )
+
+    annotations = ops.filter(pl.col("cat") == "annotation")
+    phases = annotations.filter(pl.col("name").str.starts_with(ranges.PHASE_PREFIX))
+    modules = annotations.filter(pl.col("name").str.starts_with(ranges.MODULE_PREFIX))
+    phase_names = _gather(phases["name"], _index(phases, span).innermost(thread_code, t))
+    module_names = _gather(modules["name"], _index(modules, span).innermost(thread_code, t))
+
+    phase_parts = phase_names.str.strip_prefix(ranges.PHASE_PREFIX).str.split_exact(":", 1)
+    kernels = kernels.with_columns(
+        phase_parts.struct.field("field_0").fill_null(ranges.UNKNOWN).alias("phase"),
+        phase_parts.struct.field("field_1").cast(pl.Int64, strict=False).alias("step"),
+        module_names.str.strip_prefix(ranges.MODULE_PREFIX).alias("module"),
+    ).with_columns(
+        pl.col("module").str.extract(_LAYER_PATTERN, 1).cast(pl.Int64).alias("layer"),
+    )
+    kernels = kernels.sort("start_ns").with_row_index("kernel_id").with_columns(pl.col("kernel_id").cast(pl.Int64))
+    return kernels.drop("thread"), ops.drop("thread")
+
+
+def attribution_coverage(kernels: pl.DataFrame) -> float:
+    """Share of device time attributed to both a module and a phase."""
+    total = kernels["dur_ns"].sum()
+    if not total:
+        return 0.0
+    known = kernels.filter((pl.col("phase") != ranges.UNKNOWN) & pl.col("module").is_not_null())["dur_ns"].sum()
+    return float(known / total)
+
+
+def _thread_codes(ops: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    pairs = pl.concat([ops.select("pid", "tid"), launches.select("pid", "tid")]).unique().sort("pid", "tid")
+    return pairs.with_row_index("thread").with_columns(pl.col("thread").cast(pl.Int64))
+
+
+def _span(*tables: pl.DataFrame) -> int:
+    """A band width larger than any end time (ns), so threads' keys never overlap."""
+    ends = [int((t["start_ns"] + t["dur_ns"]).max() or 0) for t in tables if t.height]
+    return max(ends, default=0) + 2
+
+
+def _index(intervals: pl.DataFrame, span: int) -> NestedIntervals:
+    return NestedIntervals.build(
+        intervals["thread"].fill_null(-1).to_numpy(),
+        intervals["start_ns"].to_numpy(),
+        intervals["dur_ns"].to_numpy(),
+        span,
+    )
+
+
+def _gather(values: pl.Series, rows: np.ndarray) -> pl.Series:
+    """values[rows], null where rows is -1."""
+    if len(values) == 0:
+        return pl.Series(values.name, [None] * len(rows), dtype=values.dtype)
+    gathered = values.gather(np.maximum(rows, 0))
+    missing = np.flatnonzero(rows < 0)
+    return gathered.scatter(missing, None) if len(missing) else gathered
+
+
+def _with_launches(
+    kernels: pl.DataFrame, launches: pl.DataFrame, ops: pl.DataFrame, threads: pl.DataFrame
+) -> pl.DataFrame:
+    launch_cols = launches.filter(pl.col("correlation").is_not_null()).unique("correlation", keep="first").select(
+        "correlation",
+        pl.col("api").alias("launch_api"),
+        "pid",
+        "tid",
+        pl.col("start_ns").alias("launch_start_ns"),
+        pl.col("dur_ns").alias("launch_dur_ns"),
+    )
+    joined = kernels.join(launch_cols, on="correlation", how="left")
+    # Fallback for traces without runtime events: the CPU op that carries the kernel's External id.
+    by_external = (
+        ops.filter((pl.col("cat") == "cpu_op") & pl.col("external_id").is_not_null())
+        .unique("external_id", keep="first")
+        .select(
+            "external_id",
+            pl.col("pid").alias("op_pid"),
+            pl.col("tid").alias("op_tid"),
+            pl.col("start_ns").alias("op_start_ns"),
+        )
+    )
+    joined = joined.join(by_external, on="external_id", how="left").with_columns(
+        pl.coalesce("pid", "op_pid").alias("pid"),
+        pl.coalesce("tid", "op_tid").alias("tid"),
+        pl.coalesce("launch_start_ns", "op_start_ns").alias("launch_start_ns"),
+    ).drop("op_pid", "op_tid", "op_start_ns")
+    return joined.join(threads, on=["pid", "tid"], how="left")
+
+
+def _cpu_self_time_kernels(cpu: pl.DataFrame, index: NestedIntervals) -> pl.DataFrame:
+    dur = cpu["dur_ns"].to_numpy()
+    self_ns = np.maximum(dur - index.child_time(dur), 0).astype(np.int64)
+    leaves = cpu.with_columns(pl.Series("dur_ns", self_ns))
+    n = leaves.height
+    nulls = pl.Series([None] * n, dtype=pl.Int64)
+    return pl.DataFrame(
+        {
+            "name": leaves["name"],
+            "kind": pl.Series(["cpu_op"] * n, dtype=pl.String),
+            "device": nulls,
+            "stream": nulls,
+            "start_ns": leaves["start_ns"],
+            "dur_ns": leaves["dur_ns"],
+            "correlation": nulls,
+            "external_id": leaves["external_id"],
+            "grid_x": nulls,
+            "grid_y": nulls,
+            "grid_z": nulls,
+            "block_x": nulls,
+            "block_y": nulls,
+            "block_z": nulls,
+            "registers_per_thread": nulls,
+            "shared_memory_bytes": nulls,
+            "est_occupancy_pct": pl.Series([None] * n, dtype=pl.Float64),
+            "bytes": nulls,
+            "launch_api": pl.Series([None] * n, dtype=pl.String),
+            "pid": leaves["pid"],
+            "tid": leaves["tid"],
+            "launch_start_ns": leaves["start_ns"],
+            "launch_dur_ns": nulls,
+            "thread": leaves["thread"],
+        }
+    )

@@ -1,0 +1,122 @@
+"""Layer → module → kernel breakdown: time per layer per step, per layer type (shared/seeds/002's shape).
+
+A kernel belongs to a decoder layer when its module's qualified name has a layer index
+(model.layers.3.mlp.down_proj → layer 3, module 'mlp.down_proj' within the layer). Kernels outside the
+decoder layers (embedding, final norm, LM head, generate()'s own work) form the group 'outside layers'.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+OUTSIDE = "outside layers"
+LAYER_ITSELF = "(layer)"
+
+
+def with_layer_columns(kernels: pl.DataFrame, layer_types: dict[int, str]) -> pl.DataFrame:
+    """Adds layer_type and layer_module (the module's name within its layer)."""
+    types = pl.DataFrame(
+        {"layer": list(layer_types), "layer_type": list(layer_types.values())},
+        schema={"layer": pl.Int64, "layer_type": pl.String},
+    )
+    within = pl.col("module").str.replace(r"^(?:.*?\.)?\d+(?:\.|$)", "")
+    return (
+        kernels.join(types, on="layer", how="left")
+        .with_columns(
+            pl.when(pl.col("layer").is_null())
+            .then(pl.lit(OUTSIDE))
+            .otherwise(pl.col("layer_type").fill_null("layer"))
+            .alias("layer_type"),
+            pl.when(pl.col("layer").is_null())
+            .then(pl.col("module").fill_null("(no module)"))
+            .otherwise(pl.when(within == "").then(pl.lit(LAYER_ITSELF)).otherwise(within))
+            .alias("layer_module"),
+        )
+    )
+
+
+def layer_breakdown(kernels: pl.DataFrame, layer_types: dict[int, str], steps: dict[str, int]) -> pl.DataFrame:
+    """Rows: phase, layer_type, layer_module, kernel name → per_layer_step_ns (time per layer per step),
+    launches_per_layer_step, layers (how many layers of the type), total_ns. Ordered as executed."""
+    k = with_layer_columns(kernels, layer_types)
+    layer_counts = _layer_counts(k, layer_types)
+    step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
+                               schema={"phase": pl.String, "steps": pl.Int64})
+    rows = (
+        k.group_by("phase", "layer_type", "layer_module", "name")
+        .agg(
+            pl.col("dur_ns").sum().alias("total_ns"),
+            pl.len().alias("launches"),
+            pl.col("start_ns").min().alias("_first"),
+        )
+        .join(layer_counts, on="layer_type", how="left")
+        .join(step_counts, on="phase", how="left")
+        .with_columns(pl.col("layers").fill_null(1), pl.col("steps").fill_null(1))
+        .with_columns(
+            (pl.col("total_ns") / (pl.col("layers") * pl.col("steps"))).alias("per_layer_step_ns"),
+            (pl.col("launches") / (pl.col("layers") * pl.col("steps"))).alias("launches_per_layer_step"),
+        )
+    )
+    # Execution order: layer types by first start, modules by first start within the type, then kernels.
+    order = rows.group_by("phase", "layer_type").agg(pl.col("_first").min().alias("_type_first"))
+    module_order = rows.group_by("phase", "layer_type", "layer_module").agg(pl.col("_first").min().alias("_mod_first"))
+    return (
+        rows.join(order, on=["phase", "layer_type"])
+        .join(module_order, on=["phase", "layer_type", "layer_module"])
+        .with_columns((pl.col("layer_type") == OUTSIDE).alias("_outside"))
+        .sort("phase", "_outside", "_type_first", "_mod_first", "_first")
+        .select("phase", "layer_type", "layer_module", "name", "layers", "steps",
+                "per_layer_step_ns", "launches_per_layer_step", "total_ns")
+    )
+
+
+def layer_type_totals(breakdown: pl.DataFrame) -> pl.DataFrame:
+    """Per phase and layer type: time per layer per step, number of layers, time per step for all of them."""
+    return (
+        breakdown.group_by("phase", "layer_type", maintain_order=True)
+        .agg(
+            pl.col("per_layer_step_ns").sum().alias("per_layer_step_ns"),
+            pl.col("launches_per_layer_step").sum().alias("launches_per_layer_step"),
+            pl.col("layers").first(),
+            pl.col("total_ns").sum(),
+            pl.col("steps").first(),
+        )
+        .with_columns((pl.col("total_ns") / pl.col("steps")).alias("per_step_ns"))
+        .with_columns((100.0 * pl.col("total_ns") / pl.col("total_ns").sum().over("phase")).alias("time_pct"))
+    )
+
+
+def per_layer_times(kernels: pl.DataFrame, layer_types: dict[int, str], steps: dict[str, int]) -> pl.DataFrame:
+    """Per phase and layer index: device time per step and its type."""
+    k = with_layer_columns(kernels.filter(pl.col("layer").is_not_null()), layer_types)
+    step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
+                               schema={"phase": pl.String, "steps": pl.Int64})
+    return (
+        k.group_by("phase", "layer", "layer_type")
+        .agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().alias("launches"))
+        .join(step_counts, on="phase", how="left")
+        .with_columns(pl.col("steps").fill_null(1))
+        .with_columns((pl.col("total_ns") / pl.col("steps")).alias("per_step_ns"))
+        .sort("phase", "layer")
+    )
+
+
+def _layer_counts(k: pl.DataFrame, layer_types: dict[int, str]) -> pl.DataFrame:
+    if layer_types:
+        counts: dict[str, int] = {}
+        for label in layer_types.values():
+            counts[label] = counts.get(label, 0) + 1
+        known = pl.DataFrame({"layer_type": list(counts), "layers": list(counts.values())},
+                             schema={"layer_type": pl.String, "layers": pl.Int64})
+    else:
+        known = pl.DataFrame(schema={"layer_type": pl.String, "layers": pl.Int64})
+    observed = (
+        k.filter(pl.col("layer").is_not_null())
+        .group_by("layer_type")
+        .agg(pl.col("layer").n_unique().cast(pl.Int64).alias("observed"))
+    )
+    return (
+        observed.join(known, on="layer_type", how="full", coalesce=True)
+        .with_columns(pl.coalesce("layers", "observed").alias("layers"))
+        .select("layer_type", "layers")
+    )

@@ -1,0 +1,48 @@
+"""Key figures of a run (summary.json; keys documented in docs/run-format.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from kernelscope import ranges
+from kernelscope.analyze.attribution import attribution_coverage
+from kernelscope.analyze.phases import phase_table
+from kernelscope.load.profile import Profile
+
+TIMING_KEYS = ("ttft_ms", "tpot_ms", "tokens_per_s", "e2e_ms")
+
+
+def _share(kernels: pl.DataFrame, condition: pl.Expr) -> float:
+    total = kernels["dur_ns"].sum()
+    return float(kernels.filter(condition)["dur_ns"].sum() / total) if total else 0.0
+
+
+def summarize(profile: Profile) -> dict[str, Any]:
+    kernels = profile.kernels
+    run = profile.run
+    timings = (run.get("timings") or {}).get("plain") or {}
+    phases = {
+        row["phase"]: {
+            "kernel_count": row["kernel_count"],
+            "device_time_us": row["device_time_ns"] / 1e3,
+            "steps": row["steps"],
+            "device_time_per_step_us": row["device_time_per_step_ns"] / 1e3,
+            "kernels_per_step": row["kernels_per_step"],
+        }
+        for row in phase_table(kernels).iter_rows(named=True)
+    }
+    return {
+        "source": run.get("source"),
+        "model": (run.get("workload") or {}).get("model"),
+        "device": (run.get("hardware") or {}).get("name"),
+        "kernel_count": kernels.height,
+        "device_time_us": float(kernels["dur_ns"].sum()) / 1e3,
+        "attribution_coverage": attribution_coverage(kernels),
+        "phase_coverage": _share(kernels, pl.col("phase") != ranges.UNKNOWN),
+        "module_coverage": _share(kernels, pl.col("module").is_not_null()),
+        "op_coverage": _share(kernels, pl.col("op").is_not_null()),
+        "timings": {key: timings.get(key) for key in TIMING_KEYS},
+        "phases": phases,
+    }

@@ -1,0 +1,1 @@
+"""Capture: record a workload. The only place that drives profilers."""

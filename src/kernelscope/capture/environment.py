@@ -1,0 +1,83 @@
+"""Describe the machine and software a run used."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from typing import Any
+
+import torch
+
+import kernelscope
+
+
+def describe_hardware(device: torch.device) -> dict[str, Any]:
+    info: dict[str, Any] = {"device_type": device.type, "cpu": _cpu_model(), "cpu_cores": os.cpu_count()}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(
+            {
+                "name": props.name,
+                "count": torch.cuda.device_count(),
+                "memory_bytes": props.total_memory,
+                "sm_count": props.multi_processor_count,
+                "compute_capability": f"{props.major}.{props.minor}",
+                "l2_cache_bytes": getattr(props, "L2_cache_size", None),
+                "driver_version": _nvidia_driver(),
+            }
+        )
+    else:
+        info.update({"name": info["cpu"], "count": 1, "threads": torch.get_num_threads()})
+    return info
+
+
+def describe_software() -> dict[str, Any]:
+    return {
+        "kernelscope": kernelscope.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
+        "transformers": _version("transformers"),
+        "triton": _version("triton"),
+        "polars": _version("polars"),
+        "msgspec": _version("msgspec"),
+        "argv": sys.argv,
+    }
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _nvidia_driver() -> str | None:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None

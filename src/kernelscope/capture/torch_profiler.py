@@ -1,0 +1,39 @@
+"""Record a generation with torch.profiler (CPU + CUDA activities, input shapes) into a Kineto trace."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+T = TypeVar("T")
+
+CAPTURE_SETTINGS = {"activities": None, "record_shapes": True, "with_stack": False, "profile_memory": False}
+
+
+def record(fn: Callable[[], T], device: torch.device, trace_json: Path) -> tuple[T, dict]:
+    """Run fn under torch.profiler and write the raw Kineto JSON to trace_json. Returns fn's result and
+    the capture settings (with the profiled wall time)."""
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    started = time.perf_counter()
+    with profile(activities=activities, record_shapes=True, with_stack=False, profile_memory=False) as prof:
+        result = fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    wall_ms = (time.perf_counter() - started) * 1e3
+    prof.export_chrome_trace(str(trace_json))
+    settings = dict(CAPTURE_SETTINGS, activities=[a.name for a in activities], profiled_wall_ms=wall_ms)
+    return result, settings
+
+
+def gzip_file(src: Path, dst: Path, level: int = 6) -> None:
+    with src.open("rb") as fin, gzip.open(dst, "wb", compresslevel=level) as fout:
+        shutil.copyfileobj(fin, fout, length=1 << 22)

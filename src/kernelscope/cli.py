@@ -1,0 +1,127 @@
+"""Command-line interface: parse arguments, call the commands, show progress. Thin by design."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kernelscope import __version__
+from kernelscope.errors import UserError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernelscope",
+        description="Where an LLM inference spends its time, kernel by kernel.",
+    )
+    parser.add_argument("--version", action="version", version=f"kernelscope {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "profile",
+        help="run a model, record every kernel, write a run directory and a report",
+        description=(
+            "Run a model with transformers generate(), record it with torch.profiler, attribute every "
+            "kernel to phase / decode step / layer / module / op, and write a run directory with a report. "
+            "Defaults: on a CUDA GPU qwen2-1.5b in bfloat16; on CPU the tiny preset in float32; "
+            "batch 1, prompt 128, 64 new tokens."
+        ),
+    )
+    p.add_argument("--model", help="preset name (see `kernelscope presets`) or a local HF checkpoint directory")
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available, else cpu)")
+    p.add_argument("--dtype", help="bfloat16/bf16, float16/fp16 or float32/fp32 (default: bf16 on GPU, fp32 on CPU)")
+    p.add_argument("--batch-size", type=_positive_int, default=1, help="sequences per batch (default 1)")
+    p.add_argument("--prompt-len", type=_positive_int, default=128, help="prompt tokens (default 128)")
+    p.add_argument("--new-tokens", type=_positive_int, default=64, help="tokens to generate, EOS ignored (default 64)")
+    p.add_argument("--warmup", type=_positive_int, default=1, help="unprofiled warm-up generations (default 1)")
+    p.add_argument("--repeats", type=_positive_int, default=3,
+                   help="timed generations per mode, without the profiler; medians are reported (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random weights and prompt ids (default 0)")
+    _add_output_args(p)
+
+    i = sub.add_parser(
+        "import",
+        help="make a run directory from Kineto traces written by any program",
+        description=(
+            "Read Kineto / torch.profiler traces (.json or .json.gz) written by any program (vLLM, SGLang, "
+            "training jobs, kernelscope itself) into a run directory. Several files become ranks of one run. "
+            "Phases and modules are known only if the program pushed kernelscope's ranges."
+        ),
+    )
+    i.add_argument("files", nargs="+", type=Path, metavar="FILE", help="Kineto trace files")
+    _add_output_args(i)
+
+    r = sub.add_parser(
+        "report",
+        help="re-render a run's report from its stored tables",
+        description="Re-render report/ of a run directory from its tables, without profiling again.",
+    )
+    r.add_argument("run", type=Path, metavar="RUN", help="run directory")
+    r.add_argument("--top", type=_positive_int, default=20, help="kernels per phase in the top tables (default 20)")
+
+    sub.add_parser("presets", help="list model presets", description="List the model presets.")
+    return parser
+
+
+def _add_output_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, help="run directory to create (default: RUNS_DIR/<model>-<device>-<time>)")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where new runs go (default ./runs)")
+    p.add_argument("--no-report", action="store_true", help="write tables only, no report/")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from kernelscope.progress import SILENT, Steps
+
+    steps = SILENT if args.quiet else Steps()
+    try:
+        return _dispatch(args, steps)
+    except UserError as exc:
+        print(f"kernelscope: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kernelscope: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, steps) -> int:
+    if args.command == "profile":
+        from kernelscope.commands.profile import ProfileOptions, run_profile
+
+        options = ProfileOptions(
+            model=args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+            prompt_len=args.prompt_len, new_tokens=args.new_tokens, warmup=args.warmup, repeats=args.repeats,
+            seed=args.seed, out=args.out, runs_dir=args.runs_dir, report=not args.no_report,
+        )
+        path = run_profile(options, steps)
+        print(path)
+    elif args.command == "import":
+        from kernelscope.commands.import_trace import import_traces
+
+        with steps.step(f"Importing {len(args.files)} trace file(s)"):
+            path = import_traces(args.files, args.out, args.runs_dir, report=not args.no_report)
+        print(path)
+    elif args.command == "report":
+        from kernelscope.commands.report import rerender
+
+        with steps.step("Rendering the report"):
+            path = rerender(args.run, args.top)
+        print(path.parent.parent)
+    elif args.command == "presets":
+        from kernelscope.workload.presets import load_presets
+
+        for preset in load_presets().values():
+            print(f"{preset.name:14s} {preset.model_type:12s} {preset.description}")
+    return 0

@@ -1,0 +1,1 @@
+"""Commands: each runs the stages for one CLI verb (workload → capture → load → analyze → report)."""

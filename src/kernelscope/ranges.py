@@ -1,0 +1,43 @@
+"""Names of the ranges kernelscope pushes around phases and modules.
+
+This is a contract between the workload (which pushes the ranges, as profiler and NVTX ranges) and
+the analysis (which reads them back from any trace). Nsight tools can gate on the same names, e.g.
+`ncu --nvtx --nvtx-include "regex:ks.phase:decode/"`.
+"""
+
+from __future__ import annotations
+
+import re
+
+PHASE_PREFIX = "ks.phase:"
+MODULE_PREFIX = "ks.module:"
+
+PREFILL = "prefill"
+DECODE = "decode"
+UNKNOWN = "unknown"
+
+# Non-model work of a generation step (logits processing, token selection, stopping checks).
+GENERATE_MODULE = "generate"
+
+
+def phase_range(phase: str, step: int | None = None) -> str:
+    return f"{PHASE_PREFIX}{phase}" if step is None else f"{PHASE_PREFIX}{phase}:{step}"
+
+
+def module_range(qualified_name: str) -> str:
+    return f"{MODULE_PREFIX}{qualified_name}"
+
+
+_LAYER_INDEX = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
+
+
+def layer_index(module_name: str) -> int | None:
+    """The decoder layer a module belongs to: the first purely numeric part of its qualified name."""
+    match = _LAYER_INDEX.search(module_name)
+    return int(match.group(1)) if match else None
+
+
+def layer_prefix(module_name: str) -> str | None:
+    """Qualified name of the layer module itself, e.g. 'model.layers.3' for 'model.layers.3.mlp.up_proj'."""
+    match = _LAYER_INDEX.search(module_name)
+    return module_name[: match.end(1)] if match else None

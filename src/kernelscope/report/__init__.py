@@ -1,0 +1,1 @@
+"""Report: render tables and figures into files. No analysis beyond formatting."""
