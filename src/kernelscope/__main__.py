@@ -1,3 +1,5 @@
 from kernelscope.cli import main
 
-raise SystemExit(main())
+# Guarded: helper processes (trace loading) import the main module again.
+if __name__ == "__main__":
+    raise SystemExit(main())
