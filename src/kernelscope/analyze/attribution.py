@@ -119,22 +119,24 @@ def _with_launches(
         pl.col("dur_ns").alias("launch_dur_ns"),
     )
     joined = kernels.join(launch_cols, on="correlation", how="left")
-    # Fallback for traces without runtime events: the CPU op that carries the kernel's External id.
-    by_external = (
-        ops.filter((pl.col("cat") == "cpu_op") & pl.col("external_id").is_not_null())
-        .unique("external_id", keep="first")
-        .select(
-            "external_id",
-            pl.col("pid").alias("op_pid"),
-            pl.col("tid").alias("op_tid"),
-            pl.col("start_ns").alias("op_start_ns"),
+    missing = joined.filter(pl.col("launch_start_ns").is_null() & pl.col("external_id").is_not_null())
+    if missing.height:
+        # Kernels without a launch record: use the CPU op that carries the kernel's External id.
+        by_external = (
+            ops.filter((pl.col("cat") == "cpu_op") & pl.col("external_id").is_in(missing["external_id"].implode()))
+            .unique("external_id", keep="first")
+            .select(
+                "external_id",
+                pl.col("pid").alias("op_pid"),
+                pl.col("tid").alias("op_tid"),
+                pl.col("start_ns").alias("op_start_ns"),
+            )
         )
-    )
-    joined = joined.join(by_external, on="external_id", how="left").with_columns(
-        pl.coalesce("pid", "op_pid").alias("pid"),
-        pl.coalesce("tid", "op_tid").alias("tid"),
-        pl.coalesce("launch_start_ns", "op_start_ns").alias("launch_start_ns"),
-    ).drop("op_pid", "op_tid", "op_start_ns")
+        joined = joined.join(by_external, on="external_id", how="left").with_columns(
+            pl.coalesce("pid", "op_pid").alias("pid"),
+            pl.coalesce("tid", "op_tid").alias("tid"),
+            pl.coalesce("launch_start_ns", "op_start_ns").alias("launch_start_ns"),
+        ).drop("op_pid", "op_tid", "op_start_ns")
     return joined.join(threads, on=["pid", "tid"], how="left")
 
 

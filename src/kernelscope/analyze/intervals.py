@@ -59,11 +59,15 @@ class NestedIntervals:
     def innermost(self, thread: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Row of the innermost interval containing each point, or -1."""
         pos = self._innermost_positions(thread, t)
+        if len(self.rows) == 0:
+            return pos
         return np.where(pos >= 0, self.rows[np.maximum(pos, 0)], -1)
 
     def outermost(self, thread: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Row of the outermost interval containing each point, or -1."""
         pos = self._innermost_positions(thread, t)
+        if len(self.rows) == 0:
+            return pos
         top = np.where(pos >= 0, self.root[np.maximum(pos, 0)], -1)
         return np.where(top >= 0, self.rows[np.maximum(top, 0)], -1)
 

@@ -7,6 +7,7 @@ array form, current lower-case categories and the older capitalised ones ("Kerne
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import mmap
 import multiprocessing
@@ -17,6 +18,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,7 +161,10 @@ def load_kineto(path: Path, workers: int | None = None) -> TraceTables:
             parts = _decode_chunks(path, plain, data, ranges, workers)
         except _ChunkError:
             parts = _decode_chunks(path, plain, data, [(offset, offset + length, True, True)], 1)
-    return _assemble(parts, _metadata(fields))
+    tables = _assemble(parts, _metadata(fields))
+    if tables.kernels.height == 0 and not (tables.ops["cat"] == "cpu_op").any():
+        raise UserError(f"{path}: no kernels, memory copies or CPU ops in this trace")
+    return tables
 
 
 def _locate_events(path: Path, data: bytes | mmap.mmap) -> tuple[dict[str, Any], int, int]:
@@ -179,14 +184,18 @@ def _locate_events(path: Path, data: bytes | mmap.mmap) -> tuple[dict[str, Any],
         raise UserError(f"{path}: not a Kineto trace: {exc}") from None
     except msgspec.DecodeError as exc:
         raise UserError(f"{path}: invalid or truncated JSON: {exc}") from None
-    events = np.frombuffer(document.traceEvents, dtype=np.uint8)
-    whole = np.frombuffer(data, dtype=np.uint8)
-    if events.size == 0 or events[0] != ord("["):
-        raise UserError(f"{path}: not a Kineto trace: 'traceEvents' is not a list")
-    offset, length = int(events.ctypes.data - whole.ctypes.data), int(events.size)
+    # Views into the map must all be released before returning or raising, or the map cannot close.
     fields = msgspec.structs.asdict(document)
-    del fields["traceEvents"], document, events, whole  # release the views so the map can close
-    return fields, offset, length
+    raw = fields.pop("traceEvents")
+    del document
+    with memoryview(raw) as view:
+        is_list = view[:1].tobytes() == b"["
+        length = len(view)
+        offset = np.frombuffer(view, dtype=np.uint8).ctypes.data - np.frombuffer(data, dtype=np.uint8).ctypes.data
+    del raw
+    if not is_list:
+        raise UserError(f"{path}: not a Kineto trace: 'traceEvents' is not a list")
+    return fields, int(offset), int(length)
 
 
 def _locate_by_text(data: bytes | mmap.mmap) -> tuple[dict[str, Any], int, int] | None:
@@ -248,26 +257,31 @@ def _decode_chunks(
     ctx.set_forkserver_preload([__name__])
     bounds = ctx.Array("q", [0, len(ranges)])
     results: dict[int, dict[str, Any]] = {}
-    with ProcessPoolExecutor(workers - 1, mp_context=ctx, initializer=_set_bounds, initargs=(bounds,)) as pool:
-        futures: list = []
-        # Submitting starts the fork server (hundreds of ms): do it off the main thread.
-        spool = tempfile.mkdtemp(prefix="kernelscope-chunks-")
-        submitter = threading.Thread(
-            target=lambda: futures.extend(
-                pool.submit(_helper_chunks, str(path), str(plain), ranges, spool) for _ in range(workers - 1)
+    spool = tempfile.mkdtemp(prefix="kernelscope-chunks-")
+    try:
+        with ProcessPoolExecutor(workers - 1, mp_context=ctx, initializer=_set_bounds, initargs=(bounds,)) as pool:
+            futures: list = []
+            # Submitting starts the fork server (hundreds of ms): do it off the main thread.
+            submitter = threading.Thread(
+                target=lambda: futures.extend(
+                    pool.submit(_helper_chunks, str(path), str(plain), ranges, spool) for _ in range(workers - 1)
+                )
             )
-        )
-        submitter.start()
-        while (index := _take(bounds, from_back=False)) is not None:
-            results[index] = _chunk_tables(str(path), _chunk_text(data, *ranges[index]), False)
-        submitter.join()
-        try:
+            submitter.start()
+            while (index := _take(bounds, from_back=False)) is not None:
+                results[index] = _chunk_tables(str(path), _chunk_text(data, *ranges[index]), False)
+            submitter.join()
             for future in futures:
-                for index, files in future.result().items():
-                    results[index] = {k: pl.read_ipc(v) if isinstance(v, str) else v
-                                      for k, v in files.items()}
-        finally:
-            shutil.rmtree(spool, ignore_errors=True)
+                with contextlib.suppress(BrokenProcessPool, OSError, EOFError):
+                    for index, files in future.result().items():
+                        results[index] = {k: pl.read_ipc(v) if isinstance(v, str) else v for k, v in files.items()}
+        # A helper that could not start or died (e.g. the main module cannot be re-imported, as for code
+        # run from stdin) leaves chunks undone: finish them here.
+        for index in range(len(ranges)):
+            if index not in results:
+                results[index] = _chunk_tables(str(path), _chunk_text(data, *ranges[index]), False)
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
     return [results[i] for i in range(len(ranges))]
 
 
@@ -437,7 +451,8 @@ def _kernel_table(events: list[_Event], args: list[_KernelArgs]) -> pl.DataFrame
             "est_occupancy_pct": [a.occupancy for a in args],
             "bytes": [a.bytes for a in args],
         },
-        schema_overrides=_KERNEL_SCHEMA,
+        schema_overrides={"name": pl.String, "kind": pl.String, "ts_us": pl.Float64, "dur_ns": pl.Int64,
+                          **_KERNEL_SCHEMA},
     )
 
 
@@ -453,7 +468,8 @@ def _launch_table(events: list[_Event], args: list[_RuntimeArgs]) -> pl.DataFram
             "correlation": [a.correlation for a in args],
             "external_id": _external_ids(args),
         },
-        schema_overrides={"pid": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "external_id": pl.Int64},
+        schema_overrides={"api": pl.String, "pid": pl.Int64, "tid": pl.Int64, "ts_us": pl.Float64,
+                          "dur_ns": pl.Int64, "correlation": pl.Int64, "external_id": pl.Int64},
     )
 
 
@@ -473,6 +489,12 @@ def _op_table(events: list[_Event], args: list[_OpArgs]) -> pl.DataFrame:
             "input_types": _raw_column([bytes(a.input_type) for a in args]),
         },
         schema_overrides={
+            "name": pl.String,
+            "cat": pl.String,
+            "ts_us": pl.Float64,
+            "dur_ns": pl.Int64,
+            "input_dims": pl.String,
+            "input_types": pl.String,
             "pid": pl.Int64,
             "tid": pl.Int64,
             "external_id": pl.Int64,

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+KINETO = DATA / "kineto"
+GPU_TRACES = sorted(KINETO.glob("h200-*.trace.json.gz"))
+
+
+@pytest.fixture(scope="session")
+def qwen_gpu_trace() -> Path:
+    return KINETO / "h200-qwen2-0.5b-p16-n4.trace.json.gz"
+
+
+def write_trace(path: Path, events: list[dict], **fields) -> Path:
+    """A small Kineto-shaped trace file (gzip when the name ends in .gz)."""
+    document = {"schemaVersion": 1, **fields, "traceEvents": events}
+    text = json.dumps(document, indent=2)
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path

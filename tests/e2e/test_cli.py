@@ -1,0 +1,164 @@
+"""End-to-end runs of the command line, as a user runs it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import write_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kernelscope(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kernelscope", "-q", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    result = kernelscope("profile", "--out", str(out))  # the CPU default: tiny, prompt 128, 64 new tokens
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == str(out.resolve())
+    return out
+
+
+def test_profile_writes_a_complete_run_directory(tiny_run):
+    for name in ["run.json", "summary.json", "kernels.parquet", "ops.parquet", "trace.json.gz",
+                 "report/report.md", "report/tables/kernels_decode.csv", "report/tables/layer_breakdown_decode.csv"]:
+        assert (tiny_run / name).is_file(), name
+    summary = json.loads((tiny_run / "summary.json").read_text())
+    kernels = pl.read_parquet(tiny_run / "kernels.parquet")
+    assert summary["kernel_count"] == kernels.height > 0
+    assert summary["device_time_us"] == pytest.approx(kernels["dur_ns"].sum() / 1e3)
+    assert summary["attribution_coverage"] >= 0.995
+    assert set(summary["phases"]) == {"prefill", "decode"}
+    assert summary["phases"]["decode"]["steps"] == 63
+    assert sum(p["kernel_count"] for p in summary["phases"].values()) == kernels.height
+    for key in ("ttft_ms", "tpot_ms", "tokens_per_s", "e2e_ms"):
+        assert summary["timings"][key] > 0
+    run = json.loads((tiny_run / "run.json").read_text())
+    assert run["schema_version"] == 1 and run["workload"]["model"] == "tiny"
+    assert run["timings"]["tokens_match"] and run["timings"]["profiled_tokens_match"]
+    assert run["model"]["layer_types"] == {"0": "Qwen2DecoderLayer", "1": "Qwen2DecoderLayer"}
+
+
+def test_report_shows_phases_stats_and_layer_breakdown(tiny_run):
+    text = (tiny_run / "report" / "report.md").read_text()
+    for heading in ["## Setup", "## Timings", "### Device time by phase", "### Prefill", "### Decode",
+                    "## Layer → module → operator breakdown", "#### Layer types", "## Methodology"]:
+        assert heading in text, heading
+    assert "| Time % | Total | Instances | Avg | Med | Min | Max | StdDev |" in text
+    assert "`mlp.down_proj`" in text and "Qwen2DecoderLayer" in text
+
+
+def test_report_rerenders_without_profiling(tiny_run):
+    report = tiny_run / "report" / "report.md"
+    report.unlink()
+    result = kernelscope("report", str(tiny_run), "--top", "5")
+    assert result.returncode == 0, result.stderr
+    text = report.read_text()
+    assert "5 of " in text and "### Decode" in text
+
+
+def test_import_round_trips_our_own_trace(tiny_run, tmp_path):
+    out = tmp_path / "imported"
+    result = kernelscope("import", str(tiny_run / "trace.json.gz"), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    original = pl.read_parquet(tiny_run / "kernels.parquet")
+    imported = pl.read_parquet(out / "kernels.parquet")
+    assert imported.select("name", "dur_ns", "phase", "step", "module", "op").equals(
+        original.select("name", "dur_ns", "phase", "step", "module", "op"))
+
+
+def test_import_of_a_real_gpu_trace(qwen_gpu_trace, tmp_path):
+    out = tmp_path / "gpu"
+    result = kernelscope("import", str(qwen_gpu_trace), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["attribution_coverage"] == 1.0 and summary["device"] == "NVIDIA H200"
+    assert summary["phases"]["decode"]["steps"] == 3
+    text = (out / "report" / "report.md").read_text()
+    assert "### Prefill" in text and "### Decode" in text and "nvjet_sm90" in text
+    # The per-kernel table of the report adds up to the trace's own kernel total.
+    table = pl.read_csv(out / "report" / "tables" / "kernels_decode.csv")
+    kernels = pl.read_parquet(out / "kernels.parquet").filter(pl.col("phase") == "decode")
+    assert table["total_ns"].sum() == kernels["dur_ns"].sum()
+
+
+def test_import_of_several_files_makes_ranks(qwen_gpu_trace, tmp_path):
+    out = tmp_path / "ranks"
+    result = kernelscope("import", str(qwen_gpu_trace), str(qwen_gpu_trace), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    kernels = pl.read_parquet(out / "kernels.parquet")
+    assert sorted(kernels["rank"].unique().to_list()) == [0, 1]
+
+
+def _assert_clean_failure(result: subprocess.CompletedProcess, *needles: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("kernelscope: error: ") and "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [(b"", "file is empty"), (b'{"traceEvents": [{"ph": "X"', "truncated"), (b"<html>", "not JSON"),
+     (b'{"events": []}', "not a Kineto trace")],
+)
+def test_import_of_bad_files_fails_cleanly(tmp_path, content, needle):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    out = tmp_path / "out"
+    result = kernelscope("import", str(bad), "--out", str(out))
+    _assert_clean_failure(result, str(bad), needle)
+    assert not out.exists() and not any(p.name.startswith(".out") for p in tmp_path.iterdir())
+
+
+def test_import_of_missing_file_and_existing_out(tmp_path, qwen_gpu_trace):
+    _assert_clean_failure(kernelscope("import", str(tmp_path / "none.json")), "no such file")
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    _assert_clean_failure(kernelscope("import", str(qwen_gpu_trace), "--out", str(taken)), "already exists")
+
+
+def test_trace_without_any_event_of_interest(tmp_path):
+    path = write_trace(tmp_path / "empty.json", [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0}])
+    _assert_clean_failure(kernelscope("import", str(path), "--out", str(tmp_path / "o")), "no kernels")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--model", "no-such-model"], "unknown preset 'no-such-model'"),
+        (["--prompt-len", "1000", "--new-tokens", "100"], "exceeds the model's 1024 positions"),
+        (["--dtype", "fp7"], "unknown dtype 'fp7'"),
+        (["--device", "cuda"] if not __import__("torch").cuda.is_available() else ["--device", "tpu"], "--device"),
+    ],
+)
+def test_profile_bad_arguments_fail_cleanly(tmp_path, args, needle):
+    out = tmp_path / "run"
+    _assert_clean_failure(kernelscope("profile", "--out", str(out), *args), needle)
+    assert not out.exists()
+
+
+def test_profile_checkpoint_without_config(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    _assert_clean_failure(kernelscope("profile", "--model", str(ckpt)), "no config.json", str(ckpt))
+
+
+def test_report_of_a_non_run(tmp_path):
+    _assert_clean_failure(kernelscope("report", str(tmp_path)), "not a kernelscope run directory")
+    _assert_clean_failure(kernelscope("report", str(tmp_path / "x")), "no such run directory")
+
+
+def test_usage_errors_exit_2():
+    result = kernelscope("profile", "--batch-size", "-3")
+    assert result.returncode == 2 and "non-negative" in result.stderr

@@ -1,0 +1,133 @@
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from kernelscope.errors import UserError
+from kernelscope.load import kineto
+from kernelscope.load.kineto import load_kineto
+from tests.conftest import GPU_TRACES, write_trace
+
+
+def _counts(path: Path) -> dict[str, int]:
+    """Independent count with the standard library: complete events per table."""
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    x = [e for e in events if e.get("ph") == "X"]
+    return {
+        "kernels": sum(e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") for e in x),
+        "launches": sum(e.get("cat") in ("cuda_runtime", "cuda_driver") for e in x),
+        "ops": sum(e.get("cat") in ("cpu_op", "user_annotation") for e in x),
+        "kernel_ns": round(sum(e["dur"] for e in x if e.get("cat") == "kernel") * 1e3),
+    }
+
+
+@pytest.mark.parametrize("path", GPU_TRACES, ids=lambda p: p.name)
+def test_real_gpu_traces_load_completely(path):
+    tables = load_kineto(path)
+    expected = _counts(path)
+    assert tables.kernels.height == expected["kernels"]
+    assert tables.launches.height == expected["launches"]
+    assert tables.ops.height == expected["ops"]
+    kernel_ns = tables.kernels.filter(pl.col("kind") == "kernel")["dur_ns"].sum()
+    assert abs(kernel_ns - expected["kernel_ns"]) <= tables.kernels.height  # rounding to whole ns
+    assert tables.meta["device_properties"][0]["name"] == "NVIDIA H200"
+    assert tables.kernels["correlation"].null_count() == 0
+    assert tables.kernels["start_ns"].min() >= 0
+    assert set(tables.kernels["kind"]) <= {"kernel", "memcpy", "memset"}
+
+
+def test_real_trace_fields(qwen_gpu_trace):
+    tables = load_kineto(qwen_gpu_trace)
+    gemm = tables.kernels.filter(pl.col("name").str.starts_with("nvjet")).row(0, named=True)
+    assert gemm["grid_x"] >= 1 and gemm["block_x"] >= 1 and gemm["registers_per_thread"] > 0
+    ops = tables.ops.filter(pl.col("name") == "aten::mm")
+    assert ops.height > 0 and ops["input_dims"].null_count() == 0
+    assert json.loads(ops["input_dims"][0])[0]  # a real shape list
+    assert "BFloat16" in ops["input_types"][0]
+
+
+def test_gzip_and_plain_give_identical_tables(qwen_gpu_trace, tmp_path):
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress(qwen_gpu_trace.read_bytes()))
+    a, b = load_kineto(qwen_gpu_trace), load_kineto(plain)
+    assert a.kernels.equals(b.kernels) and a.ops.equals(b.ops) and a.launches.equals(b.launches)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_chunked_decoding_matches_single_chunk(qwen_gpu_trace, monkeypatch, workers):
+    whole = load_kineto(qwen_gpu_trace, workers=1)
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 1 << 20)  # ~12 chunks for this 12 MB trace
+    chunked = load_kineto(qwen_gpu_trace, workers=workers)
+    assert chunked.kernels.equals(whole.kernels)
+    assert chunked.ops.equals(whole.ops)
+    assert chunked.launches.equals(whole.launches)
+    assert chunked.meta["event_count"] == whole.meta["event_count"]
+
+
+def test_older_capitalised_categories_and_field_names(tmp_path):
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 50,
+         "args": {"external id": 7, "Input dims": [[2, 3], [3, 4]]}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 5,
+         "args": {"correlation": 42, "external id": 7}},
+        {"ph": "X", "cat": "Kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": 130, "dur": 20,
+         "args": {"correlation": 42, "external id": 7, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 160, "dur": 2,
+         "args": {"correlation": 43, "bytes": 64}},
+    ]
+    tables = load_kineto(write_trace(tmp_path / "old.json", events))
+    assert tables.kernels["kind"].to_list() == ["kernel", "memcpy"]
+    assert tables.kernels["external_id"].to_list() == [7, None]
+    assert tables.ops["input_dims"].to_list() == ["[[2,3],[3,4]]"] or "2" in tables.ops["input_dims"][0]
+    assert tables.launches["correlation"].to_list() == [42]
+    assert tables.kernels["start_ns"].to_list() == [30_000, 60_000]
+
+
+def test_bare_array_form(tmp_path):
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 5.5, "dur": 1.25}]
+    path = tmp_path / "array.json"
+    path.write_text(json.dumps(events))
+    tables = load_kineto(path)
+    assert tables.ops["name"].to_list() == ["aten::add"]
+    assert tables.ops["dur_ns"].to_list() == [1250]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "file is empty"),
+        (b"hello", "not JSON"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "kernel"', "truncated"),
+        (b'{"schemaVersion": 1}', "not a Kineto trace"),
+        (b'{"traceEvents": 3}', "not a Kineto trace"),
+        (b'{"traceEvents": [{"ph": "X", "ts": "soon"}]}', "not a Kineto trace"),
+        (gzip.compress(b'{"traceEvents": []}')[:-9], "gzip"),
+    ],
+)
+def test_bad_files_raise_one_clear_error(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(UserError) as err:
+        load_kineto(path)
+    assert message in str(err.value) and str(path) in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        load_kineto(tmp_path / "nope.json")
+    with pytest.raises(UserError, match="is a directory"):
+        load_kineto(tmp_path)
+
+
+def test_unusual_layout_takes_the_exact_path(tmp_path):
+    # A long field after the event array defeats the fast text search; the decoder then finds the array.
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"traceEvents": events, "padding": "x" * 70_000, "schemaVersion": 1}))
+    tables = load_kineto(path)
+    assert tables.ops["name"].to_list() == ["aten::add"]
+    assert tables.meta["schema_version"] == 1

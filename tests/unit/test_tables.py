@@ -1,0 +1,76 @@
+import math
+import statistics
+
+import polars as pl
+import pytest
+
+from kernelscope.analyze.kernel_stats import kernel_summary
+from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
+from kernelscope.analyze.phases import phase_table
+
+
+def kernels(rows):
+    cols = ["name", "phase", "step", "module", "layer", "dur_ns", "start_ns"]
+    df = pl.DataFrame(rows, schema=cols, orient="row")
+    return df.with_columns(pl.lit("kernel").alias("kind"))
+
+
+ROWS = [
+    # decode step 0 and 1, two layers of type A (0, 1) and one of type B (2)
+    ("gemv", "decode", 0, "model.layers.0.mlp.down_proj", 0, 100, 1),
+    ("gemv", "decode", 0, "model.layers.1.mlp.down_proj", 1, 120, 2),
+    ("gemv", "decode", 0, "model.layers.2.mlp.experts", 2, 300, 3),
+    ("add", "decode", 0, "model.layers.0", 0, 10, 4),
+    ("gemv", "decode", 1, "model.layers.0.mlp.down_proj", 0, 110, 5),
+    ("gemv", "decode", 1, "model.layers.1.mlp.down_proj", 1, 130, 6),
+    ("gemv", "decode", 1, "model.layers.2.mlp.experts", 2, 310, 7),
+    ("argmax", "decode", 1, "generate", None, 5, 8),
+    ("gemm", "prefill", None, "model.layers.0.mlp.down_proj", 0, 1000, 0),
+]
+TYPES = {0: "A", 1: "A", 2: "B"}
+
+
+def test_kernel_summary_matches_nsys_definitions():
+    durations = [100, 120, 110, 130]
+    table = kernel_summary(kernels(ROWS).filter(pl.col("module").str.ends_with("down_proj")), by=["phase"])
+    row = table.filter((pl.col("phase") == "decode") & (pl.col("name") == "gemv")).row(0, named=True)
+    assert row["instances"] == 4 and row["total_ns"] == sum(durations)
+    assert row["avg_ns"] == statistics.mean(durations) and row["med_ns"] == statistics.median(durations)
+    assert row["stddev_ns"] == pytest.approx(statistics.stdev(durations))
+    assert (row["min_ns"], row["max_ns"], row["time_pct"]) == (100, 130, 100.0)
+    single = table.filter(pl.col("phase") == "prefill").row(0, named=True)
+    assert single["stddev_ns"] == 0.0
+
+
+def test_time_pct_sums_to_100_per_phase():
+    table = kernel_summary(kernels(ROWS), by=["phase"])
+    for _, group in table.group_by("phase"):
+        assert math.isclose(group["time_pct"].sum(), 100.0)
+
+
+def test_phase_table_counts_steps():
+    table = phase_table(kernels(ROWS))
+    assert table["phase"].to_list() == ["prefill", "decode"]
+    decode = table.row(1, named=True)
+    assert decode["steps"] == 2 and decode["kernel_count"] == 8
+    assert decode["device_time_per_step_ns"] == sum(r[5] for r in ROWS if r[1] == "decode") / 2
+
+
+def test_layer_breakdown_per_layer_per_step():
+    k = kernels(ROWS).filter(pl.col("phase") == "decode")
+    table = layer_breakdown(k, TYPES, {"decode": 2})
+    row = table.filter((pl.col("layer_type") == "A") & (pl.col("layer_module") == "mlp.down_proj")).row(0, named=True)
+    assert row["per_layer_step_ns"] == (100 + 120 + 110 + 130) / (2 * 2) and row["layers"] == 2
+    assert row["launches_per_layer_step"] == 1.0
+    b = table.filter(pl.col("layer_type") == "B").row(0, named=True)
+    assert (b["per_layer_step_ns"], b["layer_module"]) == ((300 + 310) / 2, "mlp.experts")
+    itself = table.filter(pl.col("layer_module") == "(layer)").row(0, named=True)
+    assert itself["per_layer_step_ns"] == 10 / 4
+    outside = table.filter(pl.col("layer_type") == "outside layers").row(0, named=True)
+    assert (outside["layer_module"], outside["per_layer_step_ns"]) == ("generate", 2.5)
+    totals = layer_type_totals(table)
+    a = totals.filter(pl.col("layer_type") == "A").row(0, named=True)
+    assert a["per_step_ns"] == (100 + 120 + 110 + 130 + 10) / 2
+    assert math.isclose(totals["time_pct"].sum(), 100.0)
+    per_layer = per_layer_times(k, TYPES, {"decode": 2})
+    assert per_layer["per_step_ns"].to_list() == [(100 + 10 + 110) / 2, (120 + 130) / 2, (300 + 310) / 2]
