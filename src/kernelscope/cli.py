@@ -72,6 +72,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--top", type=_positive_int, default=20, help="kernels per phase in the top tables (default 20)")
 
     sub.add_parser("presets", help="list model presets", description="List the model presets.")
+
+    h = sub.add_parser("hw", help="hardware database and measured ceilings",
+                       description="Datasheet peaks of known devices, and ceilings measured on this machine.")
+    hw_sub = h.add_subparsers(dest="hw_command", required=True, metavar="ACTION")
+    hw_sub.add_parser("list", help="list known devices", description="List the devices of the hardware database.")
+    show = hw_sub.add_parser("show", help="one device's specs and measurements",
+                             description="Show a device's datasheet values, sources and any measured ceilings.")
+    show.add_argument("name", help="a key from `hw list` (e.g. h100-sxm) or a device name (e.g. 'NVIDIA H200')")
+    cal = hw_sub.add_parser(
+        "calibrate", help="measure copy bandwidth and GEMM throughput here",
+        description=(
+            "Measure achievable copy bandwidth (bytes read + written) and large-GEMM throughput per dtype on the "
+            "present device (a GPU, or the CPU), and store them; reports then use them instead of datasheet peaks."
+        ),
+    )
+    cal.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available, else cpu)")
+    cal.add_argument("--out", type=Path,
+                     help="where to write the JSON (default: $KERNELSCOPE_CALIBRATION_DIR or ~/.cache/kernelscope/calibration)")
+    cal.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
     return parser
 
 
@@ -119,6 +138,18 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
         with steps.step("Rendering the report"):
             path = rerender(args.run, args.top)
         print(path.parent.parent)
+    elif args.command == "hw":
+        from kernelscope.commands import hw
+
+        if args.hw_command == "list":
+            print(hw.list_specs())
+        elif args.hw_command == "show":
+            print(hw.show_spec(args.name))
+        else:
+            with steps.step("Measuring copy bandwidth and GEMM throughput"):
+                result, path = hw.run_calibration(args.device, args.out, args.quick)
+            print(hw.describe_calibration(result))
+            print(path)
     elif args.command == "presets":
         from kernelscope.workload.presets import load_presets
 

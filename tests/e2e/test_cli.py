@@ -1,8 +1,10 @@
 """End-to-end runs of the command line, as a user runs it."""
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -13,9 +15,14 @@ from tests.conftest import write_trace
 ROOT = Path(__file__).resolve().parents[2]
 
 
+CALIBRATION_DIR = Path(tempfile.mkdtemp(prefix="kernelscope-test-calibration-"))
+
+
 def kernelscope(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    # Measured ceilings of the machine running the tests must not leak into the reports under test.
+    env = dict(os.environ, KERNELSCOPE_CALIBRATION_DIR=str(CALIBRATION_DIR))
     return subprocess.run([sys.executable, "-m", "kernelscope", "-q", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=600)
+                          cwd=cwd, timeout=600, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +95,15 @@ def test_import_of_a_real_gpu_trace(qwen_gpu_trace, tmp_path):
     table = pl.read_csv(out / "report" / "tables" / "kernels_decode.csv")
     kernels = pl.read_parquet(out / "kernels.parquet").filter(pl.col("phase") == "decode")
     assert table["total_ns"].sum() == kernels["dur_ns"].sum()
+    # Roofline: datasheet ceilings of the H200, cost models for (nearly) all decode time, figures on disk.
+    assert "## Roofline and classification" in text and "4.80 TB/s (datasheet)" in text
+    assert summary["cost_coverage"] >= 0.95
+    for name in ["roofline_decode", "roofline_normalized_decode", "roofline_top_decode", "histograms_decode"]:
+        assert (out / "report" / "figures" / f"{name}.png").stat().st_size > 5000
+        assert (out / "report" / "figures" / f"{name}.svg").is_file()
+        assert f"](figures/{name}.png)" in text
+    classes = pl.read_csv(out / "report" / "tables" / "roofline_classes_decode.csv")
+    assert abs(classes["time_pct"].sum() - 100) < 1e-6 and classes["launches"].sum() == kernels.height
 
 
 def test_import_of_several_files_makes_ranks(qwen_gpu_trace, tmp_path):
@@ -162,3 +178,17 @@ def test_report_of_a_non_run(tmp_path):
 def test_usage_errors_exit_2():
     result = kernelscope("profile", "--batch-size", "-3")
     assert result.returncode == 2 and "non-negative" in result.stderr
+
+
+def test_hw_list_show_and_calibrate(tmp_path):
+    listing = kernelscope("hw", "list")
+    assert listing.returncode == 0 and "NVIDIA H100 SXM" in listing.stdout and "MI300X" in listing.stdout
+    shown = kernelscope("hw", "show", "NVIDIA H200")
+    assert shown.returncode == 0 and "4.80 TB/s" in shown.stdout and "sources" in shown.stdout
+    _assert_clean_failure(kernelscope("hw", "show", "Voodoo 3"), "no device matches")
+    out = tmp_path / "cpu.json"
+    calibrated = kernelscope("hw", "calibrate", "--device", "cpu", "--quick", "--out", str(out))
+    assert calibrated.returncode == 0, calibrated.stderr
+    result = json.loads(out.read_text())
+    assert result["device_type"] == "cpu" and result["copy_bandwidth"] > 1e8
+    assert result["gemm_flops"]["fp32"] > 1e8

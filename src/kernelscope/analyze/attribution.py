@@ -28,9 +28,13 @@ def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
 
     cpu = ops.filter(pl.col("cat") == "cpu_op")
     cpu_index = _index(cpu, span)
+    cpu_ids = cpu["op_id"].to_numpy()
     depth = np.zeros(len(ops), dtype=np.int64)
-    depth[cpu["op_id"].to_numpy()[cpu_index.rows]] = cpu_index.depth
-    ops = ops.with_columns(pl.Series("depth", depth))
+    depth[cpu_ids[cpu_index.rows]] = cpu_index.depth
+    parent = np.full(len(ops), -1, dtype=np.int64)
+    has_parent = cpu_index.parent >= 0
+    parent[cpu_ids[cpu_index.rows[has_parent]]] = cpu_ids[cpu_index.rows[cpu_index.parent[has_parent]]]
+    ops = ops.with_columns(pl.Series("depth", depth), pl.Series("parent_op_id", parent).replace(-1, None))
 
     if tables.kernels.height == 0 and cpu.height > 0:
         kernels = _cpu_self_time_kernels(cpu, cpu_index)
@@ -43,12 +47,12 @@ def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
 
     op_row = cpu_index.innermost(thread_code, t)
     top_row = cpu_index.outermost(thread_code, t)
-    cpu_ids = cpu["op_id"].to_numpy()
     cpu_names = cpu["name"]
     kernels = kernels.with_columns(
         _gather(cpu_names, op_row).alias("op"),
         _gather(cpu_names, top_row).alias("top_op"),
-        pl.Series("op_id", np.where(op_row >= 0, cpu_ids[np.maximum(op_row, 0)], -1)).replace(-1, None),
+        _ids(cpu_ids, op_row).alias("op_id"),
+        _ids(cpu_ids, top_row).alias("top_op_id"),
     )
 
     annotations = ops.filter(pl.col("cat") == "annotation")
@@ -96,6 +100,12 @@ def _index(intervals: pl.DataFrame, span: int) -> NestedIntervals:
         intervals["dur_ns"].to_numpy(),
         span,
     )
+
+
+def _ids(ids: np.ndarray, rows: np.ndarray) -> pl.Series:
+    if len(ids) == 0:
+        return pl.Series([None] * len(rows), dtype=pl.Int64)
+    return pl.Series(np.where(rows >= 0, ids[np.maximum(rows, 0)], -1)).replace(-1, None)
 
 
 def _gather(values: pl.Series, rows: np.ndarray) -> pl.Series:

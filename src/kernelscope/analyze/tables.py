@@ -7,9 +7,18 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.costs import kernel_costs
+from kernelscope.analyze.hardware import Ceilings
 from kernelscope.analyze.kernel_stats import kernel_summary
 from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
 from kernelscope.analyze.phases import phase_table, step_table
+from kernelscope.analyze.roofline import (
+    class_table,
+    cost_coverage,
+    kernel_points,
+    kernel_roofline_table,
+    place_on_roofline,
+)
 from kernelscope.load.profile import Profile
 
 
@@ -17,28 +26,49 @@ from kernelscope.load.profile import Profile
 class ReportTables:
     phases: pl.DataFrame
     steps: pl.DataFrame
+    kernels: pl.DataFrame  # every kernel with costs and roofline columns
+    ceilings: Ceilings | None = None
     kernels_by_phase: dict[str, pl.DataFrame] = field(default_factory=dict)
     layer_breakdown: dict[str, pl.DataFrame] = field(default_factory=dict)
     layer_types: dict[str, pl.DataFrame] = field(default_factory=dict)
     per_layer: dict[str, pl.DataFrame] = field(default_factory=dict)
+    classes: dict[str, pl.DataFrame] = field(default_factory=dict)
+    roofline_points: dict[str, pl.DataFrame] = field(default_factory=dict)
+    roofline_kernels: dict[str, pl.DataFrame] = field(default_factory=dict)
+    cost_coverage: dict[str, float] = field(default_factory=dict)
     unattributed: pl.DataFrame | None = None
 
 
-def report_tables(profile: Profile) -> ReportTables:
-    kernels = profile.kernels
+def with_costs(profile: Profile) -> pl.DataFrame:
+    """The run's kernels with their analytic costs (stored in kernels.parquet by newer runs)."""
+    if "flops" in profile.kernels.columns:
+        return profile.kernels
+    return kernel_costs(profile.kernels, profile.ops)
+
+
+def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportTables:
+    kernels = place_on_roofline(with_costs(profile), ceilings)
     phases = phase_table(kernels)
     steps = {row["phase"]: row["steps"] for row in phases.iter_rows(named=True)}
     by_phase = kernel_summary(kernels, by=["phase"])
-    tables = ReportTables(phases=phases, steps=step_table(kernels))
+    tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings)
     has_modules = kernels["module"].is_not_null().any()
+    group_column = "category" if "category" in kernels.columns else "cost_model"
     for phase in phases["phase"]:
+        subset = kernels.filter(pl.col("phase") == phase)
         tables.kernels_by_phase[phase] = by_phase.filter(pl.col("phase") == phase).drop("phase")
+        tables.cost_coverage[phase] = cost_coverage(subset)
         if has_modules and phase != ranges.UNKNOWN:
-            subset = kernels.filter(pl.col("phase") == phase)
             breakdown = layer_breakdown(subset, profile.layer_types, steps)
             tables.layer_breakdown[phase] = breakdown.drop("phase")
             tables.layer_types[phase] = layer_type_totals(breakdown).drop("phase")
             tables.per_layer[phase] = per_layer_times(subset, profile.layer_types, steps).drop("phase")
+        if ceilings is not None:
+            tables.classes[phase] = class_table(subset)
+            points = kernel_points(subset.with_columns(pl.col(group_column).fill_null("other")), group_column)
+            label = pl.col("friendly_name") if "friendly_name" in points.columns else pl.col("name")
+            tables.roofline_points[phase] = points.with_columns(label.alias("label"))
+            tables.roofline_kernels[phase] = kernel_roofline_table(tables.roofline_points[phase], ceilings)
     missing = kernels.filter((pl.col("phase") == ranges.UNKNOWN) | pl.col("module").is_null())
     tables.unattributed = kernel_summary(missing) if missing.height else None
     return tables

@@ -73,6 +73,7 @@ class _OpArgs(msgspec.Struct):
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
     input_dims_old: msgspec.Raw = msgspec.field(name="Input dims", default=msgspec.Raw(b""))
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
+    concrete_inputs: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b""))
 
 
 # Event categories, lower-cased, to the table they go to.
@@ -81,6 +82,16 @@ RUNTIME_CATS = {"cuda_runtime", "runtime", "cuda_driver", "xpu_runtime", "privat
 OP_CATS = {"cpu_op": "cpu_op", "operator": "cpu_op", "user_annotation": "annotation"}
 
 _CODE_KERNEL, _CODE_RUNTIME, _CODE_OP = 1, 2, 3
+
+# Ops whose scalar arguments ("Concrete Inputs") the cost models read; others' are not kept.
+CONCRETE_INPUT_OPS = frozenset({
+    "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+    "aten::_scaled_dot_product_attention_math", "aten::_flash_attention_forward", "aten::_efficient_attention_forward",
+    "aten::_cudnn_attention_forward", "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::conv2d", "aten::conv1d",
+    "aten::mean", "aten::sum", "aten::amax", "aten::max", "aten::argmax", "aten::topk", "aten::_softmax",
+})
 
 
 @dataclass
@@ -487,6 +498,10 @@ def _op_table(events: list[_Event], args: list[_OpArgs]) -> pl.DataFrame:
             "sequence_number": [a.sequence_number for a in args],
             "input_dims": _raw_column([bytes(a.input_dims or a.input_dims_old) for a in args]),
             "input_types": _raw_column([bytes(a.input_type) for a in args]),
+            # Scalar arguments matter to a few cost models (is_causal, strides); kept only for those ops.
+            "concrete_inputs": _raw_column(
+                [bytes(a.concrete_inputs) if e.name in CONCRETE_INPUT_OPS else b"" for e, a in zip(events, args, strict=True)]
+            ),
         },
         schema_overrides={
             "name": pl.String,
@@ -495,6 +510,7 @@ def _op_table(events: list[_Event], args: list[_OpArgs]) -> pl.DataFrame:
             "dur_ns": pl.Int64,
             "input_dims": pl.String,
             "input_types": pl.String,
+            "concrete_inputs": pl.String,
             "pid": pl.Int64,
             "tid": pl.Int64,
             "external_id": pl.Int64,
@@ -536,5 +552,5 @@ _COLUMN_ORDER = {
                 "shared_memory_bytes", "est_occupancy_pct", "bytes"],
     "launches": ["api", "pid", "tid", "start_ns", "dur_ns", "correlation", "external_id"],
     "ops": ["name", "cat", "pid", "tid", "start_ns", "dur_ns", "external_id", "sequence_number", "input_dims",
-            "input_types"],
+            "input_types", "concrete_inputs"],
 }

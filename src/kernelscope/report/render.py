@@ -8,8 +8,10 @@ from typing import Any
 import polars as pl
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.tables import ReportTables, report_tables
 from kernelscope.load.profile import Profile
+from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.formatting import markdown_table
 
@@ -26,9 +28,11 @@ KERNEL_COLUMNS: list[fmt.Column] = [
     ("StdDev", "stddev_ns", fmt.duration),
     ("Kernel", "name", fmt.code),
 ]
-RIGHT = {"Time %", "Total", "Instances", "Avg", "Med", "Min", "Max", "StdDev", "Kernels", "Device time",
+RIGHT = {"Launches", "Kernels", "Mean duration", "Mean % of compute roof", "Mean % of bandwidth roof",
+         "Median intensity", "Mean est. occupancy", "Mean registers", "FLOP/B", "TFLOP/s", "GB/s",
+         "% compute roof", "% bandwidth roof", "Time %", "Total", "Instances", "Avg", "Med", "Min", "Max", "StdDev", "Device time",
          "Per step", "Kernels / step", "Steps", "Span", "Per layer / step", "Launches / layer / step",
-         "Layers", "Per step (all layers)", "Launches"}
+         "Layers", "Per step (all layers)"}
 
 PHASE_COLUMNS: list[fmt.Column] = [
     ("Phase", "phase", fmt.plain),
@@ -56,6 +60,31 @@ LAYER_TYPE_COLUMNS: list[fmt.Column] = [
     ("Per step (all layers)", "per_step_ns", fmt.duration),
     ("Launches / layer / step", "launches_per_layer_step", lambda v: fmt.number(v, 1)),
     ("Time %", "time_pct", lambda v: fmt.percent(v, 1)),
+]
+
+CLASS_COLUMNS: list[fmt.Column] = [
+    ("Class", "roofline_class", fmt.plain),
+    ("Launches", "launches", fmt.number),
+    ("Kernels", "kernels", fmt.number),
+    ("Time %", "time_pct", lambda v: fmt.percent(v, 1)),
+    ("Mean duration", "mean_duration_ns", fmt.duration),
+    ("Mean % of compute roof", "mean_compute_roof_pct", lambda v: fmt.percent(v, 1)),
+    ("Mean % of bandwidth roof", "mean_memory_roof_pct", lambda v: fmt.percent(v, 1)),
+    ("Median intensity", "median_arithmetic_intensity", lambda v: fmt.number(v, 2)),
+    ("Mean est. occupancy", "mean_est_occupancy_pct", lambda v: fmt.percent(v, 0)),
+    ("Mean registers", "mean_registers_per_thread", lambda v: fmt.number(v, 0)),
+]
+
+ROOFLINE_COLUMNS: list[fmt.Column] = [
+    ("Kernel", "label", fmt.code),
+    ("Total", "dur_ns", fmt.duration),
+    ("Precision", "precision", fmt.plain),
+    ("FLOP/B", "intensity", lambda v: fmt.number(v, 2)),
+    ("TFLOP/s", "flops_per_s", lambda v: fmt.number(None if v is None else v / 1e12, 2)),
+    ("GB/s", "bytes_per_s", lambda v: fmt.number(None if v is None else v / 1e9, 0)),
+    ("% compute roof", "compute_roof_pct", lambda v: fmt.percent(v, 1)),
+    ("% bandwidth roof", "memory_roof_pct", lambda v: fmt.percent(v, 1)),
+    ("Class", "roofline_class", fmt.plain),
 ]
 
 PER_LAYER_COLUMNS: list[fmt.Column] = [
@@ -89,12 +118,17 @@ def _layer_type_counts(model: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def render_report(profile: Profile, summary: dict[str, Any], out_dir: Path, top_n: int = TOP_N) -> list[Path]:
-    """Writes report.md and tables/*.csv into out_dir (created). Returns the files written."""
-    tables = report_tables(profile)
+def render_report(
+    profile: Profile, summary: dict[str, Any], out_dir: Path, top_n: int = TOP_N, ceilings: Ceilings | None = None
+) -> list[Path]:
+    """Writes report.md, figures/ and tables/*.csv into out_dir (created). Returns the files written."""
+    tables = report_tables(profile, ceilings)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(tables, out_dir / "tables")
+    figure_paths = _draw_figures(tables, out_dir / "figures", profile.run)
+    written += [p for paths in figure_paths.values() for p in paths]
     context = _context(profile, summary, tables, top_n)
+    context["figures"] = {key: f"figures/{paths[0].name}" for key, paths in figure_paths.items() if paths}
     text = _env().get_template("report.en.md.j2").render(**context)
     path = out_dir / "report.md"
     path.write_text(text, encoding="utf-8")
@@ -121,6 +155,12 @@ def _context(profile: Profile, summary: dict[str, Any], tables: ReportTables, to
         }
         for phase, df in tables.layer_breakdown.items()
     }
+    roofline = {}
+    for phase, classes in tables.classes.items():
+        roofline[phase] = {
+            "classes": markdown_table(classes, CLASS_COLUMNS, RIGHT),
+            "kernels": markdown_table(tables.roofline_kernels[phase].head(top_n), ROOFLINE_COLUMNS, RIGHT),
+        }
     unattributed = None
     if tables.unattributed is not None:
         unattributed = markdown_table(tables.unattributed.head(10), KERNEL_COLUMNS, RIGHT)
@@ -138,6 +178,10 @@ def _context(profile: Profile, summary: dict[str, Any], tables: ReportTables, to
         "kernel_tables": kernel_tables,
         "breakdowns": breakdowns,
         "unattributed": unattributed,
+        "roofline": roofline,
+        "ceilings": tables.ceilings,
+        "cost_coverage": tables.cost_coverage,
+        "rule": classification_rule(),
         "config_rows": _config_rows(run.get("model") or {}),
         "top_n": top_n,
     }
@@ -165,6 +209,9 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
         frames[f"layer_breakdown_{phase}"] = df
         frames[f"layer_types_{phase}"] = tables.layer_types[phase]
         frames[f"per_layer_{phase}"] = tables.per_layer[phase]
+    for phase, df in tables.classes.items():
+        frames[f"roofline_classes_{phase}"] = df
+        frames[f"roofline_kernels_{phase}"] = tables.roofline_kernels[phase]
     if tables.unattributed is not None:
         frames["unattributed_kernels"] = tables.unattributed
     paths = []
@@ -173,3 +220,26 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
         df.write_csv(path)
         paths.append(path)
     return paths
+
+
+def _draw_figures(tables: ReportTables, directory: Path, run: dict[str, Any]) -> dict[str, list[Path]]:
+    """Roofline charts and histograms per phase, when the device has ceilings."""
+    out: dict[str, list[Path]] = {}
+    ceilings = tables.ceilings
+    if ceilings is None:
+        return out
+    device = (run.get("hardware") or {}).get("name") or ceilings.device
+    for phase, points in tables.roofline_points.items():
+        if points.height == 0:
+            continue
+        subset = tables.kernels.filter(pl.col("phase") == phase)
+        label = f"{phase} on {device}"
+        out[f"roofline_{phase}"] = figures.roofline_physical(points, ceilings, f"Roofline: {label}", directory,
+                                                             f"roofline_{phase}")
+        out[f"roofline_normalized_{phase}"] = figures.roofline_normalized(
+            points, ceilings, f"Normalized roofline: {label}", directory, f"roofline_normalized_{phase}")
+        out[f"roofline_top_{phase}"] = figures.per_kernel_rooflines(
+            points, ceilings, f"Top kernels on their roofs: {label}", directory, f"roofline_top_{phase}")
+        out[f"histograms_{phase}"] = figures.histograms(subset, f"Per-launch metrics: {label}", directory,
+                                                        f"histograms_{phase}")
+    return out

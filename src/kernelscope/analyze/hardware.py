@@ -1,0 +1,109 @@
+"""Hardware specs (data/hardware.toml) and measured ceilings (`kernelscope hw calibrate` results), and the
+ceilings an analysis uses for a device: measured where measured, datasheet otherwise, each labelled."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+PRECISIONS = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    key: str
+    name: str
+    match: str
+    vendor: str
+    architecture: str
+    sm_count: int
+    boost_clock_mhz: float
+    memory_bytes: float
+    memory_bandwidth: float
+    l2_bytes: float | None
+    peak: dict[str, float]
+    sources: list[str] = field(default_factory=list)
+
+    def ridge(self, precision: str) -> float | None:
+        peak = self.peak.get(precision)
+        return peak / self.memory_bandwidth if peak else None
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """What a roofline uses for one device. `source` says, per quantity, 'measured' or 'datasheet'."""
+
+    device: str
+    bandwidth: float
+    flops: dict[str, float]
+    source: dict[str, str]
+    spec: HardwareSpec | None = None
+    calibration: dict[str, Any] | None = None
+
+    def peak(self, precision: str) -> float | None:
+        return self.flops.get(precision) or (self.flops.get("fp32") if precision == "tf32" else None)
+
+    def ridge(self, precision: str) -> float | None:
+        peak = self.peak(precision)
+        return peak / self.bandwidth if peak and self.bandwidth else None
+
+
+@cache
+def load_specs() -> dict[str, HardwareSpec]:
+    text = resources.files("kernelscope.data").joinpath("hardware.toml").read_text(encoding="utf-8")
+    table = tomllib.loads(text)
+    return {
+        key: HardwareSpec(
+            key=key, name=d["name"], match=d["match"], vendor=d["vendor"], architecture=d["architecture"],
+            sm_count=int(d["sm_count"]), boost_clock_mhz=float(d["boost_clock_mhz"]),
+            memory_bytes=float(d["memory_bytes"]), memory_bandwidth=float(d["memory_bandwidth"]),
+            l2_bytes=float(d["l2_bytes"]) if d.get("l2_bytes") is not None else None,
+            peak={k: float(v) for k, v in d["peak"].items()}, sources=list(d.get("sources", [])),
+        )
+        for key, d in table["devices"].items()
+    }
+
+
+@cache
+def classification_rule() -> dict[str, float]:
+    text = resources.files("kernelscope.data").joinpath("hardware.toml").read_text(encoding="utf-8")
+    return {k: float(v) for k, v in tomllib.loads(text)["classification"].items()}
+
+
+def match_spec(device_name: str | None) -> HardwareSpec | None:
+    if not device_name:
+        return None
+    for spec in load_specs().values():
+        if re.search(spec.match, device_name, flags=re.IGNORECASE):
+            return spec
+    return None
+
+
+def find_spec(name: str) -> HardwareSpec | None:
+    """By key (h100-sxm) or by a device name."""
+    return load_specs().get(name.lower()) or match_spec(name)
+
+
+def ceilings_for(device_name: str | None, calibration: dict[str, Any] | None = None) -> Ceilings | None:
+    """Measured ceilings where a calibration of this device is given, datasheet values for the rest."""
+    spec = match_spec(device_name)
+    if spec is None and calibration is None:
+        return None
+    flops: dict[str, float] = dict(spec.peak) if spec else {}
+    source = {key: "datasheet" for key in flops}
+    bandwidth = spec.memory_bandwidth if spec else 0.0
+    source["bandwidth"] = "datasheet" if spec else "none"
+    if calibration:
+        if calibration.get("copy_bandwidth"):
+            bandwidth = float(calibration["copy_bandwidth"])
+            source["bandwidth"] = "measured"
+        for key, value in (calibration.get("gemm_flops") or {}).items():
+            if value:
+                flops[key] = float(value)
+                source[key] = "measured"
+    return Ceilings(device=device_name or "", bandwidth=bandwidth, flops=flops, source=source, spec=spec,
+                    calibration=calibration)

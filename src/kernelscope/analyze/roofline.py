@@ -1,0 +1,131 @@
+"""Place kernels on the roofline of their device and classify them.
+
+Per kernel (with a cost model): arithmetic intensity = FLOPs / bytes; achieved FLOP/s and bytes/s over its
+duration; compute_roof_pct and memory_roof_pct (achieved over each peak); the roof at its intensity,
+min(peak FLOP/s, intensity · bandwidth), and roof_pct = achieved FLOP/s (or bytes/s for zero-FLOP kernels)
+over that roof. Class (docs/roofline.md):
+  memory-bound   roof_pct ≥ approach_pct and intensity below the ridge point
+  compute-bound  roof_pct ≥ approach_pct and intensity at or above the ridge point
+  latency-bound  neither roof approached and shorter than latency_ns
+  balanced       neither roof approached, longer than that
+  unclassified   no cost model, or no ceiling for its precision
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from kernelscope.analyze.hardware import Ceilings, classification_rule
+
+CLASSES = ["memory-bound", "compute-bound", "balanced", "latency-bound", "unclassified"]
+
+
+def place_on_roofline(kernels: pl.DataFrame, ceilings: Ceilings | None) -> pl.DataFrame:
+    """kernels must carry flops, bytes_moved and precision (analyze.costs.kernel_costs)."""
+    rule = classification_rule()
+    if ceilings is None or not ceilings.bandwidth:
+        return kernels.with_columns(
+            *(pl.lit(None, dtype=pl.Float64).alias(c) for c in _METRICS), pl.lit("unclassified").alias("roofline_class")
+        )
+    peaks = pl.DataFrame(
+        {"precision": list(ceilings.flops), "peak_flops": list(ceilings.flops.values())},
+        schema={"precision": pl.String, "peak_flops": pl.Float64},
+    )
+    seconds = pl.col("dur_ns") / 1e9
+    bw = ceilings.bandwidth
+    k = kernels.join(peaks, on="precision", how="left").with_columns(
+        (pl.col("flops") / pl.col("bytes_moved")).alias("arithmetic_intensity"),
+        (pl.col("flops") / seconds).alias("achieved_flops_per_s"),
+        (pl.col("bytes_moved") / seconds).alias("achieved_bytes_per_s"),
+        (pl.col("peak_flops") / bw).alias("ridge_intensity"),
+    )
+    k = k.with_columns(
+        (100 * pl.col("achieved_flops_per_s") / pl.col("peak_flops")).alias("compute_roof_pct"),
+        (100 * pl.col("achieved_bytes_per_s") / bw).alias("memory_roof_pct"),
+        pl.min_horizontal(pl.col("peak_flops"), pl.col("arithmetic_intensity") * bw).alias("roof_flops_per_s"),
+    )
+    attained = (
+        pl.when(pl.col("flops") > 0)
+        .then(100 * pl.col("achieved_flops_per_s") / pl.col("roof_flops_per_s"))
+        .otherwise(pl.col("memory_roof_pct"))
+    )
+    k = k.with_columns(attained.alias("roof_pct"))
+    known = pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0) & pl.col("peak_flops").is_not_null()
+    compute_side = pl.col("arithmetic_intensity") >= pl.col("ridge_intensity")
+    approached = pl.col("roof_pct") >= rule["approach_pct"]
+    cls = (
+        pl.when(~known).then(pl.lit("unclassified"))
+        .when(approached & compute_side).then(pl.lit("compute-bound"))
+        .when(approached).then(pl.lit("memory-bound"))
+        .when(pl.col("dur_ns") < rule["latency_ns"]).then(pl.lit("latency-bound"))
+        .otherwise(pl.lit("balanced"))
+    )
+    return k.with_columns(cls.alias("roofline_class")).drop("peak_flops")
+
+
+_METRICS = ["arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "ridge_intensity",
+            "compute_roof_pct", "memory_roof_pct", "roof_flops_per_s", "roof_pct"]
+
+
+def class_table(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per class: kernel launches, distinct kernels, device time and its share, and per-class means of the
+    metrics the trace supports (the means weight every launch equally)."""
+    total = kernels["dur_ns"].sum() or 1
+    table = kernels.group_by("roofline_class").agg(
+        pl.len().alias("launches"),
+        pl.col("name").n_unique().alias("kernels"),
+        pl.col("dur_ns").sum().alias("total_ns"),
+        pl.col("dur_ns").mean().alias("mean_duration_ns"),
+        pl.col("compute_roof_pct").mean().alias("mean_compute_roof_pct"),
+        pl.col("memory_roof_pct").mean().alias("mean_memory_roof_pct"),
+        pl.col("arithmetic_intensity").median().alias("median_arithmetic_intensity"),
+        pl.col("est_occupancy_pct").mean().alias("mean_est_occupancy_pct"),
+        pl.col("registers_per_thread").mean().alias("mean_registers_per_thread"),
+    ).with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"))
+    order = {c: i for i, c in enumerate(CLASSES)}
+    return (
+        table.with_columns(pl.col("roofline_class").replace_strict(order, default=len(order)).alias("_o"))
+        .sort("_o").drop("_o")
+    )
+
+
+def cost_coverage(kernels: pl.DataFrame) -> float:
+    total = kernels["dur_ns"].sum()
+    if not total:
+        return 0.0
+    return float(kernels.filter(pl.col("cost_model").is_not_null())["dur_ns"].sum() / total)
+
+
+def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
+    """One roofline point per kernel name: totals of FLOPs, bytes and time, the rates they imply, the class
+    that holds most of its time, and a group (category) for colouring."""
+    placed = kernels.filter(pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
+    dominant = (
+        placed.group_by("name", "roofline_class").agg(pl.col("dur_ns").sum().alias("_t"))
+        .sort("_t", descending=True).unique("name", keep="first").select("name", "roofline_class")
+    )
+    return (
+        placed.group_by("name")
+        .agg(
+            pl.col("flops").sum(), pl.col("bytes_moved").sum(), pl.col("dur_ns").sum(), pl.len().alias("launches"),
+            pl.col(group_column).first().alias("group"), pl.col("precision").first(),
+        )
+        .join(dominant, on="name", how="left")
+        .with_columns(
+            (pl.col("flops") / pl.col("bytes_moved")).alias("intensity"),
+            (pl.col("flops") / (pl.col("dur_ns") / 1e9)).alias("flops_per_s"),
+            (pl.col("bytes_moved") / (pl.col("dur_ns") / 1e9)).alias("bytes_per_s"),
+        )
+        .sort("dur_ns", descending=True)
+    )
+
+
+def kernel_roofline_table(points: pl.DataFrame, ceilings: Ceilings) -> pl.DataFrame:
+    """Per kernel name: intensity, achieved rates and their share of the roofs of its device."""
+    peaks = pl.DataFrame({"precision": list(ceilings.flops), "peak": list(ceilings.flops.values())},
+                         schema={"precision": pl.String, "peak": pl.Float64})
+    return points.join(peaks, on="precision", how="left").with_columns(
+        (100 * pl.col("flops_per_s") / pl.col("peak")).alias("compute_roof_pct"),
+        (100 * pl.col("bytes_per_s") / ceilings.bandwidth).alias("memory_roof_pct"),
+        (pl.col("peak") / ceilings.bandwidth).alias("ridge_intensity"),
+    ).drop("peak")

@@ -1,0 +1,216 @@
+"""Roofline charts and histograms (matplotlib, written as PNG and SVG). Drawing only: the numbers come from
+analyze.roofline; points are per kernel name within a phase (totals of FLOPs, bytes and time)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+from kernelscope.analyze.hardware import Ceilings  # noqa: E402
+
+plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 7.5,
+                     "svg.fonttype": "none", "figure.dpi": 100})
+PALETTE = plt.get_cmap("tab10").colors
+
+
+def _save(fig: plt.Figure, directory: Path, stem: str) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / f"{stem}.png", directory / f"{stem}.svg"]
+    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def _colors(groups: list[str]) -> dict[str, tuple]:
+    return {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(sorted(set(groups)))}
+
+
+def _sizes(dur: np.ndarray) -> np.ndarray:
+    return 15 + 400 * dur / max(dur.max(), 1)
+
+
+def roofline_physical(points: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,
+                      label_top: int = 8) -> list[Path]:
+    """Achieved FLOP/s against arithmetic intensity, with the memory roof and the compute roofs of the
+    precisions present. Kernels that do no arithmetic (copies) cannot sit on a log FLOP axis: they are counted
+    in the caption."""
+    fig, ax = plt.subplots(figsize=(7.2, 5.0))
+    drawn = points.filter(pl.col("flops") > 0)
+    x_lo = max(min(drawn["intensity"].min() or 1e-2, 1e-2) / 2, 1e-4)
+    precisions = [p for p in dict.fromkeys(drawn["precision"].to_list()) if ceilings.peak(p)]
+    x_hi = max([drawn["intensity"].max() or 1.0] + [ceilings.ridge(p) or 1 for p in precisions]) * 8
+    xs = np.logspace(math.log10(x_lo), math.log10(x_hi), 200)
+    for i, precision in enumerate(precisions):
+        peak = ceilings.peak(precision)
+        ax.plot(xs, np.minimum(peak, xs * ceilings.bandwidth), color="0.25", lw=1.2, ls=["-", "--", ":", "-."][i % 4],
+                label=f"{precision} roof {peak / 1e12:,.0f} TFLOP/s ({ceilings.source.get(precision, '?')})")
+        ridge = ceilings.ridge(precision)
+        ax.axvline(ridge, color="0.6", lw=0.8, ls=":")
+        ax.annotate(f"ridge {ridge:.0f}", (ridge, peak), textcoords="offset points", xytext=(3, -12), fontsize=7,
+                    color="0.35")
+    colors = _colors(drawn["group"].to_list())
+    for group in colors:
+        g = drawn.filter(pl.col("group") == group)
+        ax.scatter(g["intensity"], g["flops_per_s"], s=_sizes(g["dur_ns"].to_numpy()), color=colors[group],
+                   alpha=0.75, edgecolors="black", linewidths=0.4, label=group)
+    placed: list[tuple[float, float]] = []
+    for row in drawn.head(label_top).iter_rows(named=True):
+        x, y = math.log10(row["intensity"]), math.log10(row["flops_per_s"])
+        crowd = sum(1 for px, py in placed if abs(px - x) < 0.6 and abs(py - y) < 0.4)
+        placed.append((x, y))
+        ax.annotate(_short(row["label"]), (row["intensity"], row["flops_per_s"]), fontsize=6.5,
+                    textcoords="offset points", xytext=(8, 4 - 9 * crowd),
+                    arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5} if crowd else None)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="major", color="0.9")
+    _legend(ax)
+    skipped = points.height - drawn.height
+    bw_source = ceilings.source.get("bandwidth", "?")
+    caption = f"memory roof {ceilings.bandwidth / 1e12:.2f} TB/s ({bw_source}); point size ∝ total time"
+    if skipped:
+        caption += f"; {skipped} kernel(s) without FLOPs not drawn"
+    fig.text(0.01, -0.02, caption, fontsize=7, color="0.3")
+    return _save(fig, directory, stem)
+
+
+def roofline_normalized(points: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str) -> list[Path]:
+    """Intensity over the ridge point against the share of peak reached: every precision on one chart, with
+    the roof at min(1, x). Kernels without FLOPs are drawn at their share of the bandwidth roof on the left."""
+    fig, ax = plt.subplots(figsize=(7.2, 5.0))
+    rows = []
+    for row in points.iter_rows(named=True):
+        ridge, peak = ceilings.ridge(row["precision"] or "fp32"), ceilings.peak(row["precision"] or "fp32")
+        if not ridge or not peak:
+            continue
+        if row["flops"] > 0:
+            rows.append((row["intensity"] / ridge, row["flops_per_s"] / peak, row))
+        else:
+            rows.append((None, row["bytes_per_s"] / ceilings.bandwidth, row))
+    with_flops = [r for r in rows if r[0] is not None]
+    x_lo = min([r[0] for r in with_flops] + [1e-3]) / 3
+    xs = np.logspace(math.log10(x_lo), 2, 200)
+    ax.plot(xs, np.minimum(1.0, xs), color="0.25", lw=1.4, label="roof (memory, then compute)")
+    ax.axvline(1.0, color="0.6", lw=0.8, ls=":")
+    groups = [r[2]["group"] for r in rows]
+    colors = _colors(groups)
+    for group, color in colors.items():
+        sel = [r for r in rows if r[2]["group"] == group]
+        x = [r[0] if r[0] is not None else x_lo * 1.2 for r in sel]
+        y = [max(r[1], 1e-6) for r in sel]
+        ax.scatter(x, y, s=_sizes(np.array([r[2]["dur_ns"] for r in sel], dtype=float)), color=color, alpha=0.75,
+                   edgecolors="black", linewidths=0.4, label=group)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity / ridge point")
+    ax.set_ylabel("share of peak (FLOP/s over peak; bytes/s over bandwidth at the left edge)")
+    ax.set_title(title)
+    ax.grid(True, which="major", color="0.9")
+    _legend(ax)
+    return _save(fig, directory, stem)
+
+
+def per_kernel_rooflines(points: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,
+                         top: int = 8) -> list[Path]:
+    """Small multiples: each top kernel on its own roof (its precision), with its share of that roof."""
+    chosen = points.head(top)
+    cols = 4
+    rows_n = max(1, math.ceil(chosen.height / cols))
+    fig, axes = plt.subplots(rows_n, cols, figsize=(11, 2.6 * rows_n), squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for ax, row in zip(axes.flat, chosen.iter_rows(named=True), strict=False):
+        ax.set_visible(True)
+        precision = row["precision"] or "fp32"
+        peak = ceilings.peak(precision) or ceilings.peak("fp32") or 1.0
+        ridge = peak / ceilings.bandwidth
+        x_point = row["intensity"] if row["flops"] > 0 else ridge / 1e3
+        xs = np.logspace(math.log10(min(x_point, ridge) / 20), math.log10(max(x_point, ridge) * 20), 100)
+        ax.plot(xs, np.minimum(peak, xs * ceilings.bandwidth), color="0.25", lw=1)
+        y_point = row["flops_per_s"] if row["flops"] > 0 else row["bytes_per_s"] * x_point
+        roof = min(peak, x_point * ceilings.bandwidth)
+        ax.scatter([x_point], [max(y_point, roof * 1e-4)], s=30, color=PALETTE[0], zorder=3)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.minorticks_off()  # minor log ticks cost seconds per panel and add nothing here
+        ax.set_title(_short(row["label"], 38), fontsize=7.5)
+        ax.text(0.03, 0.92, f"{100 * y_point / roof:.0f}% of roof · {precision}", transform=ax.transAxes, fontsize=7)
+        ax.tick_params(labelsize=6.5)
+    fig.suptitle(title)
+    fig.subplots_adjust(hspace=0.45, wspace=0.3, top=0.9)
+    return _save(fig, directory, stem)
+
+
+HISTOGRAMS = [
+    ("dur_ns", "kernel duration (µs)", 1e-3, True),
+    ("compute_roof_pct", "share of the compute roof (%)", 1.0, False),
+    ("memory_roof_pct", "share of the bandwidth roof (%)", 1.0, False),
+    ("arithmetic_intensity", "arithmetic intensity (FLOP/byte)", 1.0, True),
+    ("est_occupancy_pct", "estimated achieved occupancy (%, CUPTI)", 1.0, False),
+    ("registers_per_thread", "registers per thread", 1.0, False),
+    ("blocks", "grid size (blocks)", 1.0, True),
+    ("threads_per_block", "block size (threads)", 1.0, False),
+]
+
+
+def histograms(kernels: pl.DataFrame, title: str, directory: Path, stem: str) -> list[Path]:
+    """One panel per metric the data supports (launches of the phase; empty metrics are left out)."""
+    k = kernels.with_columns(
+        (pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z")).alias("blocks"),
+        (pl.col("block_x") * pl.col("block_y") * pl.col("block_z")).alias("threads_per_block"),
+    )
+    panels = []
+    for column, label, scale, log in HISTOGRAMS:
+        if column not in k.columns:
+            continue
+        values = k[column].drop_nulls().cast(pl.Float64).to_numpy() * scale
+        values = values[np.isfinite(values)]
+        if log:
+            values = values[values > 0]
+        if values.size:
+            panels.append((values, label, log))
+    if not panels:
+        return []
+    cols = 4
+    rows_n = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(11, 2.5 * rows_n), squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for ax, (values, label, log) in zip(axes.flat, panels, strict=False):
+        ax.set_visible(True)
+        if log and values.min() > 0 and values.max() / values.min() > 20:
+            bins = np.logspace(math.log10(values.min()), math.log10(values.max()), 30)
+            ax.set_xscale("log")
+            ax.minorticks_off()
+        else:
+            bins = 30
+        ax.hist(values, bins=bins, color=PALETTE[0], edgecolor="white", linewidth=0.4)
+        ax.set_xlabel(label, fontsize=8)
+        ax.set_ylabel("launches", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.suptitle(title)
+    fig.subplots_adjust(hspace=0.5, wspace=0.3, top=0.9)
+    return _save(fig, directory, stem)
+
+
+def _legend(ax: plt.Axes) -> None:
+    legend = ax.legend(loc="lower right", framealpha=0.9)
+    for handle in legend.legend_handles:
+        if hasattr(handle, "set_sizes"):
+            handle.set_sizes([30])  # marker size in the legend, not the largest point's
+
+
+def _short(name: str, limit: int = 30) -> str:
+    text = name.removeprefix("void ").split("(")[0]
+    return text if len(text) <= limit else text[: limit - 1] + "…"

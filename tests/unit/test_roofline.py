@@ -1,0 +1,92 @@
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.costs import kernel_costs
+from kernelscope.analyze.hardware import ceilings_for, load_specs, match_spec
+from kernelscope.analyze.roofline import class_table, cost_coverage, place_on_roofline
+from kernelscope.load.kineto import load_kineto
+from kernelscope.report import figures
+
+
+@pytest.mark.parametrize("name", sorted(load_specs()))
+def test_hardware_data_is_sane(name):
+    spec = load_specs()[name]
+    assert 1e11 < spec.memory_bandwidth < 2e13 and 1e9 < spec.memory_bytes < 1e12
+    assert spec.sources and spec.sm_count > 0 and 500 < spec.boost_clock_mhz < 3500
+    assert all(0 < v < 2e16 for v in spec.peak.values())
+    bf16 = spec.ridge("bf16")
+    assert 20 < bf16 < 600  # FLOP per byte: a plausible ridge for any accelerator of these generations
+    if "fp8" in spec.peak:
+        assert spec.peak["fp8"] >= spec.peak["bf16"]
+    assert spec.peak["bf16"] >= spec.peak["fp32"]
+
+
+@pytest.mark.parametrize(
+    ("device", "key"),
+    [("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"),
+     ("NVIDIA H20", "h20"), ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+     ("NVIDIA A10", "a10"), ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("NVIDIA GB200", "gb200"),
+     ("NVIDIA B200", "b200"), ("AMD Instinct MI300X", "mi300x"), ("NVIDIA L40S", "l40s")],
+)
+def test_device_names_match_their_entry(device, key):
+    assert match_spec(device).key == key
+
+
+def test_measured_ceilings_take_precedence():
+    calibration = {"copy_bandwidth": 4.3e12, "gemm_flops": {"bf16": 7.9e14, "fp8": None}}
+    c = ceilings_for("NVIDIA H200", calibration)
+    assert c.bandwidth == 4.3e12 and c.source["bandwidth"] == "measured"
+    assert c.flops["bf16"] == 7.9e14 and c.source["bf16"] == "measured"
+    assert c.source["fp8"] == "datasheet" and c.flops["fp8"] == load_specs()["h200"].peak["fp8"]
+    assert ceilings_for("Some CPU", None) is None
+
+
+def _kernel(dur_ns, flops, nbytes, precision="bf16"):
+    return {"name": "k", "dur_ns": dur_ns, "flops": flops, "bytes_moved": nbytes, "precision": precision,
+            "cost_model": "gemm", "est_occupancy_pct": None, "registers_per_thread": None}
+
+
+def test_classification_rule():
+    c = ceilings_for("NVIDIA H200", {"copy_bandwidth": 4e12, "gemm_flops": {"bf16": 8e14}})
+    rows = [
+        _kernel(10_000, 1e6, 30e6),        # 3.0 TB/s at intensity 0.03: 75% of the memory roof
+        _kernel(1_000_000, 7e11, 1e8),     # 700 TFLOP/s at intensity 7000: 87.5% of compute
+        _kernel(2_000, 1e3, 1e6),          # 0.5 TB/s for 2 µs: latency-bound
+        _kernel(50_000, 1e3, 1e6),         # 20 GB/s for 50 µs: balanced
+        _kernel(1_000, None, None),        # no cost model
+    ]
+    k = place_on_roofline(pl.DataFrame(rows), c)
+    assert k["roofline_class"].to_list() == ["memory-bound", "compute-bound", "latency-bound", "balanced",
+                                             "unclassified"]
+    assert k["memory_roof_pct"][0] == pytest.approx(75.0)
+    assert k["compute_roof_pct"][1] == pytest.approx(87.5)
+    assert k["ridge_intensity"][0] == pytest.approx(200.0)
+    table = class_table(k)
+    assert math.isclose(table["time_pct"].sum(), 100.0)
+
+
+def test_real_trace_roofline_and_figures(tmp_path, qwen_gpu_trace):
+    kernels, ops = attribute(load_kineto(qwen_gpu_trace))
+    costed = kernel_costs(kernels, ops)
+    decode = costed.filter(pl.col("phase") == "decode")
+    assert cost_coverage(decode) >= 0.95
+    c = ceilings_for("NVIDIA H200")
+    placed = place_on_roofline(decode, c)
+    gemv = placed.filter(pl.col("name").str.starts_with("nvjet") & (pl.col("module").str.ends_with("down_proj")))
+    assert (gemv["arithmetic_intensity"] < 2).all()  # batch-1 decode GEMV: about one FLOP per byte
+    assert set(gemv["roofline_class"]) <= {"memory-bound", "balanced", "latency-bound"}
+    from kernelscope.analyze.roofline import kernel_points
+
+    points = kernel_points(placed, "cost_model").with_columns(pl.col("name").alias("label"))
+    written = figures.roofline_physical(points, c, "decode", tmp_path, "roofline")
+    written += figures.roofline_normalized(points, c, "decode", tmp_path, "normalized")
+    written += figures.per_kernel_rooflines(points, c, "decode", tmp_path, "top")
+    written += figures.histograms(placed, "decode", tmp_path, "hist")
+    assert len(written) == 8
+    for path in written:
+        assert path.stat().st_size > 5_000
+    assert Path(tmp_path / "roofline.png").read_bytes()[:4] == b"\x89PNG"
