@@ -73,6 +73,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("presets", help="list model presets", description="List the model presets.")
 
+    n = sub.add_parser(
+        "ncu", help="measure the top kernels of a run with Nsight Compute",
+        description=(
+            "Re-run a run's workload under Nsight Compute, gated on the phase's NVTX ranges and on the top kernels' "
+            "names, profile the first launches of each launch configuration (--clock-control none), and add the "
+            "counters to the run (ncu.parquet, ncu_metrics.parquet, ncu/) and its report."
+        ),
+    )
+    n.add_argument("run", type=Path, metavar="RUN", help="run directory made by `kernelscope profile` on a GPU")
+    n.add_argument("--top", type=_positive_int, default=20, help="kernels by total time in the phase (default 20)")
+    n.add_argument("--phase", default="decode", choices=["prefill", "decode"], help="phase (default decode)")
+    n.add_argument("--launches", type=_positive_int, default=3,
+                   help="launches profiled per launch configuration (default 3)")
+    n.add_argument("--sections", help="comma-separated ncu sections (default: SpeedOfLight, MemoryWorkloadAnalysis, "
+                   "Occupancy, SpeedOfLight_RooflineChart, SchedulerStats, LaunchStats)")
+    n.add_argument("--timeout", type=_positive_int, default=1800, help="seconds before ncu is stopped (default 1800)")
+
     h = sub.add_parser("hw", help="hardware database and measured ceilings",
                        description="Datasheet peaks of known devices, and ceilings measured on this machine.")
     hw_sub = h.add_subparsers(dest="hw_command", required=True, metavar="ACTION")
@@ -150,6 +167,13 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
                 result, path = hw.run_calibration(args.device, args.out, args.quick)
             print(hw.describe_calibration(result))
             print(path)
+    elif args.command == "ncu":
+        from kernelscope.commands.ncu import run_ncu
+
+        sections = [x.strip() for x in args.sections.split(",") if x.strip()] if args.sections else None
+        path = run_ncu(args.run, top=args.top, phase=args.phase, launches=args.launches, sections=sections,
+                       timeout=args.timeout, steps=steps)
+        print(path.resolve())
     elif args.command == "presets":
         from kernelscope.workload.presets import load_presets
 

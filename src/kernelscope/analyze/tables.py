@@ -8,9 +8,10 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.costs import kernel_costs
-from kernelscope.analyze.hardware import Ceilings
+from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.kernel_stats import kernel_summary
 from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
+from kernelscope.analyze.measured import analytic_vs_measured, measured_by_kernel, measured_class_table
 from kernelscope.analyze.phases import phase_table, step_table
 from kernelscope.analyze.roofline import (
     class_table,
@@ -37,6 +38,10 @@ class ReportTables:
     roofline_kernels: dict[str, pl.DataFrame] = field(default_factory=dict)
     cost_coverage: dict[str, float] = field(default_factory=dict)
     unattributed: pl.DataFrame | None = None
+    measured_phase: str | None = None
+    measured_kernels: pl.DataFrame | None = None  # per profiled kernel: Nsight Compute means, measured class
+    measured_classes: pl.DataFrame | None = None
+    analytic_vs_measured: pl.DataFrame | None = None
 
 
 def with_costs(profile: Profile) -> pl.DataFrame:
@@ -69,6 +74,14 @@ def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportT
             label = pl.col("friendly_name") if "friendly_name" in points.columns else pl.col("name")
             tables.roofline_points[phase] = points.with_columns(label.alias("label"))
             tables.roofline_kernels[phase] = kernel_roofline_table(tables.roofline_points[phase], ceilings)
+    if profile.ncu is not None and profile.ncu.height:
+        phase = (profile.run.get("ncu") or {}).get("phase") or ranges.DECODE
+        rule = classification_rule()
+        by_kernel = measured_by_kernel(profile.ncu, ceilings, rule["latency_ns"])
+        tables.measured_phase = phase
+        tables.measured_kernels = by_kernel
+        tables.measured_classes = measured_class_table(by_kernel)
+        tables.analytic_vs_measured = analytic_vs_measured(by_kernel, kernels.filter(pl.col("phase") == phase))
     missing = kernels.filter((pl.col("phase") == ranges.UNKNOWN) | pl.col("module").is_null())
     tables.unattributed = kernel_summary(missing) if missing.height else None
     return tables

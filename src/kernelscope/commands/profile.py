@@ -169,6 +169,7 @@ def _workload(
         "backend_description": "transformers generate()",
         "model": model_name,
         "model_source": source.kind if source.checkpoint is None else f"checkpoint {source.checkpoint}",
+        "model_path": str(source.checkpoint.resolve()) if source.checkpoint is not None else None,
         "dtype": dtype_name(dtype),
         "device": str(device),
         "batch_size": settings.batch_size,

@@ -16,6 +16,7 @@ class Profile:
     kernels: pl.DataFrame
     ops: pl.DataFrame
     run: dict[str, Any] = field(default_factory=dict)
+    ncu: pl.DataFrame | None = None  # Nsight Compute measurements of profiled launches, when collected
 
     @property
     def layer_types(self) -> dict[int, str]:

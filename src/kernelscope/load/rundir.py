@@ -26,6 +26,8 @@ SUMMARY_JSON = "summary.json"
 KERNELS = "kernels.parquet"
 OPS = "ops.parquet"
 TRACE = "trace.json.gz"
+NCU = "ncu.parquet"
+NCU_METRICS = "ncu_metrics.parquet"
 REPORT_DIR = "report"
 
 
@@ -79,7 +81,11 @@ def write_run(directory: Path, profile: Profile, summary: dict[str, Any]) -> Non
     profile.ops.write_parquet(directory / OPS, compression="zstd")
 
 
-def read_run(directory: Path) -> Profile:
+def read_run_json(directory: Path) -> dict[str, Any]:
+    return read_run(directory, tables=False).run
+
+
+def read_run(directory: Path, tables: bool = True) -> Profile:
     if not directory.exists():
         raise UserError(f"{directory}: no such run directory")
     if not directory.is_dir():
@@ -97,7 +103,12 @@ def read_run(directory: Path) -> Profile:
             f"{run_json}: schema version {version!r} is not readable by this kernelscope "
             f"(reads versions up to {SCHEMA_VERSION})"
         )
-    return Profile(kernels=_read_table(directory / KERNELS), ops=_read_table(directory / OPS), run=run)
+    if not tables:
+        return Profile(kernels=pl.DataFrame(), ops=pl.DataFrame(), run=run)
+    profile = Profile(kernels=_read_table(directory / KERNELS), ops=_read_table(directory / OPS), run=run)
+    if (directory / NCU).is_file():
+        profile.ncu = _read_table(directory / NCU)
+    return profile
 
 
 def _read_table(path: Path) -> pl.DataFrame:

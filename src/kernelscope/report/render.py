@@ -28,7 +28,10 @@ KERNEL_COLUMNS: list[fmt.Column] = [
     ("StdDev", "stddev_ns", fmt.duration),
     ("Kernel", "name", fmt.code),
 ]
-RIGHT = {"Launches", "Kernels", "Mean duration", "Mean % of compute roof", "Mean % of bandwidth roof",
+RIGHT = {"Share", "SM throughput", "DRAM throughput", "Memory throughput", "Achieved occupancy", "L1 hit rate",
+         "L2 hit rate", "Duration", "SM", "DRAM", "Memory", "Occupancy", "L2 hit", "FLOP/B (measured)",
+         "FLOPs analytic", "FLOPs measured", "ratio", "Bytes analytic", "DRAM bytes measured", "ratio ",
+         "Launches", "Kernels", "Mean duration", "Mean % of compute roof", "Mean % of bandwidth roof",
          "Median intensity", "Mean est. occupancy", "Mean registers", "FLOP/B", "TFLOP/s", "GB/s",
          "% compute roof", "% bandwidth roof", "Time %", "Total", "Instances", "Avg", "Med", "Min", "Max", "StdDev", "Device time",
          "Per step", "Kernels / step", "Steps", "Span", "Per layer / step", "Launches / layer / step",
@@ -85,6 +88,42 @@ ROOFLINE_COLUMNS: list[fmt.Column] = [
     ("% compute roof", "compute_roof_pct", lambda v: fmt.percent(v, 1)),
     ("% bandwidth roof", "memory_roof_pct", lambda v: fmt.percent(v, 1)),
     ("Class", "roofline_class", fmt.plain),
+]
+
+MEASURED_CLASS_COLUMNS: list[fmt.Column] = [
+    ("Class", "measured_class", fmt.plain),
+    ("Kernels", "kernels", fmt.number),
+    ("Share", "share_pct", lambda v: fmt.percent(v, 1)),
+    ("SM throughput", "sm_throughput_pct", lambda v: fmt.percent(v, 1)),
+    ("DRAM throughput", "dram_throughput_pct", lambda v: fmt.percent(v, 1)),
+    ("Memory throughput", "mem_throughput_pct", lambda v: fmt.percent(v, 1)),
+    ("Achieved occupancy", "achieved_occupancy_pct", lambda v: fmt.percent(v, 1)),
+    ("L1 hit rate", "l1_hit_rate_pct", lambda v: fmt.percent(v, 1)),
+    ("L2 hit rate", "l2_hit_rate_pct", lambda v: fmt.percent(v, 1)),
+    ("Mean duration", "duration_us", lambda v: fmt.duration(None if v is None else v * 1e3)),
+]
+
+MEASURED_KERNEL_COLUMNS: list[fmt.Column] = [
+    ("Kernel", "label", fmt.code),
+    ("Launches", "profiled_launches", fmt.number),
+    ("Duration", "duration_us", lambda v: fmt.duration(None if v is None else v * 1e3)),
+    ("SM", "sm_throughput_pct", lambda v: fmt.percent(v, 1)),
+    ("DRAM", "dram_throughput_pct", lambda v: fmt.percent(v, 1)),
+    ("Memory", "mem_throughput_pct", lambda v: fmt.percent(v, 1)),
+    ("Occupancy", "achieved_occupancy_pct", lambda v: fmt.percent(v, 1)),
+    ("L2 hit", "l2_hit_rate_pct", lambda v: fmt.percent(v, 1)),
+    ("FLOP/B (measured)", "measured_intensity", lambda v: fmt.number(v, 2)),
+    ("Class", "measured_class", fmt.plain),
+]
+
+ACCURACY_COLUMNS: list[fmt.Column] = [
+    ("Kernel", "label", fmt.code),
+    ("FLOPs analytic", "analytic_flops", lambda v: fmt.number(v, 0)),
+    ("FLOPs measured", "flops", lambda v: fmt.number(v, 0)),
+    ("ratio", "flops_ratio", lambda v: fmt.number(v, 3)),
+    ("Bytes analytic", "analytic_bytes", lambda v: fmt.number(v, 0)),
+    ("DRAM bytes measured", "dram_bytes", lambda v: fmt.number(v, 0)),
+    ("ratio ", "bytes_ratio", lambda v: fmt.number(v, 3)),
 ]
 
 PER_LAYER_COLUMNS: list[fmt.Column] = [
@@ -179,6 +218,7 @@ def _context(profile: Profile, summary: dict[str, Any], tables: ReportTables, to
         "breakdowns": breakdowns,
         "unattributed": unattributed,
         "roofline": roofline,
+        "measured": _measured_context(tables, top_n),
         "ceilings": tables.ceilings,
         "cost_coverage": tables.cost_coverage,
         "rule": classification_rule(),
@@ -212,6 +252,10 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
     for phase, df in tables.classes.items():
         frames[f"roofline_classes_{phase}"] = df
         frames[f"roofline_kernels_{phase}"] = tables.roofline_kernels[phase]
+    if tables.measured_kernels is not None:
+        frames["ncu_kernels"] = tables.measured_kernels
+        frames["ncu_classes"] = tables.measured_classes
+        frames["ncu_vs_analytic"] = tables.analytic_vs_measured
     if tables.unattributed is not None:
         frames["unattributed_kernels"] = tables.unattributed
     paths = []
@@ -220,6 +264,21 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
         df.write_csv(path)
         paths.append(path)
     return paths
+
+
+def _measured_context(tables: ReportTables, top_n: int) -> dict[str, Any] | None:
+    if tables.measured_kernels is None:
+        return None
+    label = pl.col("name")
+    kernels = tables.measured_kernels.with_columns(label.alias("label"))
+    accuracy = tables.analytic_vs_measured.with_columns(label.alias("label"))
+    return {
+        "phase": tables.measured_phase,
+        "count": kernels.height,
+        "classes": markdown_table(tables.measured_classes, MEASURED_CLASS_COLUMNS, RIGHT),
+        "kernels": markdown_table(kernels.head(top_n), MEASURED_KERNEL_COLUMNS, RIGHT),
+        "accuracy": markdown_table(accuracy.head(top_n), ACCURACY_COLUMNS, RIGHT),
+    }
 
 
 def _draw_figures(tables: ReportTables, directory: Path, run: dict[str, Any]) -> dict[str, list[Path]]:

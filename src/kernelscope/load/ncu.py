@@ -1,0 +1,269 @@
+"""Read Nsight Compute exports: CSV in both layouts (`--page raw`: one row per launch, one column per metric,
+a units row under the header; `--page details`: one row per metric with Section / Metric Name / Metric Unit /
+Metric Value), a directory of per-kernel `ncu.details.csv` files, and `.ncu-rep` files (through ncu itself, or
+its `ncu_report` Python module).
+
+Output: one row per profiled launch with the standard columns (docs/run-format.md, ncu.parquet) and every
+collected metric in a long table beside it, values in base units (ns, byte, byte/second, %, …)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from kernelscope.errors import UserError
+
+# Unit → (base unit, factor). Both the raw page's names (usecond, Mbyte/second) and the details page's
+# short names (us, MB/s) are accepted.
+UNITS: dict[str, tuple[str, float]] = {
+    "nsecond": ("ns", 1), "ns": ("ns", 1), "usecond": ("ns", 1e3), "us": ("ns", 1e3), "msecond": ("ns", 1e6),
+    "ms": ("ns", 1e6), "second": ("ns", 1e9), "s": ("ns", 1e9),
+    "byte": ("byte", 1), "B": ("byte", 1), "Kbyte": ("byte", 1e3), "KB": ("byte", 1e3), "Mbyte": ("byte", 1e6),
+    "MB": ("byte", 1e6), "Gbyte": ("byte", 1e9), "GB": ("byte", 1e9), "Tbyte": ("byte", 1e12), "TB": ("byte", 1e12),
+    "Kibyte": ("byte", 1024), "KiB": ("byte", 1024), "Mibyte": ("byte", 2**20), "MiB": ("byte", 2**20),
+    "byte/second": ("byte/second", 1), "B/s": ("byte/second", 1), "Kbyte/second": ("byte/second", 1e3),
+    "KB/s": ("byte/second", 1e3), "Mbyte/second": ("byte/second", 1e6), "MB/s": ("byte/second", 1e6),
+    "Gbyte/second": ("byte/second", 1e9), "GB/s": ("byte/second", 1e9), "Tbyte/second": ("byte/second", 1e12),
+    "TB/s": ("byte/second", 1e12),
+    "%": ("%", 1), "cycle": ("cycle", 1), "Kcycle": ("cycle", 1e3), "Mcycle": ("cycle", 1e6),
+    "cycle/nsecond": ("cycle/second", 1e9), "cycle/usecond": ("cycle/second", 1e6), "cycle/second": ("cycle/second", 1),
+    "hz": ("hz", 1), "Hz": ("hz", 1), "Khz": ("hz", 1e3), "KHz": ("hz", 1e3), "Mhz": ("hz", 1e6), "MHz": ("hz", 1e6),
+    "Ghz": ("hz", 1e9), "GHz": ("hz", 1e9),
+    "inst": ("inst", 1), "Kinst": ("inst", 1e3), "Minst": ("inst", 1e6), "Ginst": ("inst", 1e9),
+    "sector": ("sector", 1), "Ksector": ("sector", 1e3), "Msector": ("sector", 1e6),
+    "request": ("request", 1), "Krequest": ("request", 1e3),
+}
+
+# Standard columns of ncu.parquet: the raw-page metric names first, then the details-page names that carry
+# the same quantity (section, metric). First one present wins.
+STANDARD: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
+    "duration_ns": (["gpu__time_duration.sum"], [("GPU Speed Of Light Throughput", "Duration")]),
+    "sm_throughput_pct": (["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
+                          [("GPU Speed Of Light Throughput", "Compute (SM) Throughput")]),
+    "dram_throughput_pct": (["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                             "dram__throughput.avg.pct_of_peak_sustained_elapsed"],
+                            [("GPU Speed Of Light Throughput", "DRAM Throughput")]),
+    "mem_throughput_pct": (["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"],
+                           [("GPU Speed Of Light Throughput", "Memory Throughput")]),
+    "l1tex_throughput_pct": (["l1tex__throughput.avg.pct_of_peak_sustained_active"],
+                             [("GPU Speed Of Light Throughput", "L1/TEX Cache Throughput")]),
+    "l2_throughput_pct": (["lts__throughput.avg.pct_of_peak_sustained_elapsed"],
+                          [("GPU Speed Of Light Throughput", "L2 Cache Throughput")]),
+    "l1_hit_rate_pct": (["l1tex__t_sector_hit_rate.pct"], [("Memory Workload Analysis", "L1/TEX Hit Rate")]),
+    "l2_hit_rate_pct": (["lts__t_sector_hit_rate.pct"], [("Memory Workload Analysis", "L2 Hit Rate")]),
+    "achieved_occupancy_pct": (["sm__warps_active.avg.pct_of_peak_sustained_active"],
+                               [("Occupancy", "Achieved Occupancy")]),
+    "theoretical_occupancy_pct": (["sm__maximum_warps_per_active_cycle_pct"], [("Occupancy", "Theoretical Occupancy")]),
+    "mem_busy_pct": (["gpu__compute_memory_request_throughput.avg.pct_of_peak_sustained_elapsed"],
+                     [("Memory Workload Analysis", "Mem Busy")]),
+    "max_bandwidth_pct": (["gpu__compute_memory_access_throughput.avg.pct_of_peak_sustained_elapsed"],
+                          [("Memory Workload Analysis", "Max Bandwidth")]),
+    "memory_throughput_bps": (["dram__bytes.sum.per_second"], [("Memory Workload Analysis", "Memory Throughput")]),
+    "dram_read_bytes": (["dram__bytes_read.sum"], []),
+    "dram_write_bytes": (["dram__bytes_write.sum"], []),
+    "registers_per_thread": (["launch__registers_per_thread"], [("Launch Statistics", "Registers Per Thread")]),
+}
+
+# FLOPs from executed instruction counts (per thread, predicated on): an FMA is two operations.
+FLOP_COUNTERS = {
+    "fp64": [("sm__sass_thread_inst_executed_op_dfma_pred_on.sum", 2), ("sm__sass_thread_inst_executed_op_dadd_pred_on.sum", 1),
+             ("sm__sass_thread_inst_executed_op_dmul_pred_on.sum", 1)],
+    "fp32": [("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 2), ("sm__sass_thread_inst_executed_op_fadd_pred_on.sum", 1),
+             ("sm__sass_thread_inst_executed_op_fmul_pred_on.sum", 1)],
+    "fp16": [("sm__sass_thread_inst_executed_op_hfma_pred_on.sum", 2), ("sm__sass_thread_inst_executed_op_hadd_pred_on.sum", 1),
+             ("sm__sass_thread_inst_executed_op_hmul_pred_on.sum", 1)],
+}
+# Tensor-core work: `sm__ops_path_tensor_*` counters count operations (multiply and add counted apart).
+TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_.*\.sum$")
+
+ID_COLUMNS = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
+              "Grid Size", "Device", "CC"]
+
+
+@dataclass
+class NcuTables:
+    launches: pl.DataFrame  # one row per profiled launch
+    metrics: pl.DataFrame  # long: launch, metric, section, unit, value (base units)
+
+
+def parse_number(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    if text in ("", "n/a", "-", "N/A"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def normalize(value: float | None, unit: str) -> tuple[float | None, str]:
+    base, factor = UNITS.get(unit.strip(), (unit.strip(), 1.0))
+    return (None if value is None else value * factor), base
+
+
+def _csv_rows(path: Path, text: str) -> list[list[str]]:
+    # ncu prints ==PROF==/==WARNING== lines before the CSV; the header is the first line starting with "ID".
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"') or line.startswith("ID,")), None)
+    if start is None:
+        raise UserError(f"{path}: not an Nsight Compute CSV export (no header row starting with \"ID\")")
+    return list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+
+
+def read_ncu_csv(path: Path) -> NcuTables:
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    rows = _csv_rows(path, text)
+    header = rows[0]
+    if "Metric Name" in header and "Metric Value" in header:
+        return _from_details(path, header, rows[1:])
+    return _from_raw(path, header, rows[1:])
+
+
+def _launch_id(value: str) -> int:
+    return int(value.replace(",", ""))
+
+
+def _from_raw(path: Path, header: list[str], rows: list[list[str]]) -> NcuTables:
+    missing = [c for c in ("ID", "Kernel Name") if c not in header]
+    if missing:
+        raise UserError(f"{path}: Nsight Compute raw CSV lacks column(s) {', '.join(missing)}")
+    units = rows[0] if rows and not rows[0][0].strip().replace(",", "").isdigit() else [""] * len(header)
+    data = rows[1:] if units is rows[0] else rows
+    launches, metrics = [], []
+    for row in data:
+        if len(row) < len(header):
+            raise UserError(f"{path}: truncated row for launch {row[0] if row else '?'}")
+        record = dict(zip(header, row, strict=False))
+        launch = _launch_id(record["ID"])
+        launches.append(_identity(record))
+        for column, unit in zip(header, units, strict=False):
+            if column in ID_COLUMNS:
+                continue
+            value, base = normalize(parse_number(record[column]), unit)
+            metrics.append((launch, column, "", base, value, record[column]))
+    return _tables(path, launches, metrics)
+
+
+def _from_details(path: Path, header: list[str], rows: list[list[str]]) -> NcuTables:
+    needed = ["ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value"]
+    missing = [c for c in needed if c not in header]
+    if missing:
+        raise UserError(f"{path}: Nsight Compute details CSV lacks column(s) {', '.join(missing)}")
+    launches: dict[int, dict] = {}
+    metrics = []
+    for row in rows:
+        if len(row) < len(header):
+            continue
+        record = dict(zip(header, row, strict=False))
+        launch = _launch_id(record["ID"])
+        launches.setdefault(launch, _identity(record))
+        value, base = normalize(parse_number(record["Metric Value"]), record["Metric Unit"])
+        metrics.append((launch, record["Metric Name"], record["Section Name"], base, value, record["Metric Value"]))
+    return _tables(path, list(launches.values()), metrics)
+
+
+def _identity(record: dict[str, str]) -> dict:
+    grid = _triple(record.get("Grid Size", ""))
+    block = _triple(record.get("Block Size", ""))
+    return {
+        "launch": _launch_id(record["ID"]),
+        "kernel_name": record["Kernel Name"],
+        "device": _int(record.get("Device")),
+        "context": _int(record.get("Context")),
+        "stream": _int(record.get("Stream")),
+        "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
+        "block_x": block[0], "block_y": block[1], "block_z": block[2],
+    }
+
+
+def _int(text: str | None) -> int | None:
+    value = parse_number(text or "")
+    return None if value is None else int(value)
+
+
+def _triple(text: str) -> tuple[int | None, int | None, int | None]:
+    numbers = [int(n) for n in re.findall(r"\d+", text)]
+    return tuple((numbers + [None, None, None])[:3]) if numbers else (None, None, None)
+
+
+def _tables(path: Path, launches: list[dict], metrics: list[tuple]) -> NcuTables:
+    if not launches:
+        raise UserError(f"{path}: no profiled kernels in this Nsight Compute export")
+    long = pl.DataFrame(metrics, orient="row", schema={"launch": pl.Int64, "metric": pl.String, "section": pl.String,
+                                                        "unit": pl.String, "value": pl.Float64, "text": pl.String})
+    wide = pl.DataFrame(launches).with_columns(pl.col("launch").cast(pl.Int64))
+    return NcuTables(launches=wide.join(standard_columns(long), on="launch", how="left"), metrics=long)
+
+
+def standard_columns(long: pl.DataFrame) -> pl.DataFrame:
+    """Per launch: the standard columns, derived DRAM bytes and FLOPs, from whatever metrics were collected."""
+    by_name: dict[int, dict[str, float | None]] = {}
+    by_section: dict[int, dict[tuple[str, str], float | None]] = {}
+    for launch, metric, section, value in long.select("launch", "metric", "section", "value").iter_rows():
+        by_name.setdefault(launch, {}).setdefault(metric, value)
+        by_section.setdefault(launch, {})[(section, metric)] = value
+    records = []
+    for launch, names in by_name.items():
+        sections = by_section[launch]
+        row: dict[str, float | None] = {"launch": launch}
+        for column, (raw_names, detail_names) in STANDARD.items():
+            raw = [names[n] for n in raw_names if names.get(n) is not None]
+            detail = [sections[k] for k in detail_names if sections.get(k) is not None]
+            row[column] = (raw or detail or [None])[0]
+        read, write = row.pop("dram_read_bytes"), row.pop("dram_write_bytes")
+        row["dram_bytes"] = None if read is None and write is None else (read or 0) + (write or 0)
+        duration = row.pop("duration_ns")
+        row["duration_us"] = None if duration is None else duration / 1e3
+        flops = {p: _flops(names, counters) for p, counters in FLOP_COUNTERS.items()}
+        tensor = [v for m, v in names.items() if TENSOR_OPS.match(m) and v is not None]
+        flops["tensor"] = float(sum(tensor)) if tensor else None
+        for precision, value in flops.items():
+            row[f"flops_{precision}"] = value
+        present = [v for v in flops.values() if v is not None]
+        row["flops"] = float(sum(present)) if present else None
+        records.append(row)
+    columns = ["duration_us", *[c for c in STANDARD if c not in ("dram_read_bytes", "dram_write_bytes", "duration_ns")],
+               "dram_bytes", "flops", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
+    schema = {"launch": pl.Int64, **{c: pl.Float64 for c in columns}}
+    return pl.DataFrame(records, schema=schema).select("launch", *columns)
+
+
+def _flops(names: dict[str, float | None], counters: list[tuple[str, int]]) -> float | None:
+    values = [(names.get(metric), weight) for metric, weight in counters]
+    if all(v is None for v, _ in values):
+        return None
+    return float(sum((v or 0) * w for v, w in values))
+
+
+def read_ncu_directory(path: Path) -> NcuTables:
+    """The layout of one sub-directory per kernel, each with an ncu.details.csv (or any *.csv)."""
+    files = sorted(path.glob("*/ncu.details.csv")) or sorted(path.glob("*/*.csv")) or sorted(path.glob("*.csv"))
+    if not files:
+        raise UserError(f"{path}: no Nsight Compute CSV files (expected <kernel>/ncu.details.csv)")
+    parts, offset = [], 0
+    for file in files:
+        tables = read_ncu_csv(file)
+        # Launch ids restart in every file: shift them so that they stay unique, and keep the source.
+        shift = offset - int(tables.launches["launch"].min())
+        parts.append(NcuTables(
+            tables.launches.with_columns(pl.col("launch") + shift, pl.lit(file.parent.name).alias("source")),
+            tables.metrics.with_columns(pl.col("launch") + shift),
+        ))
+        offset += int(tables.launches["launch"].max()) - int(tables.launches["launch"].min()) + 1
+    return NcuTables(pl.concat([p.launches for p in parts], how="diagonal_relaxed"),
+                     pl.concat([p.metrics for p in parts], how="vertical_relaxed"))
+
+
+def finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
