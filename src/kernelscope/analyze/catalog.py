@@ -1,0 +1,401 @@
+"""Kernel catalog: give a GPU kernel name a library, a category, a friendly name and a description.
+
+The knowledge lives in `data/kernel_catalog.toml` (ordered rules, first match wins); this module is the
+generic engine that normalises names, picks the rules worth trying, and renders the templates.
+docs/catalog.md explains the rule format.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+
+import polars as pl
+
+UNKNOWN_LIBRARY = "unknown"
+OTHER_CATEGORY = "other"
+CATALOG_COLUMNS = ["library", "category", "friendly_name", "description"]
+
+# Fields and finds look at most this far past the start of a rule's match: the parts of a signature
+# that name a kernel sit near its front, and the bound keeps a pathological name linear.
+_FIND_WINDOW = 4096
+_KEY_PREFIX = 3  # rules are indexed by the first characters of their keys
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    library: str
+    category: str
+    friendly_name: str
+    description: str
+    rule: str | None
+
+
+# ---------------------------------------------------------------- name normalisation
+# Kineto/CUPTI, Nsight (Compute and Systems) and the LLVM demangler spell the same symbol differently;
+# these rewrite every spelling into Kineto's, minus literal suffixes and cosmetic spaces.
+_RETURN_TYPE = re.compile(r"^(?:void |std::enable_if<[^<>]{0,80}>::type )")
+_NSIGHT_LAMBDA = re.compile(r"\[lambda\(([^()\[\]]{0,200})\) \(instance (\d{1,4})\)\]")
+_LLVM_LAMBDA = re.compile(r"'lambda(\d{0,4})'\(([^()]{0,200})\)")
+_HAS_CAST = re.compile(r"\((?:int|bool|unsigned |signed |long|short|char)\)?")
+_INT_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long long|long|short|char)\)(-?\d+)")
+# `[ul]` first lets the engine skip quickly to candidate characters; the lookbehind then wants a digit.
+_INT_SUFFIX = re.compile(r"[ul](?<=\d[ul])[ul]{0,2}(?=[,>])")
+
+
+def _llvm_lambda(match: re.Match[str]) -> str:
+    # LLVM prints the first closure of a scope as 'lambda', the second as 'lambda0', and so on.
+    number = int(match.group(1)) + 2 if match.group(1) else 1
+    return f"{{lambda({match.group(2)})#{number}}}"
+
+
+def demangle(name: str) -> str | None:
+    """The demangled form of an Itanium-mangled symbol (`_Z…`), or None when it is not one."""
+    import pycxxfilt
+
+    try:
+        return pycxxfilt.demangle(name)
+    except ValueError:
+        return None
+
+
+def normalize(name: str) -> str:
+    """One spelling for every way profilers write a kernel's symbol (see docs/catalog.md)."""
+    text = name.strip()
+    if text.startswith("_Z"):
+        text = demangle(text) or text
+    if text.startswith("void "):
+        text = text[5:]
+    elif text.startswith("std::enable_if<"):
+        text = _RETURN_TYPE.sub("", text, count=1)
+    if "[lambda" in text:
+        text = _NSIGHT_LAMBDA.sub(r"{lambda(\1)#\2}", text)
+    if "'lambda" in text:
+        text = _LLVM_LAMBDA.sub(_llvm_lambda, text)
+    if "<unnamed>" in text:
+        text = text.replace("<unnamed>", "(anonymous namespace)")
+    if ")" in text and _HAS_CAST.search(text):
+        text = _INT_CAST.sub(r"\1", text)
+        if "(bool)" in text:
+            text = text.replace("(bool)0", "false").replace("(bool)1", "true")
+    if "<" in text and ("u>" in text or "l>" in text or "u," in text or "l," in text):
+        text = _INT_SUFFIX.sub("", text)
+    if " " in text:
+        # No space before `>`, `*` or `&` (`> >`, `char *`, `T &`), but keep `, &fn` apart.
+        text = text.replace(" >", ">").replace(" *", "*").replace(" &", "&").replace(",&", ", &")
+        text = text.replace("operator ()", "operator()")
+    return text
+
+
+# The kernel's own qualified name at the front of a normalised name, e.g. `at::native::foo` in
+# `at::native::foo<…>(…)`; possessive so that a long run of word characters cannot backtrack.
+_HEAD = re.compile(r"(?:\(anonymous namespace\)|[A-Za-z_~$][\w$]*+)(?:::(?:\(anonymous namespace\)|[A-Za-z_~$][\w$]*+))*+")
+
+
+def _heads(text: str) -> tuple[str, str]:
+    """The kernel's qualified name and its first template argument's name (wrappers such as
+    `cutlass::device_kernel<flash::…>` are known by what they wrap)."""
+    head = _HEAD.match(text)
+    if head is None:
+        # Not a C++ name (e.g. `[CUDA memcpy …]` from nsys): its first run of non-spaces stands in.
+        return (text.split(" ", 1)[0], "")
+    end = head.end()
+    if end < len(text) and text[end] == "<":
+        inner = _HEAD.match(text, end + 1)
+        if inner is not None:
+            return (head.group(), inner.group())
+    return (head.group(), "")
+
+
+def _head_words(text: str) -> list[str]:
+    """The `::` components of the names that `_heads` finds."""
+    return [word for head in _heads(text) if head for word in head.split("::")]
+
+
+def shorten(text: str) -> str:
+    """A readable stand-in for a name no rule knows: its qualified name, template arguments collapsed."""
+    head = _HEAD.match(text)
+    if head is None or head.end() == 0:
+        return text if len(text) <= 80 else text[:79] + "…"
+    tail = "<…>" if head.end() < len(text) and text[head.end()] == "<" else ""
+    return head.group() + tail
+
+
+# ---------------------------------------------------------------- rules
+Value = str | dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Table:
+    """Token → words (or several fields at once). `word` tables find the leftmost whole token (types,
+    functors in a signature); `part` tables take the first entry, in table order, found anywhere (words
+    inside identifiers)."""
+
+    values: dict[str, Value]
+    mode: str
+    regex: re.Pattern[str] | None
+
+    def find(self, text: str, start: int, end: int) -> Value | None:
+        if self.regex is None:
+            for token, value in self.values.items():
+                if text.find(token, start, end) >= 0:
+                    return value
+            return None
+        # The regex has no lookbehind (that would slow every position); check the left edge here.
+        match = self.regex.search(text, start, end)
+        while match is not None and match.start() > 0 and _is_word_char(text[match.start() - 1]):
+            match = self.regex.search(text, match.start() + 1, end)
+        return None if match is None else self.values[match.group()]
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _build_table(name: str, spec: dict) -> _Table:
+    mode = spec.get("match", "word")
+    values = dict(spec.get("values", {}))
+    if mode not in ("word", "part") or not values:
+        raise ValueError(f"kernel catalog: table '{name}' needs match = 'word' or 'part' and some values")
+    regex = re.compile(rf"{_trie_pattern(list(values))}(?!\w)") if mode == "word" else None
+    return _Table(values, mode, regex)
+
+
+def _trie_pattern(words: list[str]) -> str:
+    """An alternation of words factored by common prefixes, so the engine tests a few characters per
+    position instead of every word (several times faster than a flat `a|b|c` on long tables)."""
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        # A word that ends here may also go on: try the longer words first, then stop.
+        return f"(?:{body})?" if "" in node else body
+
+    return "(?:" + emit(trie) + ")"
+
+
+_TEMPLATE_PART = re.compile(r"\[([^\[\]]*)\]|\{(\w+)(?:\|([^{}\[\]]*))?\}")
+_FIELD = re.compile(r"\{(\w+)(?:\|([^{}\[\]]*))?\}")
+
+# A compiled template is a list of (kind, a, b): (LITERAL, text, None), (FIELD, name, default) or
+# (OPTIONAL, names, parts).
+LITERAL, FIELD, OPTIONAL = 0, 1, 2
+Part = tuple
+
+
+def _compile_parts(template: str, pattern: re.Pattern[str]) -> list[Part]:
+    parts: list[Part] = []
+    position = 0
+    for match in pattern.finditer(template):
+        if match.start() > position:
+            parts.append((LITERAL, template[position : match.start()], None))
+        if pattern is _TEMPLATE_PART and match.group(1) is not None:  # an optional [...] segment
+            inner = _compile_parts(match.group(1), _FIELD)
+            names = tuple(part[1] for part in inner if part[0] == FIELD)
+            parts.append((OPTIONAL, names, inner))
+        elif pattern is _TEMPLATE_PART:
+            parts.append((FIELD, match.group(2), match.group(3)))
+        else:
+            parts.append((FIELD, match.group(1), match.group(2)))
+        position = match.end()
+    if position < len(template):
+        parts.append((LITERAL, template[position:], None))
+    return parts
+
+
+def compile_template(template: str) -> list[Part]:
+    """`{field}` takes a value (`{field|text}` falls back to text); a `[…]` segment is left out when a
+    field in it has no value."""
+    return _compile_parts(template, _TEMPLATE_PART)
+
+
+def render(parts: list[Part], fields: dict[str, str]) -> str:
+    """Fill a compiled template. Empty parentheses, and a comma left at the start of parentheses, are
+    tidied away."""
+    out: list[str] = []
+    for kind, a, b in parts:
+        if kind == LITERAL:
+            out.append(a)
+        elif kind == FIELD:
+            out.append(fields.get(a) or b or "?")
+        else:
+            for name in a:
+                if not fields.get(name):
+                    break
+            else:
+                for k, x, _ in b:
+                    out.append(x if k == LITERAL else fields[x])
+    text = "".join(out)
+    if "(" in text:
+        text = text.replace(" ()", "").replace("()", "").replace("(, ", "(")
+    return text.strip()
+
+
+def _set(fields: dict[str, str], field: str, value: Value) -> None:
+    if isinstance(value, dict):
+        fields.update(value)
+    elif value:
+        fields[field] = value
+
+
+@dataclass(frozen=True)
+class _Rule:
+    index: int
+    id: str
+    keys: tuple[str, ...]
+    regex: re.Pattern[str]
+    library: str
+    category: list[Part]
+    friendly: list[Part]
+    description: str
+    maps: dict[str, _Table]
+    finds: dict[str, _Table]
+    require: tuple[str, ...]
+    fixed_category: bool
+
+    def apply(self, text: str, matches: dict[re.Pattern[str], re.Match[str] | None]) -> KernelInfo | None:
+        # Rules of one family often share a pattern: search it once per name.
+        regex = self.regex
+        if regex in matches:
+            match = matches[regex]
+        else:
+            match = matches[regex] = regex.search(text)
+        if match is None:
+            return None
+        fields: dict[str, str] = {}
+        if regex.groups:
+            maps = self.maps
+            for field, value in match.groupdict().items():
+                if value:
+                    table = maps.get(field)
+                    _set(fields, field, table.values.get(value, value) if table else value)
+        if self.finds:
+            start = match.start()
+            end = min(len(text), start + _FIND_WINDOW)
+            for field, table in self.finds.items():  # required finds come first (see _build_rule)
+                if field not in fields:
+                    found = table.find(text, start, end)
+                    if found:
+                        _set(fields, field, found)
+                    elif field in self.require:
+                        return None
+        for field in self.require:
+            if not fields.get(field):
+                return None
+        category = self.category[0][1] if self.fixed_category else render(self.category, fields)
+        if not category or "?" in category:
+            category = OTHER_CATEGORY
+        return KernelInfo(self.library, category, render(self.friendly, fields), self.description, self.id)
+
+
+def _build_rule(index: int, spec: dict, tables: dict[str, _Table]) -> _Rule:
+    rule_id = spec.get("id", f"#{index}")
+    missing = [k for k in ("id", "pattern", "library", "category", "friendly", "description") if k not in spec]
+    if missing:
+        raise ValueError(f"kernel catalog: rule {rule_id} lacks {', '.join(missing)}")
+    keys = tuple(spec.get("keys", ()))
+    if any(len(key) < _KEY_PREFIX for key in keys):
+        raise ValueError(f"kernel catalog: rule {rule_id} has a key shorter than {_KEY_PREFIX} characters")
+
+    def pick(section: str) -> dict[str, _Table]:
+        chosen = spec.get(section, {})
+        unknown = [name for name in chosen.values() if name not in tables]
+        if unknown:
+            raise ValueError(f"kernel catalog: rule {rule_id} uses unknown table(s) {unknown}")
+        return {field: tables[name] for field, name in chosen.items()}
+
+    require = tuple(spec.get("require", ()))
+    finds = pick("find")
+    finds = {f: finds[f] for f in sorted(finds, key=lambda f: f not in require)}
+    return _Rule(
+        index=index, id=rule_id, keys=keys, regex=re.compile(spec["pattern"]), library=spec["library"],
+        category=compile_template(spec["category"]), friendly=compile_template(spec["friendly"]),
+        description=spec["description"],
+        maps=pick("map"), finds=finds, require=require,
+        fixed_category=all(part[0] == LITERAL for part in compile_template(spec["category"])),
+    )
+
+
+class Catalog:
+    """The compiled rules and the index that picks, for a name, the few rules worth trying."""
+
+    def __init__(self, document: dict) -> None:
+        tables = {name: _build_table(name, spec) for name, spec in document.get("tables", {}).items()}
+        self.rules = [_build_rule(i, spec, tables) for i, spec in enumerate(document.get("rule", []))]
+        ids = [rule.id for rule in self.rules]
+        if len(set(ids)) != len(ids):
+            raise ValueError("kernel catalog: rule ids must be unique")
+        # A rule with keys is tried only on names whose head words start with one of them; a rule
+        # without keys is tried on every name (keep those few and anchored).
+        self._by_prefix: dict[str, list[tuple[str, int]]] = {}
+        for rule in self.rules:
+            for key in rule.keys:
+                self._by_prefix.setdefault(key[:_KEY_PREFIX], []).append((key, rule.index))
+        self._everywhere = [rule.index for rule in self.rules if not rule.keys]
+
+    def candidates(self, text: str) -> tuple[int, ...]:
+        return self._candidates_for(_heads(text))
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one catalog lives for the whole process
+    def _candidates_for(self, heads: tuple[str, str]) -> tuple[int, ...]:
+        chosen = set(self._everywhere)
+        for word in (word for head in heads if head for word in head.split("::")):
+            for key, index in self._by_prefix.get(word[:_KEY_PREFIX], ()):
+                if word.startswith(key):
+                    chosen.add(index)
+        return tuple(sorted(chosen))
+
+    def classify(self, name: str) -> KernelInfo:
+        text = normalize(name)
+        matches: dict[re.Pattern[str], re.Match[str] | None] = {}
+        for index in self.candidates(text):
+            info = self.rules[index].apply(text, matches)
+            if info is not None:
+                return info
+        return KernelInfo(UNKNOWN_LIBRARY, OTHER_CATEGORY, shorten(text), "", None)
+
+
+@functools.cache
+def load_catalog() -> Catalog:
+    """The catalog shipped with the package, compiled once."""
+    text = resources.files("kernelscope.data").joinpath("kernel_catalog.toml").read_text(encoding="utf-8")
+    return Catalog(tomllib.loads(text))
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def classify(name: str) -> KernelInfo:
+    """Library, category, friendly name and description of one kernel name (any profiler's spelling)."""
+    return load_catalog().classify(name)
+
+
+def classify_frame(names: pl.Series) -> pl.DataFrame:
+    """One row per distinct name: name, library, category, friendly_name, description."""
+    distinct = names.drop_nulls().unique(maintain_order=True).to_list()
+    infos = [classify(name) for name in distinct]
+    return pl.DataFrame(
+        {
+            "name": distinct,
+            "library": [info.library for info in infos],
+            "category": [info.category for info in infos],
+            "friendly_name": [info.friendly_name for info in infos],
+            "description": [info.description for info in infos],
+        },
+        schema={"name": pl.String, **{column: pl.String for column in CATALOG_COLUMNS}},
+    )
+
+
+def with_catalog(kernels: pl.DataFrame) -> pl.DataFrame:
+    """`kernels` with the catalog's columns joined on `name` (rows and their order kept)."""
+    base = kernels.drop([column for column in CATALOG_COLUMNS if column in kernels.columns])
+    return base.join(classify_frame(base["name"]), on="name", how="left", maintain_order="left")
