@@ -73,6 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("presets", help="list model presets", description="List the model presets.")
 
+    k = sub.add_parser(
+        "kernels", help="name kernels: library, category, friendly name, description",
+        description=(
+            "Look kernel names up in the kernel catalog (any profiler's spelling: Kineto, Nsight, base or "
+            "mangled). Names come from the arguments, or one per line on stdin when none are given."
+        ),
+    )
+    k.add_argument("names", nargs="*", metavar="NAME", help="kernel names (default: read stdin)")
+    k.add_argument("--json", action="store_true", help="one JSON object per name instead of a table")
+
     n = sub.add_parser(
         "ncu", help="measure the top kernels of a run with Nsight Compute",
         description=(
@@ -174,6 +184,11 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
         path = run_ncu(args.run, top=args.top, phase=args.phase, launches=args.launches, sections=sections,
                        timeout=args.timeout, steps=steps)
         print(path.resolve())
+    elif args.command == "kernels":
+        from kernelscope.commands.kernels import as_json_lines, as_table, read_names
+
+        names = read_names(args.names, None if args.names or sys.stdin.isatty() else sys.stdin)
+        print(as_json_lines(names) if args.json else as_table(names))
     elif args.command == "presets":
         from kernelscope.workload.presets import load_presets
 

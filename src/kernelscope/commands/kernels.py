@@ -1,0 +1,48 @@
+"""`kernelscope kernels [NAME…]`: what the kernel catalog says about kernel names."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from kernelscope.analyze.catalog import KernelInfo, classify
+from kernelscope.errors import UserError
+
+_COLUMNS = ("library", "category", "friendly name", "description")
+_MAX_FRIENDLY = 60  # keep the table readable; --json has every character
+
+
+def read_names(arguments: list[str], stdin_lines: Iterable[str] | None) -> list[str]:
+    """Names from the arguments, else one per line of stdin (blank lines skipped)."""
+    names = [name.strip() for name in arguments] if arguments else [line.strip() for line in stdin_lines or ()]
+    names = [name for name in names if name]
+    if not names:
+        raise UserError("kernels: no kernel names given (pass them as arguments, or one per line on stdin)")
+    return names
+
+
+def as_json_lines(names: list[str]) -> str:
+    return "\n".join(json.dumps({"name": name, **_fields(classify(name))}, ensure_ascii=False) for name in names)
+
+
+def as_table(names: list[str]) -> str:
+    rows = [_cells(classify(name)) for name in names]
+    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(_COLUMNS[:-1])]
+    header = _line(_COLUMNS, widths)
+    return "\n".join([header, "-" * len(header), *(_line(row, widths) for row in rows)])
+
+
+def _line(cells: tuple[str, ...], widths: list[int]) -> str:
+    return "  ".join([cell.ljust(width) for cell, width in zip(cells, widths, strict=False)] + [cells[-1]])
+
+
+def _fields(info: KernelInfo) -> dict[str, str]:
+    return {"library": info.library, "category": info.category, "friendly_name": info.friendly_name,
+            "description": info.description}
+
+
+def _cells(info: KernelInfo) -> tuple[str, str, str, str]:
+    friendly = info.friendly_name
+    if len(friendly) > _MAX_FRIENDLY:
+        friendly = friendly[: _MAX_FRIENDLY - 1] + "…"
+    return info.library, info.category, friendly, info.description
