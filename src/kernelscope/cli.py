@@ -60,7 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
             "Phases and modules are known only if the program pushed kernelscope's ranges."
         ),
     )
-    i.add_argument("files", nargs="+", type=Path, metavar="FILE", help="Kineto trace files")
+    i.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                   help="Kineto trace files, or Nsight Compute exports (CSV, .ncu-rep, or a directory of "
+                        "<kernel>/ncu.details.csv)")
+    i.add_argument("--into", type=Path, metavar="RUN",
+                   help="add Nsight Compute exports to this existing run instead of making a new one")
+    i.add_argument("--phase", default="decode", choices=["prefill", "decode"],
+                   help="with --into: the phase the exports measured (default decode)")
     _add_output_args(i)
 
     r = sub.add_parser(
@@ -154,10 +160,20 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
         path = run_profile(options, steps)
         print(path)
     elif args.command == "import":
+        from kernelscope.commands.import_ncu import import_ncu, is_ncu_input
         from kernelscope.commands.import_trace import import_traces
 
-        with steps.step(f"Importing {len(args.files)} trace file(s)"):
-            path = import_traces(args.files, args.out, args.runs_dir, report=not args.no_report)
+        kinds = {is_ncu_input(f) for f in args.files}
+        if len(kinds) > 1:
+            raise UserError("import: give either Kineto traces or Nsight Compute exports, not both")
+        with steps.step(f"Importing {len(args.files)} file(s)"):
+            if kinds == {True}:
+                path = import_ncu(args.files, args.out, args.runs_dir, args.into, args.phase,
+                                  report=not args.no_report)
+            elif args.into is not None:
+                raise UserError("import --into: only Nsight Compute exports can be added to an existing run")
+            else:
+                path = import_traces(args.files, args.out, args.runs_dir, report=not args.no_report)
         print(path)
     elif args.command == "report":
         from kernelscope.commands.report import rerender

@@ -460,10 +460,12 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     """Adds flops, bytes, precision, cost_model and cost_op_id to kernels: the cost of the kernel's innermost
     modelled op (its own op, or the nearest enclosing op with a model), split among that op's kernels in
     proportion to their durations. Copies and memsets cost their own bytes."""
-    costs = op_costs(ops)
-    modelled = np.zeros(ops.height, dtype=bool)
+    costs = op_costs(ops) if ops.height else pl.DataFrame(
+        schema={"op_id": pl.Int64, "flops": pl.Float64, "bytes": pl.Float64, "precision": pl.String,
+                "cost_model": pl.String})
+    modelled = np.zeros(max(ops.height, 1), dtype=bool)
     modelled[costs["op_id"].to_numpy()] = True
-    parent = ops["parent_op_id"].fill_null(-1).to_numpy()
+    parent = ops["parent_op_id"].fill_null(-1).to_numpy() if ops.height else np.full(1, -1)
     target = kernels["op_id"].fill_null(-1).to_numpy().copy()
     for _ in range(64):  # walk up enclosing ops until one has a model
         climb = (target >= 0) & ~modelled[np.maximum(target, 0)]

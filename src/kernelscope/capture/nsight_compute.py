@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from kernelscope.errors import UserError
+from kernelscope.load.ncu import TENSOR_OPS
 
 DEFAULT_SECTIONS = ["SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "SpeedOfLight_RooflineChart",
                     "SchedulerStats", "LaunchStats"]
@@ -24,7 +25,6 @@ WANTED_METRICS = [
     "dram__bytes.sum.per_second", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
     "sm__inst_executed_pipe_tensor.sum",
 ]
-TENSOR_PREFIX = "sm__ops_path_tensor_"
 
 
 def find_ncu() -> str:
@@ -48,7 +48,7 @@ def available_metrics(ncu: str) -> set[str]:
 
 def choose_metrics(available: set[str]) -> list[str]:
     chosen = [m for m in WANTED_METRICS if m.split(".")[0] in available]
-    chosen += sorted(f"{m}.sum" for m in available if m.startswith(TENSOR_PREFIX))
+    chosen += sorted(f"{m}.sum" for m in available if TENSOR_OPS.match(f"{m}.sum"))
     return chosen
 
 

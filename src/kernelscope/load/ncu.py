@@ -30,7 +30,8 @@ UNITS: dict[str, tuple[str, float]] = {
     "byte/second": ("byte/second", 1), "B/s": ("byte/second", 1), "Kbyte/second": ("byte/second", 1e3),
     "KB/s": ("byte/second", 1e3), "Mbyte/second": ("byte/second", 1e6), "MB/s": ("byte/second", 1e6),
     "Gbyte/second": ("byte/second", 1e9), "GB/s": ("byte/second", 1e9), "Tbyte/second": ("byte/second", 1e12),
-    "TB/s": ("byte/second", 1e12),
+    "TB/s": ("byte/second", 1e12), "byte/s": ("byte/second", 1), "Kbyte/s": ("byte/second", 1e3),
+    "Mbyte/s": ("byte/second", 1e6), "Gbyte/s": ("byte/second", 1e9), "Tbyte/s": ("byte/second", 1e12),
     "%": ("%", 1), "cycle": ("cycle", 1), "Kcycle": ("cycle", 1e3), "Mcycle": ("cycle", 1e6),
     "cycle/nsecond": ("cycle/second", 1e9), "cycle/usecond": ("cycle/second", 1e6), "cycle/second": ("cycle/second", 1),
     "hz": ("hz", 1), "Hz": ("hz", 1), "Khz": ("hz", 1e3), "KHz": ("hz", 1e3), "Mhz": ("hz", 1e6), "MHz": ("hz", 1e6),
@@ -60,9 +61,11 @@ STANDARD: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     "achieved_occupancy_pct": (["sm__warps_active.avg.pct_of_peak_sustained_active"],
                                [("Occupancy", "Achieved Occupancy")]),
     "theoretical_occupancy_pct": (["sm__maximum_warps_per_active_cycle_pct"], [("Occupancy", "Theoretical Occupancy")]),
-    "mem_busy_pct": (["gpu__compute_memory_request_throughput.avg.pct_of_peak_sustained_elapsed"],
+    # (matched against the details page of the same launches: Mem Busy is the access throughput, Max Bandwidth
+    # the request throughput)
+    "mem_busy_pct": (["gpu__compute_memory_access_throughput.avg.pct_of_peak_sustained_elapsed"],
                      [("Memory Workload Analysis", "Mem Busy")]),
-    "max_bandwidth_pct": (["gpu__compute_memory_access_throughput.avg.pct_of_peak_sustained_elapsed"],
+    "max_bandwidth_pct": (["gpu__compute_memory_request_throughput.avg.pct_of_peak_sustained_elapsed"],
                           [("Memory Workload Analysis", "Max Bandwidth")]),
     "memory_throughput_bps": (["dram__bytes.sum.per_second"], [("Memory Workload Analysis", "Memory Throughput")]),
     "dram_read_bytes": (["dram__bytes_read.sum"], []),
@@ -79,8 +82,9 @@ FLOP_COUNTERS = {
     "fp16": [("sm__sass_thread_inst_executed_op_hfma_pred_on.sum", 2), ("sm__sass_thread_inst_executed_op_hadd_pred_on.sum", 1),
              ("sm__sass_thread_inst_executed_op_hmul_pred_on.sum", 1)],
 }
-# Tensor-core work: `sm__ops_path_tensor_*` counters count operations (multiply and add counted apart).
-TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_.*\.sum$")
+# Tensor-core work: the per-source-type totals `sm__ops_path_tensor_src_<type>[_dst_<type>].sum` (the `_op_*`
+# and `_sparsity_*` variants split the same work further and would count it twice).
+TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_src_[a-z0-9]+(?:_dst_[a-z0-9]+)?\.sum$")
 
 ID_COLUMNS = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
               "Grid Size", "Device", "CC"]
@@ -162,8 +166,9 @@ def _from_details(path: Path, header: list[str], rows: list[list[str]]) -> NcuTa
         raise UserError(f"{path}: Nsight Compute details CSV lacks column(s) {', '.join(missing)}")
     launches: dict[int, dict] = {}
     metrics = []
+    last = max(header.index(c) for c in needed)
     for row in rows:
-        if len(row) < len(header):
+        if len(row) <= last:  # rule columns at the end may be absent
             continue
         record = dict(zip(header, row, strict=False))
         launch = _launch_id(record["ID"])

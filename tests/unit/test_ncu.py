@@ -1,0 +1,135 @@
+"""Nsight Compute exports captured on the H200: parsing both CSV layouts, units, the join to a run's kernels and
+the measured class tables."""
+
+import csv
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from kernelscope.analyze.measured import (
+    base_function_name,
+    join_measurements,
+    measured_by_kernel,
+    measured_class_table,
+)
+from kernelscope.errors import UserError
+from kernelscope.load import rundir
+from kernelscope.load.ncu import normalize, parse_number, read_ncu_csv, read_ncu_directory
+
+NCU = Path(__file__).parents[1] / "data" / "ncu"
+RAW = NCU / "h200-qwen2-0.5b-decode.raw.csv"
+DETAILS = NCU / "h200-qwen2-0.5b-decode.details.csv"
+RUN = Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
+
+
+def test_units_and_numbers():
+    assert parse_number("1,234.5") == 1234.5 and parse_number("n/a") is None and parse_number("-") is None
+    assert normalize(3.07, "us") == (3070.0, "ns") and normalize(2.0, "usecond") == (2000.0, "ns")
+    assert normalize(11.42, "Gbyte/s") == (11.42e9, "byte/second")
+    assert normalize(35.07, "Kbyte") == (35070.0, "byte") and normalize(12.0, "%") == (12.0, "%")
+
+
+def test_raw_and_details_pages_agree():
+    raw, details = read_ncu_csv(RAW), read_ncu_csv(DETAILS)
+    assert raw.launches.height == details.launches.height == 6
+    a, b = raw.launches.sort("launch"), details.launches.sort("launch")
+    assert a["kernel_name"].to_list() == b["kernel_name"].to_list()
+    for column, tolerance in [("duration_us", 0.01), ("dram_bytes", 0.01), ("l2_hit_rate_pct", 0.01),
+                              ("achieved_occupancy_pct", 0.01), ("memory_throughput_bps", 0.01),
+                              ("mem_busy_pct", 0.02), ("max_bandwidth_pct", 0.02)]:
+        for x, y in zip(a[column], b[column], strict=True):
+            assert x == pytest.approx(y, rel=tolerance, abs=0.011), column  # details round to 2 decimals
+    assert (a["grid_x"] >= 1).all() and (a["block_x"] >= 32).all()
+    assert raw.metrics.height > 6 * 100  # every collected metric, in the long table
+
+
+def test_gemv_measurements_are_plausible():
+    launches = read_ncu_csv(NCU / "h200-qwen2-1.5b-decode-top20.raw.csv").launches
+    lm_head = launches.filter(pl.col("kernel_name").str.starts_with("nvjet_sm90_tst_384x8"))
+    # The LM head reads its 151936 × 1536 bf16 weight (467 MB) per token: DRAM bytes say the same.
+    assert lm_head["dram_bytes"].mean() == pytest.approx(151936 * 1536 * 2, rel=0.03)
+    assert (lm_head["dram_throughput_pct"] > 60).all()
+    assert (lm_head["flops_tensor"] > 0).all() and (lm_head["flops"] >= lm_head["flops_tensor"]).all()
+
+
+def test_base_function_name_is_the_same_in_both_spellings():
+    kineto = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
+              "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)")
+    nsight = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<c10::BFloat16>, "
+              "std::array<char *, (unsigned long)3>>(int, T2, T3)")
+    assert base_function_name(kineto) == base_function_name(nsight) == "vectorized_elementwise_kernel"
+    assert base_function_name("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"
+
+
+def test_join_to_the_run_matches_every_profiled_launch():
+    profile = rundir.read_run(RUN)
+    launches = read_ncu_csv(RAW).launches
+    joined = join_measurements(profile.kernels, launches, "decode")
+    assert joined["name"].null_count() == 0
+    assert set(joined["name"]) == set(profile.run["ncu"]["kernels"]) | set(joined["name"])
+    for row in joined.iter_rows(named=True):
+        assert base_function_name(row["name"]) == base_function_name(row["kernel_name"])
+        assert row["phase"] == "decode" and row["step"] == 0
+    stored = pl.read_parquet(RUN / "ncu.parquet")
+    assert sorted(joined["kernel_id"].to_list()) == sorted(stored["kernel_id"].to_list())
+
+
+def test_class_means_are_means_of_the_kernels():
+    by_kernel = measured_by_kernel(read_ncu_csv(RAW).launches.with_columns(pl.col("kernel_name").alias("name")),
+                                   None, 5000)
+    table = measured_class_table(by_kernel)
+    overall = table.filter(pl.col("measured_class") == "overall").row(0, named=True)
+    for column in ["sm_throughput_pct", "dram_throughput_pct", "l2_hit_rate_pct", "duration_us"]:
+        assert overall[column] == pytest.approx(by_kernel[column].mean())
+    for row in table.filter(pl.col("measured_class") != "overall").iter_rows(named=True):
+        members = by_kernel.filter(pl.col("measured_class") == row["measured_class"])
+        assert row["kernels"] == members.height
+        assert row["dram_throughput_pct"] == pytest.approx(members["dram_throughput_pct"].mean())
+    assert table.filter(pl.col("measured_class") != "overall")["kernels"].sum() == by_kernel.height
+
+
+def test_directory_of_per_kernel_details(tmp_path):
+    # The layout of one sub-directory per kernel, made from the real details export, one kernel each.
+    rows = list(csv.reader(DETAILS.read_text().splitlines()[DETAILS.read_text().splitlines().index(
+        next(line for line in DETAILS.read_text().splitlines() if line.startswith('"ID"'))):]))
+    header, body = rows[0], rows[1:]
+    for launch in sorted({r[0] for r in body}):
+        sub = tmp_path / f"kernel_{launch}"
+        sub.mkdir()
+        with (sub / "ncu.details.csv").open("w", newline="") as f:
+            writer = csv.writer(f, quoting=csv.QUOTE_ALL)
+            writer.writerow(header)
+            writer.writerows(r for r in body if r[0] == launch)
+    tables = read_ncu_directory(tmp_path)
+    single = read_ncu_csv(DETAILS).launches.sort("launch")
+    assert tables.launches.height == single.height
+    assert sorted(tables.launches["duration_us"].to_list()) == sorted(single["duration_us"].to_list())
+    assert tables.launches["launch"].n_unique() == single.height
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("hello\nworld\n", "not an Nsight Compute CSV"), ('"ID","Process ID"\n"0","1"\n', "lacks column"),
+     ('"ID","Kernel Name","Metric Name","Metric Value"\n', "lacks column")],
+)
+def test_bad_ncu_files(tmp_path, content, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    with pytest.raises(UserError, match=message):
+        read_ncu_csv(path)
+
+
+def test_report_of_the_real_run_shows_measurements(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    from kernelscope.commands.report import rerender
+
+    rerender(run, 20)
+    text = (run / "report" / "report.md").read_text()
+    assert "## Nsight Compute measurements" in text and "memory-bound" in text
+    assert "Analytic cost models against the measurements" in text
+    table = pl.read_csv(run / "report" / "tables" / "ncu_vs_analytic.csv")
+    gemv = table.filter(pl.col("name").str.starts_with("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"))
+    assert gemv["bytes_ratio"][0] == pytest.approx(1.0, abs=0.1)  # analytic bytes ≈ measured DRAM bytes
