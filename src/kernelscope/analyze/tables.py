@@ -42,6 +42,7 @@ class ReportTables:
     measured_kernels: pl.DataFrame | None = None  # per profiled kernel: Nsight Compute means, measured class
     measured_classes: pl.DataFrame | None = None
     analytic_vs_measured: pl.DataFrame | None = None
+    ncu_launches: pl.DataFrame | None = None
 
 
 def with_costs(profile: Profile) -> pl.DataFrame:
@@ -79,6 +80,7 @@ def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportT
         rule = classification_rule()
         by_kernel = measured_by_kernel(profile.ncu, ceilings, rule["latency_ns"])
         tables.measured_phase = phase
+        tables.ncu_launches = profile.ncu
         tables.measured_kernels = by_kernel
         tables.measured_classes = measured_class_table(by_kernel)
         tables.analytic_vs_measured = analytic_vs_measured(by_kernel, kernels.filter(pl.col("phase") == phase))

@@ -214,3 +214,90 @@ def _legend(ax: plt.Axes) -> None:
 def _short(name: str, limit: int = 30) -> str:
     text = name.removeprefix("void ").split("(")[0]
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+MEASURED_HISTOGRAMS = [
+    ("duration_us", "duration (µs)", True), ("sm_throughput_pct", "SM throughput (%)", False),
+    ("dram_throughput_pct", "DRAM throughput (%)", False), ("mem_throughput_pct", "memory throughput (%)", False),
+    ("l1tex_throughput_pct", "L1/TEX throughput (%)", False), ("l2_throughput_pct", "L2 throughput (%)", False),
+    ("l1_hit_rate_pct", "L1 hit rate (%)", False), ("l2_hit_rate_pct", "L2 hit rate (%)", False),
+    ("achieved_occupancy_pct", "achieved occupancy (%)", False),
+    ("theoretical_occupancy_pct", "theoretical occupancy (%)", False),
+    ("mem_busy_pct", "memory busy (%)", False), ("dram_bytes", "DRAM bytes", True),
+]
+
+
+def measured_histograms(launches: pl.DataFrame, title: str, directory: Path, stem: str) -> list[Path]:
+    """One panel per Nsight Compute metric, over the profiled launches."""
+    renamed = launches.select(
+        [pl.col(c).alias(c) for c, _, _ in MEASURED_HISTOGRAMS if c in launches.columns]
+    )
+    panels = []
+    for column, label, log in MEASURED_HISTOGRAMS:
+        if column not in renamed.columns:
+            continue
+        values = renamed[column].drop_nulls().cast(pl.Float64).to_numpy()
+        values = values[np.isfinite(values)]
+        if log:
+            values = values[values > 0]
+        if values.size:
+            panels.append((values, label, log))
+    if not panels:
+        return []
+    cols = 4
+    rows_n = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(11, 2.5 * rows_n), squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for ax, (values, label, log) in zip(axes.flat, panels, strict=False):
+        ax.set_visible(True)
+        if log and values.max() / values.min() > 20:
+            bins = np.logspace(math.log10(values.min()), math.log10(values.max()), 25)
+            ax.set_xscale("log")
+            ax.minorticks_off()
+        else:
+            bins = 25
+        ax.hist(values, bins=bins, color=PALETTE[1], edgecolor="white", linewidth=0.4)
+        ax.set_xlabel(label, fontsize=8)
+        ax.set_ylabel("launches", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.suptitle(title)
+    fig.subplots_adjust(hspace=0.5, wspace=0.3, top=0.9)
+    return _save(fig, directory, stem)
+
+
+def measured_roofline(by_kernel: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str) -> list[Path]:
+    """Measured points (FLOPs and DRAM bytes counted by Nsight Compute, over the measured duration) against the
+    memory roof and the BF16 and FP32 roofs."""
+    points = by_kernel.filter(
+        (pl.col("flops") > 0) & (pl.col("dram_bytes") > 0) & (pl.col("duration_us") > 0)
+    ).with_columns((pl.col("flops") / (pl.col("duration_us") / 1e6)).alias("flops_per_s"))
+    if points.height == 0:
+        return []
+    fig, ax = plt.subplots(figsize=(7.2, 5.0))
+    x_lo = max(points["measured_intensity"].min() / 4, 1e-3)
+    x_hi = max(points["measured_intensity"].max(), ceilings.ridge("bf16") or 1) * 8
+    xs = np.logspace(math.log10(x_lo), math.log10(x_hi), 200)
+    for i, precision in enumerate(p for p in ("bf16", "fp32") if ceilings.peak(p)):
+        peak = ceilings.peak(precision)
+        ax.plot(xs, np.minimum(peak, xs * ceilings.bandwidth), color="0.25", lw=1.2, ls=["-", "--"][i],
+                label=f"{precision} roof {peak / 1e12:,.0f} TFLOP/s ({ceilings.source.get(precision, '?')})")
+    colors = _colors(points["measured_class"].to_list())
+    for cls, color in colors.items():
+        g = points.filter(pl.col("measured_class") == cls)
+        ax.scatter(g["measured_intensity"], g["flops_per_s"], s=40, color=color, edgecolors="black",
+                   linewidths=0.4, label=cls, alpha=0.8)
+    for row in points.head(6).iter_rows(named=True):
+        ax.annotate(_short(row["label"]), (row["measured_intensity"], row["flops_per_s"]), fontsize=6.5,
+                    textcoords="offset points", xytext=(5, 3))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured intensity (FLOP / DRAM byte)")
+    ax.set_ylabel("measured FLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="major", color="0.9")
+    _legend(ax)
+    fig.text(0.01, -0.02, f"memory roof {ceilings.bandwidth / 1e12:.2f} TB/s ({ceilings.source.get('bandwidth')}); "
+             "tensor-core counters count the work of padded tiles, so small-batch GEMMs sit above their useful FLOPs",
+             fontsize=7, color="0.3")
+    return _save(fig, directory, stem)

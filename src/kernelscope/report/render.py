@@ -282,14 +282,13 @@ def _measured_context(tables: ReportTables, top_n: int) -> dict[str, Any] | None
 
 
 def _draw_figures(tables: ReportTables, directory: Path, run: dict[str, Any]) -> dict[str, list[Path]]:
-    """Roofline charts and histograms per phase, when the device has ceilings."""
+    """Roofline charts and histograms per phase when the device has ceilings; Nsight Compute figures when
+    measurements exist."""
     out: dict[str, list[Path]] = {}
     ceilings = tables.ceilings
-    if ceilings is None:
-        return out
-    device = (run.get("hardware") or {}).get("name") or ceilings.device
+    device = (run.get("hardware") or {}).get("name") or (ceilings.device if ceilings else "")
     for phase, points in tables.roofline_points.items():
-        if points.height == 0:
+        if points.height == 0 or ceilings is None:
             continue
         subset = tables.kernels.filter(pl.col("phase") == phase)
         label = f"{phase} on {device}"
@@ -301,4 +300,13 @@ def _draw_figures(tables: ReportTables, directory: Path, run: dict[str, Any]) ->
             points, ceilings, f"Top kernels on their roofs: {label}", directory, f"roofline_top_{phase}")
         out[f"histograms_{phase}"] = figures.histograms(subset, f"Per-launch metrics: {label}", directory,
                                                         f"histograms_{phase}")
+    if tables.measured_kernels is not None and tables.measured_kernels.height:
+        phase = tables.measured_phase
+        out["ncu_histograms"] = figures.measured_histograms(
+            tables.ncu_launches, f"Nsight Compute metrics per profiled launch ({phase})", directory, "ncu_histograms")
+        if ceilings is not None:
+            label = pl.col("friendly_name") if "friendly_name" in tables.measured_kernels.columns else pl.col("name")
+            out["ncu_roofline"] = figures.measured_roofline(
+                tables.measured_kernels.with_columns(label.alias("label")), ceilings,
+                f"Measured roofline: {phase} on {device}", directory, "ncu_roofline")
     return out

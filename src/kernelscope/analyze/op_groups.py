@@ -1,0 +1,59 @@
+"""Op groups: the kernels one framework op launches, taken as one unit (a cuBLASLt GEMM and its split-K
+reduction, an attention forward and its combine step, a norm's chain of elementwise kernels).
+
+With CPU events (kernelscope's own runs, most Kineto traces) a group is every kernel launched inside one
+instance of an outermost framework op (top_op_id). Without them (imports that lack CPU ops) a kernel joins the
+kernel before it on the same stream when it is a known follower: a split-K reduction, an attention combine, a
+second stage."""
+
+from __future__ import annotations
+
+import polars as pl
+
+FOLLOWER_NAME = r"splitKreduce|splitkv_combine|_combine_kernel|[Ss]tage_?2|stage2"
+FOLLOWER_CATEGORIES = ["attention-combine"]
+
+
+def assign_groups(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Adds group_id: the same value for the kernels of one op instance."""
+    k = kernels.sort("start_ns")
+    label = "friendly_name" if "friendly_name" in k.columns else "name"
+    follower = pl.col("name").str.contains(FOLLOWER_NAME)
+    if "category" in k.columns:
+        follower = follower | pl.col("category").is_in(FOLLOWER_CATEGORIES)
+    # Without an op instance: start a new group unless this kernel follows another on its stream.
+    starts = (~follower | (pl.col("stream") != pl.col("stream").shift(1))).fill_null(True)
+    fallback = starts.cast(pl.Int64).cum_sum()
+    return k.with_columns(
+        pl.when(pl.col("top_op_id").is_not_null())
+        .then(pl.format("op{}", pl.col("top_op_id")))
+        .otherwise(pl.format("seq{}", fallback))
+        .alias("group_id"),
+        pl.col(label).alias("_label"),
+    )
+
+
+def op_group_table(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per group signature (outermost op + its kernels in launch order): instances, kernels per instance,
+    total time, share of the phase and time per instance. Sorted by total time."""
+    if "top_op_id" not in kernels.columns:
+        kernels = kernels.with_columns(pl.lit(None, dtype=pl.Int64).alias("top_op_id"))
+    grouped = assign_groups(kernels.filter(pl.col("kind") == "kernel"))
+    instances = grouped.group_by("group_id", maintain_order=True).agg(
+        pl.col("top_op").first().fill_null("(no framework op)").alias("op"),
+        pl.col("_label").str.join(" + ").alias("kernels"),
+        pl.len().alias("kernel_count"),
+        pl.col("dur_ns").sum().alias("group_ns"),
+    )
+    total = instances["group_ns"].sum() or 1
+    return (
+        instances.group_by("op", "kernels")
+        .agg(
+            pl.len().alias("instances"),
+            pl.col("kernel_count").first().alias("kernels_per_instance"),
+            pl.col("group_ns").sum().alias("total_ns"),
+            pl.col("group_ns").mean().alias("per_instance_ns"),
+        )
+        .with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"))
+        .sort("total_ns", descending=True)
+    )
