@@ -350,17 +350,20 @@ class Catalog:
                 self._by_prefix.setdefault(key[:_KEY_PREFIX], []).append((key, rule.index))
         self._everywhere = [rule.index for rule in self.rules if not rule.keys]
 
-    def candidates(self, text: str) -> tuple[int, ...]:
-        return self._candidates_for(_heads(text))
-
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one catalog lives for the whole process
-    def _candidates_for(self, heads: tuple[str, str]) -> tuple[int, ...]:
+    def candidates(self, text: str) -> list[int]:
+        """Indices, in rule order, of the rules whose keys start a word of the name's head."""
         chosen = set(self._everywhere)
-        for word in (word for head in heads if head for word in head.split("::")):
-            for key, index in self._by_prefix.get(word[:_KEY_PREFIX], ()):
-                if word.startswith(key):
-                    chosen.add(index)
-        return tuple(sorted(chosen))
+        by_prefix = self._by_prefix
+        for head in _heads(text):
+            if not head:
+                continue
+            for word in head.split("::"):
+                entries = by_prefix.get(word[:_KEY_PREFIX])
+                if entries:
+                    for key, index in entries:
+                        if word.startswith(key):
+                            chosen.add(index)
+        return sorted(chosen)
 
     def classify(self, name: str) -> KernelInfo:
         text = normalize(name)
