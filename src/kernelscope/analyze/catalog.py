@@ -350,11 +350,21 @@ class Catalog:
                 self._by_prefix.setdefault(key[:_KEY_PREFIX], []).append((key, rule.index))
         self._everywhere = [rule.index for rule in self.rules if not rule.keys]
 
-    def candidates(self, text: str) -> list[int]:
+    def candidates(self, text: str) -> tuple[int, ...]:
         """Indices, in rule order, of the rules whose keys start a word of the name's head."""
+        heads = _heads(text)
+        if "::" in heads[0]:  # C++ heads repeat (at::native::…): remember them
+            return self._candidates_cached(heads)
+        return self._candidates_for(heads)
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one catalog lives for the whole process
+    def _candidates_cached(self, heads: tuple[str, str]) -> tuple[int, ...]:
+        return self._candidates_for(heads)
+
+    def _candidates_for(self, heads: tuple[str, str]) -> tuple[int, ...]:
         chosen = set(self._everywhere)
         by_prefix = self._by_prefix
-        for head in _heads(text):
+        for head in heads:
             if not head:
                 continue
             for word in head.split("::"):
@@ -363,7 +373,7 @@ class Catalog:
                     for key, index in entries:
                         if word.startswith(key):
                             chosen.add(index)
-        return sorted(chosen)
+        return tuple(sorted(chosen))
 
     def classify(self, name: str) -> KernelInfo:
         text = normalize(name)
