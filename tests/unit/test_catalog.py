@@ -286,6 +286,7 @@ FAMILIES = [
     ("void at::native::(anonymous namespace)::upsample_bilinear2d_out_frame<float, float>(int, float, float, bool)",
      "PyTorch ATen", "other", "ATen upsample_bilinear2d_out_frame"),
     ("rms_norm_kernel", "Triton", "norm", "rms_norm_kernel"),
+    ("moe_combine_triton_kernel", "Triton", "MoE combine", "moe_combine_triton_kernel"),
 ]
 
 
