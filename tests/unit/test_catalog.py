@@ -87,6 +87,12 @@ FAMILIES = [
      "(int)2, cutlass::bfloat16_t>>>>(T1::Params)", "FlashAttention 3", "attention", "FA3 Backward (BF16)"),
     ("void flash::prepare_varlen_num_blocks_kernel<(int)8, (bool)1>(int, int, int, const int *, int *, bool, int)",
      "FlashAttention 3", "attention", "FA3 Scheduler Prep (varlen blocks)"),
+    ("void flash::flash_fwd_splitkv_mla_combine_kernel<cutlass::bfloat16_t, 512, 64, 64>(Flash_fwd_mla_params)",
+     "FlashMLA", "attention-combine", "FlashMLA Split-KV Combine (BF16)"),
+    ("void flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::bfloat16_t, 512>, "
+     "true, SharedStorageMLA<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::bfloat16_t, 512> > >"
+     "(Flash_fwd_mla_params)", "FlashMLA", "attention",
+     "FlashMLA flash_fwd_splitkv_mla_kernel (BF16, hdim 576)"),
     ("void flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<(int)128, (int)64, (int)128, (int)4, (bool)0, "
      "(bool)0, cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)64, (int)128, (int)4, cutlass::bfloat16_t>>, "
      "(int)4, (int)3, (bool)1>(flash::Flash_fwd_params)",

@@ -68,6 +68,8 @@ def demangle(name: str) -> str | None:
 def normalize(name: str) -> str:
     """One spelling for every way profilers write a kernel's symbol (see docs/catalog.md)."""
     text = name.strip()
+    if text.isidentifier() and not text.startswith("_Z"):
+        return text  # generated names (nvjet_…, triton_…, cudnn_generated_…) need nothing more
     if text.startswith("_Z"):
         text = demangle(text) or text
     if text.startswith("void "):
@@ -348,32 +350,41 @@ class Catalog:
         for rule in self.rules:
             for key in rule.keys:
                 self._by_prefix.setdefault(key[:_KEY_PREFIX], []).append((key, rule.index))
-        self._everywhere = [rule.index for rule in self.rules if not rule.keys]
+        # Which keys a word starts with depends only on its first `longest key` characters.
+        self._key_span = {prefix: max(len(key) for key, _ in entries) for prefix, entries in self._by_prefix.items()}
+        self._word_rules: dict[str, tuple[int, ...]] = {}
+        self._everywhere = tuple(rule.index for rule in self.rules if not rule.keys)
 
     def candidates(self, text: str) -> tuple[int, ...]:
-        """Indices, in rule order, of the rules whose keys start a word of the name's head."""
-        heads = _heads(text)
-        if "::" in heads[0]:  # C++ heads repeat (at::native::…): remember them
-            return self._candidates_cached(heads)
-        return self._candidates_for(heads)
+        """Indices, in rule order, of the rules whose keys start a word of the name's head, and of the
+        rules without keys."""
+        found: list[tuple[int, ...]] = []
+        for head in _heads(text):
+            if head:
+                for word in head.split("::"):
+                    hits = self._rules_of_word(word)
+                    if hits:
+                        found.append(hits)
+        if not found:
+            return self._everywhere
+        return self._merge(tuple(found))
+
+    def _rules_of_word(self, word: str) -> tuple[int, ...]:
+        prefix = word[:_KEY_PREFIX]
+        span = self._key_span.get(prefix)
+        if span is None:
+            return ()
+        stem = word[:span]
+        hits = self._word_rules.get(stem)
+        if hits is None:
+            hits = tuple(index for key, index in self._by_prefix[prefix] if stem.startswith(key))
+            if len(self._word_rules) < 1 << 16:
+                self._word_rules[stem] = hits
+        return hits
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - one catalog lives for the whole process
-    def _candidates_cached(self, heads: tuple[str, str]) -> tuple[int, ...]:
-        return self._candidates_for(heads)
-
-    def _candidates_for(self, heads: tuple[str, str]) -> tuple[int, ...]:
-        chosen = set(self._everywhere)
-        by_prefix = self._by_prefix
-        for head in heads:
-            if not head:
-                continue
-            for word in head.split("::"):
-                entries = by_prefix.get(word[:_KEY_PREFIX])
-                if entries:
-                    for key, index in entries:
-                        if word.startswith(key):
-                            chosen.add(index)
-        return tuple(sorted(chosen))
+    def _merge(self, found: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+        return tuple(sorted(set(self._everywhere).union(*found)))
 
     def classify(self, name: str) -> KernelInfo:
         text = normalize(name)
