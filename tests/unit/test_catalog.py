@@ -168,13 +168,16 @@ FAMILIES = [
      "FlashInfer", "attention-combine", "Merge Attention States (BF16)"),
     ("void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)0, 2u, 4u, 8u, 16u, 1u, 8u, "
      "flashinfer::DefaultAttention<false, false, false, false>, __nv_bfloat16>(__nv_bfloat16*)",
-     "FlashInfer", "attention", "FlashInfer Batch Decode (paged KV) (BF16)"),
+     "FlashInfer", "attention", "FlashInfer Batch Decode, paged KV (BF16)"),
     ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, 4u, true, float, "
      "int>(float*, int*)", "FlashInfer", "sampling", "FlashInfer TopKTopPSamplingFromProb"),
     ("void flashinfer::quantization::PackBitsKernel<true, bool>(bool*, unsigned char*, long)",
      "FlashInfer", "quantization", "FlashInfer PackBitsKernel"),
     ("void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, "
      "float, int, int)", "vLLM", "norm", "Fused Add + RMSNorm (BF16, vec8)"),
+    ("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+     "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, float, "
+     "int, int)", "vLLM", "norm", "Fused Add + RMSNorm (BF16, vec8)"),
     ("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*)",
      "vLLM", "rope", "Rotary Embedding (BF16)"),
     ("void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16>, true>(c10::BFloat16*, "

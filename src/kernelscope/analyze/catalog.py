@@ -40,7 +40,6 @@ class KernelInfo:
 # ---------------------------------------------------------------- name normalisation
 # Kineto/CUPTI, Nsight (Compute and Systems) and the LLVM demangler spell the same symbol differently;
 # these rewrite every spelling into Kineto's, minus literal suffixes and cosmetic spaces.
-_RETURN_TYPE = re.compile(r"^(?:void |std::enable_if<[^<>]{0,80}>::type )")
 _NSIGHT_LAMBDA = re.compile(r"\[lambda\(([^()\[\]]{0,200})\) \(instance (\d{1,4})\)\]")
 _LLVM_LAMBDA = re.compile(r"'lambda(\d{0,4})'\(([^()]{0,200})\)")
 _HAS_CAST = re.compile(r"\((?:int|bool|unsigned |signed |long|short|char)\)?")
@@ -75,7 +74,10 @@ def normalize(name: str) -> str:
     if text.startswith("void "):
         text = text[5:]
     elif text.startswith("std::enable_if<"):
-        text = _RETURN_TYPE.sub("", text, count=1)
+        # The condition may hold brackets of its own (vLLM: `<(((8)>(0)))&&…, void>::type`).
+        end = text.find(">::type ", 0, 400)
+        if end > 0:
+            text = text[end + 8 :]
     if "[lambda" in text:
         text = _NSIGHT_LAMBDA.sub(r"{lambda(\1)#\2}", text)
     if "'lambda" in text:
