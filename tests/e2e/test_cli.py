@@ -59,7 +59,8 @@ def test_report_shows_phases_stats_and_layer_breakdown(tiny_run):
     for heading in ["## Setup", "## Timings", "### Device time by phase", "### Prefill", "### Decode",
                     "## Layer → module → operator breakdown", "#### Layer types", "## Methodology"]:
         assert heading in text, heading
-    assert "| Time % | Total | Instances | Avg | Med | Min | Max | StdDev |" in text
+    assert "| Time % | Library | Category | Kernel | Total | Instances | Avg | Med | Min | Max | StdDev |" in text
+    assert "PyTorch (CPU op)" in text and "## Op groups" in text and "## Appendix: full kernel names" in text
     assert "`mlp.down_proj`" in text and "Qwen2DecoderLayer" in text
 
 
@@ -90,7 +91,9 @@ def test_import_of_a_real_gpu_trace(qwen_gpu_trace, tmp_path):
     assert summary["attribution_coverage"] == 1.0 and summary["device"] == "NVIDIA H200"
     assert summary["phases"]["decode"]["steps"] == 3
     text = (out / "report" / "report.md").read_text()
-    assert "### Prefill" in text and "### Decode" in text and "nvjet_sm90" in text
+    assert "### Prefill" in text and "### Decode" in text and "nvjet_sm90" in text  # full names: appendix
+    assert "| cuBLASLt | GEMM | cuBLASLt GEMM (BF16" in text
+    assert summary["catalog_coverage"] >= 0.99
     # The per-kernel table of the report adds up to the trace's own kernel total.
     table = pl.read_csv(out / "report" / "tables" / "kernels_decode.csv")
     kernels = pl.read_parquet(out / "kernels.parquet").filter(pl.col("phase") == "decode")

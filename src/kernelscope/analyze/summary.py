@@ -44,6 +44,10 @@ def summarize(profile: Profile) -> dict[str, Any]:
         "module_coverage": _share(kernels, pl.col("module").is_not_null()),
         "op_coverage": _share(kernels, pl.col("op").is_not_null()),
         "cost_coverage": _share(kernels, pl.col("cost_model").is_not_null()) if "cost_model" in kernels.columns else None,
+        "catalog_coverage": (
+            _share(kernels, (pl.col("library") != "unknown") & (pl.col("category") != "other"))
+            if "library" in kernels.columns else None
+        ),
         "timings": {key: timings.get(key) for key in TIMING_KEYS},
         "phases": phases,
     }

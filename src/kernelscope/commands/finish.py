@@ -7,6 +7,7 @@ from pathlib import Path
 from kernelscope.analyze.costs import kernel_costs
 from kernelscope.analyze.hardware import Ceilings, ceilings_for
 from kernelscope.analyze.summary import summarize
+from kernelscope.analyze.tables import with_kernel_catalog
 from kernelscope.load import rundir
 from kernelscope.load.calibration import find_calibration
 from kernelscope.load.profile import Profile
@@ -21,7 +22,7 @@ def run_ceilings(profile: Profile) -> Ceilings | None:
 
 def write_run_directory(directory: Path, profile: Profile, report: bool = True) -> dict:
     """Writes run.json, summary.json, the Parquet tables and (optionally) the report into directory."""
-    profile.kernels = kernel_costs(profile.kernels, profile.ops)
+    profile.kernels = with_kernel_catalog(kernel_costs(profile.kernels, profile.ops))
     summary = summarize(profile)
     rundir.write_run(directory, profile, summary)
     if report:

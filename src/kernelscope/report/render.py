@@ -19,6 +19,9 @@ TOP_N = 20
 
 KERNEL_COLUMNS: list[fmt.Column] = [
     ("Time %", "time_pct", lambda v: fmt.percent(v, 1)),
+    ("Library", "library", fmt.plain),
+    ("Category", "category", fmt.plain),
+    ("Kernel", "label", fmt.plain),
     ("Total", "total_ns", fmt.duration),
     ("Instances", "instances", fmt.number),
     ("Avg", "avg_ns", fmt.duration),
@@ -26,9 +29,32 @@ KERNEL_COLUMNS: list[fmt.Column] = [
     ("Min", "min_ns", fmt.duration),
     ("Max", "max_ns", fmt.duration),
     ("StdDev", "stddev_ns", fmt.duration),
-    ("Kernel", "name", fmt.code),
 ]
-RIGHT = {"Share", "SM throughput", "DRAM throughput", "Memory throughput", "Achieved occupancy", "L1 hit rate",
+
+UNKNOWN_COLUMNS: list[fmt.Column] = [
+    ("Time %", "time_pct", lambda v: fmt.percent(v, 1)),
+    ("Total", "total_ns", fmt.duration),
+    ("Instances", "instances", fmt.number),
+    ("Kernel (full name)", "name", fmt.code),
+]
+
+OP_GROUP_COLUMNS: list[fmt.Column] = [
+    ("Time %", "time_pct", lambda v: fmt.percent(v, 1)),
+    ("Op", "op", fmt.code),
+    ("Kernels (launch order)", "kernels", fmt.plain),
+    ("Instances", "instances", fmt.number),
+    ("Per instance", "per_instance_ns", fmt.duration),
+    ("Total", "total_ns", fmt.duration),
+]
+
+NAME_COLUMNS: list[fmt.Column] = [
+    ("Kernel", "label", fmt.plain),
+    ("Library", "library", fmt.plain),
+    ("Category", "category", fmt.plain),
+    ("Description", "description", fmt.plain),
+    ("Full name", "name", fmt.code),
+]
+RIGHT = {"Per instance", "Share", "SM throughput", "DRAM throughput", "Memory throughput", "Achieved occupancy", "L1 hit rate",
          "L2 hit rate", "Duration", "SM", "DRAM", "Memory", "Occupancy", "L2 hit", "FLOP/B (measured)",
          "FLOPs analytic", "FLOPs measured", "ratio", "Bytes analytic", "DRAM bytes measured", "ratio ",
          "Launches", "Kernels", "Mean duration", "Mean % of compute roof", "Mean % of bandwidth roof",
@@ -51,7 +77,7 @@ PHASE_COLUMNS: list[fmt.Column] = [
 BREAKDOWN_COLUMNS: list[fmt.Column] = [
     ("Layer type", "layer_type", fmt.plain),
     ("Module", "layer_module", fmt.code),
-    ("Kernel", "name", fmt.code),
+    ("Kernel", "label", fmt.plain),
     ("Per layer / step", "per_layer_step_ns", fmt.duration),
     ("Launches / layer / step", "launches_per_layer_step", lambda v: fmt.number(v, 2)),
 ]
@@ -79,7 +105,7 @@ CLASS_COLUMNS: list[fmt.Column] = [
 ]
 
 ROOFLINE_COLUMNS: list[fmt.Column] = [
-    ("Kernel", "label", fmt.code),
+    ("Kernel", "label", fmt.plain),
     ("Total", "dur_ns", fmt.duration),
     ("Precision", "precision", fmt.plain),
     ("FLOP/B", "intensity", lambda v: fmt.number(v, 2)),
@@ -104,7 +130,7 @@ MEASURED_CLASS_COLUMNS: list[fmt.Column] = [
 ]
 
 MEASURED_KERNEL_COLUMNS: list[fmt.Column] = [
-    ("Kernel", "label", fmt.code),
+    ("Kernel", "label", fmt.plain),
     ("Launches", "profiled_launches", fmt.number),
     ("Duration", "duration_us", lambda v: fmt.duration(None if v is None else v * 1e3)),
     ("SM", "sm_throughput_pct", lambda v: fmt.percent(v, 1)),
@@ -117,7 +143,7 @@ MEASURED_KERNEL_COLUMNS: list[fmt.Column] = [
 ]
 
 ACCURACY_COLUMNS: list[fmt.Column] = [
-    ("Kernel", "label", fmt.code),
+    ("Kernel", "label", fmt.plain),
     ("FLOPs analytic", "analytic_flops", lambda v: fmt.number(v, 0)),
     ("FLOPs measured", "flops", lambda v: fmt.number(v, 0)),
     ("ratio", "flops_ratio", lambda v: fmt.number(v, 3)),
@@ -203,6 +229,21 @@ def _context(profile: Profile, summary: dict[str, Any], tables: ReportTables, to
     unattributed = None
     if tables.unattributed is not None:
         unattributed = markdown_table(tables.unattributed.head(10), KERNEL_COLUMNS, RIGHT)
+    catalog = {
+        phase: {
+            "coverage": tables.catalog_coverage[phase],
+            "unknown": markdown_table(tables.unknown_kernels[phase], UNKNOWN_COLUMNS, RIGHT)
+            if phase in tables.unknown_kernels else None,
+        }
+        for phase in tables.catalog_coverage
+    }
+    op_groups = {
+        phase: markdown_table(df.head(top_n), OP_GROUP_COLUMNS, RIGHT) for phase, df in tables.op_groups.items()
+    }
+    shown = set()
+    for df in tables.kernels_by_phase.values():
+        shown |= set(df.head(top_n)["name"].to_list())
+    appendix = markdown_table(tables.labels.filter(pl.col("name").is_in(list(shown))), NAME_COLUMNS)
     return {
         "run": run,
         "summary": summary,
@@ -217,6 +258,9 @@ def _context(profile: Profile, summary: dict[str, Any], tables: ReportTables, to
         "kernel_tables": kernel_tables,
         "breakdowns": breakdowns,
         "unattributed": unattributed,
+        "catalog": catalog,
+        "op_groups": op_groups,
+        "appendix": appendix,
         "roofline": roofline,
         "measured": _measured_context(tables, top_n),
         "ceilings": tables.ceilings,
@@ -245,6 +289,10 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
     frames: dict[str, pl.DataFrame] = {"phases": tables.phases, "decode_steps": tables.steps}
     for phase, df in tables.kernels_by_phase.items():
         frames[f"kernels_{phase}"] = df
+    for phase, df in tables.op_groups.items():
+        frames[f"op_groups_{phase}"] = df
+    if tables.labels is not None:
+        frames["kernel_names"] = tables.labels
     for phase, df in tables.layer_breakdown.items():
         frames[f"layer_breakdown_{phase}"] = df
         frames[f"layer_types_{phase}"] = tables.layer_types[phase]
@@ -269,9 +317,8 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
 def _measured_context(tables: ReportTables, top_n: int) -> dict[str, Any] | None:
     if tables.measured_kernels is None:
         return None
-    label = pl.col("name")
-    kernels = tables.measured_kernels.with_columns(label.alias("label"))
-    accuracy = tables.analytic_vs_measured.with_columns(label.alias("label"))
+    kernels = tables.measured_kernels
+    accuracy = tables.analytic_vs_measured
     return {
         "phase": tables.measured_phase,
         "count": kernels.height,
@@ -305,8 +352,7 @@ def _draw_figures(tables: ReportTables, directory: Path, run: dict[str, Any]) ->
         out["ncu_histograms"] = figures.measured_histograms(
             tables.ncu_launches, f"Nsight Compute metrics per profiled launch ({phase})", directory, "ncu_histograms")
         if ceilings is not None:
-            label = pl.col("friendly_name") if "friendly_name" in tables.measured_kernels.columns else pl.col("name")
             out["ncu_roofline"] = figures.measured_roofline(
-                tables.measured_kernels.with_columns(label.alias("label")), ceilings,
+                tables.measured_kernels, ceilings,
                 f"Measured roofline: {phase} on {device}", directory, "ncu_roofline")
     return out
