@@ -21,6 +21,8 @@ from functools import lru_cache
 import numpy as np
 import polars as pl
 
+from kernelscope.analyze.op_groups import FOLLOWER_NAME
+
 DTYPE_BYTES = {
     "c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4, "short int": 2,
     "signed char": 1, "unsigned char": 1, "bool": 1, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
@@ -477,6 +479,13 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     share = pl.col("dur_ns") / pl.col("dur_ns").sum().over("cost_op_id")
     count_share = 1.0 / pl.len().over("cost_op_id")
     split = pl.when(pl.col("dur_ns").sum().over("cost_op_id") > 0).then(share).otherwise(count_share)
+    # FLOPs belong to an op's main kernels: a split-K reduction or an attention combine step does a negligible
+    # share of the arithmetic, whatever its duration.
+    follower = pl.col("name").str.contains(FOLLOWER_NAME)
+    main_ns = pl.when(~follower).then(pl.col("dur_ns")).otherwise(0).sum().over("cost_op_id")
+    flops_split = (
+        pl.when(main_ns > 0).then(pl.when(follower).then(0.0).otherwise(pl.col("dur_ns") / main_ns)).otherwise(split)
+    )
     copy_bytes = (
         pl.when(pl.col("kind") == "memset").then(pl.col("bytes").cast(pl.Float64))
         .when(pl.col("name").str.contains("DtoD")).then(2.0 * pl.col("bytes").cast(pl.Float64))
@@ -484,7 +493,7 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     )
     is_copy = pl.col("kind").is_in(["memcpy", "memset"])
     return with_op.with_columns(
-        pl.when(is_copy).then(0.0).otherwise(pl.col("flops") * split).alias("flops"),
+        pl.when(is_copy).then(0.0).otherwise(pl.col("flops") * flops_split).alias("flops"),
         pl.when(is_copy).then(copy_bytes).otherwise(pl.col("bytes_right") * split).alias("bytes_moved"),
         pl.when(is_copy).then(pl.lit("fp32")).otherwise(pl.col("precision")).alias("precision"),
         pl.when(is_copy).then(pl.col("kind")).otherwise(pl.col("cost_model")).alias("cost_model"),
