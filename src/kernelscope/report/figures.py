@@ -211,8 +211,11 @@ def _legend(ax: plt.Axes) -> None:
             handle.set_sizes([30])  # marker size in the legend, not the largest point's
 
 
-def _short(name: str, limit: int = 30) -> str:
-    text = name.removeprefix("void ").split("(")[0]
+def _short(name: str, limit: int = 34) -> str:
+    # Raw C++ signatures lose their parameter list; catalog names keep their details in parentheses.
+    text = name.removeprefix("void ")
+    if "::" in text or "<" in text:
+        text = text.split("(")[0]
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
