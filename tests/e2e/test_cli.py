@@ -196,3 +196,45 @@ def test_hw_list_show_and_calibrate(tmp_path):
     result = json.loads(out.read_text())
     assert result["device_type"] == "cpu" and result["copy_bandwidth"] > 1e8
     assert result["gemm_flops"]["fp32"] > 1e8
+
+
+def test_ncu_needs_a_gpu_and_a_profile_run(tmp_path, qwen_gpu_trace):
+    import shutil as sh
+
+    run = tmp_path / "run"
+    sh.copytree(Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu", run)
+    if not __import__("torch").cuda.is_available():
+        _assert_clean_failure(kernelscope("ncu", str(run)), "no CUDA GPU")
+    imported = tmp_path / "imported"
+    assert kernelscope("import", str(qwen_gpu_trace), "--out", str(imported)).returncode == 0
+    _assert_clean_failure(kernelscope("ncu", str(imported)), "needs a run made by `kernelscope profile`")
+
+
+def test_import_of_ncu_directory_and_into_a_run(tmp_path):
+    import shutil as sh
+
+    data = Path(__file__).parents[1] / "data"
+    details = (data / "ncu" / "h200-qwen2-0.5b-decode.details.csv").read_text().splitlines()
+    start = next(i for i, line in enumerate(details) if line.startswith('"ID"'))
+    header, body = details[start], details[start + 1:]
+    directory = tmp_path / "per-kernel"
+    for launch in sorted({line.split(",")[0] for line in body}):
+        sub = directory / f"kernel{launch.strip(chr(34))}"
+        sub.mkdir(parents=True)
+        (sub / "ncu.details.csv").write_text("\n".join([header, *[x for x in body if x.split(",")[0] == launch]]))
+    own = tmp_path / "own"
+    result = kernelscope("import", str(directory), "--out", str(own))
+    assert result.returncode == 0, result.stderr
+    per_kernel = pl.read_csv(own / "report" / "tables" / "ncu_kernels.csv")
+    classes = pl.read_csv(own / "report" / "tables" / "ncu_classes.csv")
+    overall = classes.filter(pl.col("measured_class") == "overall").row(0, named=True)
+    for column in ["sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct", "l2_hit_rate_pct"]:
+        assert overall[column] == pytest.approx(per_kernel[column].mean(), rel=1e-9)
+    run = tmp_path / "run"
+    sh.copytree(data / "runs" / "h200-qwen2-0.5b-ncu", run)
+    (run / "ncu.parquet").unlink()
+    result = kernelscope("import", str(data / "ncu" / "h200-qwen2-0.5b-decode.raw.csv"), "--into", str(run))
+    assert result.returncode == 0, result.stderr
+    joined = pl.read_parquet(run / "ncu.parquet")
+    assert joined["name"].null_count() == 0 and joined.height == 6
+    assert "## Nsight Compute measurements" in (run / "report" / "report.md").read_text()

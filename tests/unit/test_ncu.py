@@ -133,3 +133,43 @@ def test_report_of_the_real_run_shows_measurements(tmp_path):
     table = pl.read_csv(run / "report" / "tables" / "ncu_vs_analytic.csv")
     gemv = table.filter(pl.col("name").str.starts_with("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"))
     assert gemv["bytes_ratio"][0] == pytest.approx(1.0, abs=0.1)  # analytic bytes ≈ measured DRAM bytes
+
+
+def _fake_ncu(tmp_path, output: str, code: int) -> str:
+    script = tmp_path / "ncu"
+    script.write_text(f"#!/bin/sh\necho '{output}'\nexit {code}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize(
+    ("output", "code", "message"),
+    [("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission", 1, "ERR_NVGPUCTRPERM"),
+     ("==ERROR== Failed to initialize the profiler: LibraryNotLoaded", 1, "LibraryNotLoaded"),
+     ("==ERROR== something else broke", 3, r"ncu failed \(exit 3\)")],
+)
+def test_ncu_failures_become_one_line_errors(tmp_path, output, code, message):
+    from kernelscope.capture import nsight_compute as nc
+
+    with pytest.raises(UserError, match=message) as err:
+        nc.available_metrics(_fake_ncu(tmp_path, output, code))
+    assert "\n" not in str(err.value)
+
+
+def test_missing_ncu(monkeypatch):
+    from kernelscope.capture import nsight_compute as nc
+
+    monkeypatch.setattr(nc.shutil, "which", lambda name: None)
+    monkeypatch.setattr(nc.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(nc.os, "access", lambda path, mode: False)
+    with pytest.raises(UserError, match="ncu .* not found"):
+        nc.find_ncu()
+
+
+def test_metric_choice_keeps_only_what_the_device_has():
+    from kernelscope.capture import nsight_compute as nc
+
+    available = {"dram__bytes_read", "sm__ops_path_tensor_src_bf16_dst_fp32",
+                 "sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_on", "sm__ops_path_tensor_op_hmma_src_fp16"}
+    chosen = nc.choose_metrics(available)
+    assert chosen == ["dram__bytes_read.sum", "sm__ops_path_tensor_src_bf16_dst_fp32.sum"]
