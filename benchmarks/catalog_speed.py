@@ -21,12 +21,12 @@ import platform
 import random
 import re
 import statistics
-import subprocess
 import time
 from datetime import date
 from pathlib import Path
 
 import polars as pl
+from _provenance import commit  # benchmarks/ is on sys.path when run as a script
 
 from kernelscope.analyze.catalog import classify_frame, clear_cache, load_catalog
 from kernelscope.load.kineto import load_kineto
@@ -118,14 +118,6 @@ def time_long(repeats: int) -> dict[str, float]:
             runs.append(time.perf_counter() - start)
         result[label] = round(1000 * min(runs), 3)
     return result
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:

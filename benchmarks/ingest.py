@@ -26,6 +26,7 @@ from datetime import date
 from pathlib import Path
 
 import psutil
+from _provenance import commit  # benchmarks/ is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,14 +73,6 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     result = json.loads(out.strip().splitlines()[-1])
     result.update(peak_rss_bytes=peak, process_wall_s=time.perf_counter() - started)
     return result
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:

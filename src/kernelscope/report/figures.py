@@ -180,6 +180,12 @@ def histograms(kernels: pl.DataFrame, title: str, directory: Path, stem: str) ->
             values = values[values > 0]
         if values.size:
             panels.append((values, label, log))
+    return _histogram_grid(panels, title, directory, stem, PALETTE[0])
+
+
+def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], title: str, directory: Path, stem: str,
+                    color: tuple) -> list[Path]:
+    """Four histograms a row; a panel whose values span more than 20× gets logarithmic bins."""
     if not panels:
         return []
     cols = 4
@@ -195,7 +201,7 @@ def histograms(kernels: pl.DataFrame, title: str, directory: Path, stem: str) ->
             ax.minorticks_off()
         else:
             bins = 30
-        ax.hist(values, bins=bins, color=PALETTE[0], edgecolor="white", linewidth=0.4)
+        ax.hist(values, bins=bins, color=color, edgecolor="white", linewidth=0.4)
         ax.set_xlabel(label, fontsize=8)
         ax.set_ylabel("launches", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -245,28 +251,7 @@ def measured_histograms(launches: pl.DataFrame, title: str, directory: Path, ste
             values = values[values > 0]
         if values.size:
             panels.append((values, label, log))
-    if not panels:
-        return []
-    cols = 4
-    rows_n = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(rows_n, cols, figsize=(11, 2.5 * rows_n), squeeze=False)
-    for ax in axes.flat:
-        ax.set_visible(False)
-    for ax, (values, label, log) in zip(axes.flat, panels, strict=False):
-        ax.set_visible(True)
-        if log and values.max() / values.min() > 20:
-            bins = np.logspace(math.log10(values.min()), math.log10(values.max()), 25)
-            ax.set_xscale("log")
-            ax.minorticks_off()
-        else:
-            bins = 25
-        ax.hist(values, bins=bins, color=PALETTE[1], edgecolor="white", linewidth=0.4)
-        ax.set_xlabel(label, fontsize=8)
-        ax.set_ylabel("launches", fontsize=8)
-        ax.tick_params(labelsize=7)
-    fig.suptitle(title)
-    fig.subplots_adjust(hspace=0.5, wspace=0.3, top=0.9)
-    return _save(fig, directory, stem)
+    return _histogram_grid(panels, title, directory, stem, PALETTE[1])
 
 
 def measured_roofline(by_kernel: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str) -> list[Path]:
