@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("run", type=Path, metavar="RUN", help="run directory")
     r.add_argument("--top", type=_positive_int, default=20, help="kernels per phase in the top tables (default 20)")
+    _add_lang_arg(r)
 
     sub.add_parser("presets", help="list model presets", description="List the model presets.")
 
@@ -127,10 +128,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _languages(text: str) -> tuple[str, ...]:
+    languages = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [lang for lang in languages if lang not in ("en", "zh")]
+    if unknown or not languages:
+        raise argparse.ArgumentTypeError(f"languages are en and zh, got '{text}'")
+    return languages
+
+
+def _add_lang_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lang", type=_languages, default=("en", "zh"),
+                   help="report languages, comma-separated: en, zh (default: both)")
+
+
 def _add_output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="run directory to create (default: RUNS_DIR/<model>-<device>-<time>)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where new runs go (default ./runs)")
     p.add_argument("--no-report", action="store_true", help="write tables only, no report/")
+    _add_lang_arg(p)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +170,7 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
         options = ProfileOptions(
             model=args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
             prompt_len=args.prompt_len, new_tokens=args.new_tokens, warmup=args.warmup, repeats=args.repeats,
-            seed=args.seed, out=args.out, runs_dir=args.runs_dir, report=not args.no_report,
+            seed=args.seed, out=args.out, runs_dir=args.runs_dir, report=not args.no_report, languages=args.lang,
         )
         path = run_profile(options, steps)
         print(path)
@@ -169,17 +184,18 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
         with steps.step(f"Importing {len(args.files)} file(s)"):
             if kinds == {True}:
                 path = import_ncu(args.files, args.out, args.runs_dir, args.into, args.phase,
-                                  report=not args.no_report)
+                                  report=not args.no_report, languages=args.lang)
             elif args.into is not None:
                 raise UserError("import --into: only Nsight Compute exports can be added to an existing run")
             else:
-                path = import_traces(args.files, args.out, args.runs_dir, report=not args.no_report)
+                path = import_traces(args.files, args.out, args.runs_dir, report=not args.no_report,
+                                     languages=args.lang)
         print(path)
     elif args.command == "report":
         from kernelscope.commands.report import rerender
 
         with steps.step("Rendering the report"):
-            path = rerender(args.run, args.top)
+            path = rerender(args.run, args.top, args.lang)
         print(path.parent.parent)
     elif args.command == "hw":
         from kernelscope.commands import hw

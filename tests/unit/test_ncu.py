@@ -128,7 +128,7 @@ def test_report_of_the_real_run_shows_measurements(tmp_path):
 
     rerender(run, 20)
     text = (run / "report" / "report.md").read_text()
-    assert "## Nsight Compute measurements" in text and "memory-bound" in text
+    assert "Measured classes" in text and "memory-bound" in text
     assert "Analytic cost models against the measurements" in text
     table = pl.read_csv(run / "report" / "tables" / "ncu_vs_analytic.csv")
     gemv = table.filter(pl.col("name").str.starts_with("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"))

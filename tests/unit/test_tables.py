@@ -74,3 +74,11 @@ def test_layer_breakdown_per_layer_per_step():
     assert math.isclose(totals["time_pct"].sum(), 100.0)
     per_layer = per_layer_times(k, TYPES, {"decode": 2})
     assert per_layer["per_step_ns"].to_list() == [(100 + 10 + 110) / 2, (120 + 130) / 2, (300 + 310) / 2]
+
+
+def test_busy_time_is_the_union_of_kernel_intervals():
+    from kernelscope.analyze.phases import busy_ns
+
+    # [0,10) and [5,20) overlap → 20; [30,35) alone → 5; a second device counts on its own.
+    df = pl.DataFrame({"device": [0, 0, 0, 1], "start_ns": [0, 5, 30, 0], "dur_ns": [10, 15, 5, 7]})
+    assert busy_ns(df) == 20 + 5 + 7

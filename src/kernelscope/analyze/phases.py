@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from kernelscope import ranges
@@ -29,7 +30,37 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
         (100.0 * pl.col("device_time_ns") / total).alias("time_pct"),
         (pl.col("last_end_ns") - pl.col("first_start_ns")).alias("span_ns"),
     )
+    busy = pl.DataFrame(
+        [(phase, busy_ns(group)) for (phase,), group in kernels.group_by("phase")],
+        schema={"phase": pl.String, "busy_ns": pl.Int64}, orient="row",
+    )
+    launch = (
+        kernels.group_by("phase").agg(pl.col("launch_dur_ns").mean().alias("mean_launch_ns"))
+        if "launch_dur_ns" in kernels.columns
+        else table.select("phase", pl.lit(None, dtype=pl.Float64).alias("mean_launch_ns"))
+    )
+    table = table.join(busy, on="phase", how="left").join(launch, on="phase", how="left").with_columns(
+        (100.0 * pl.col("busy_ns") / pl.col("span_ns")).alias("busy_pct"),
+        ((pl.col("span_ns") - pl.col("busy_ns")) / pl.col("kernel_count")).alias("mean_gap_ns"),
+    )
     return _ordered(table).drop("first_start_ns", "last_end_ns")
+
+
+def busy_ns(kernels: pl.DataFrame) -> int:
+    """Time during which at least one kernel runs (the union of kernel intervals), summed over devices."""
+    total = 0
+    by_device = kernels.group_by("device") if "device" in kernels.columns else [((None,), kernels)]
+    for _, group in by_device:
+        order = group.sort("start_ns")
+        start = order["start_ns"].to_numpy()
+        end = start + order["dur_ns"].to_numpy()
+        reach = np.maximum.accumulate(end)
+        # A new busy stretch begins where a kernel starts after everything before it has ended.
+        breaks = np.flatnonzero(start[1:] > reach[:-1]) + 1
+        first = np.concatenate(([0], breaks))
+        last = np.concatenate((breaks - 1, [len(start) - 1]))
+        total += int((reach[last] - start[first]).sum())
+    return total
 
 
 def step_table(kernels: pl.DataFrame) -> pl.DataFrame:

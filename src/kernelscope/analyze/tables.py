@@ -7,12 +7,15 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.accelerator import AcceleratorNeeds, accelerator_needs
 from kernelscope.analyze.catalog import with_catalog
 from kernelscope.analyze.costs import kernel_costs
+from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.kernel_stats import kernel_summary
 from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
 from kernelscope.analyze.measured import analytic_vs_measured, measured_by_kernel, measured_class_table
+from kernelscope.analyze.mix import longest_launches, mix_table
 from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.analyze.phases import phase_table, step_table
 from kernelscope.analyze.roofline import (
@@ -49,6 +52,12 @@ class ReportTables:
     catalog_coverage: dict[str, float] = field(default_factory=dict)
     unknown_kernels: dict[str, pl.DataFrame] = field(default_factory=dict)
     op_groups: dict[str, pl.DataFrame] = field(default_factory=dict)
+    categories: dict[str, pl.DataFrame] = field(default_factory=dict)
+    libraries: dict[str, pl.DataFrame] = field(default_factory=dict)
+    longest: dict[str, pl.DataFrame] = field(default_factory=dict)
+    accelerator: AcceleratorNeeds | None = None
+    metrics: dict[str, Metric] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
 
 
 def with_costs(profile: Profile) -> pl.DataFrame:
@@ -118,6 +127,10 @@ def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportT
         tables.kernels_by_phase[phase] = by_phase.filter(pl.col("phase") == phase).drop("phase")
         tables.cost_coverage[phase] = cost_coverage(subset)
         tables.catalog_coverage[phase] = catalog_coverage(subset)
+        tables.categories[phase] = mix_table(subset, "category")
+        tables.libraries[phase] = mix_table(subset, "library")
+        tables.longest[phase] = longest_launches(subset, 15).join(label_of, on="name", how="left",
+                                                                   maintain_order="left")
         unknown = subset.filter((pl.col("library") == "unknown") | (pl.col("category") == "other"))
         if unknown.height:
             tables.unknown_kernels[phase] = kernel_summary(unknown).head(10)
@@ -146,6 +159,9 @@ def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportT
         tables.measured_classes = measured_class_table(by_kernel)
         tables.analytic_vs_measured = analytic_vs_measured(by_kernel, kernels.filter(pl.col("phase") == phase)).join(
             label_of.select("name", "label"), on="name", how="left", maintain_order="left")
+    tables.accelerator = accelerator_needs(kernels, profile.run, ceilings, tables.categories, profile.layer_types)
+    tables.metrics = compute_metrics(tables, profile.run)
+    tables.findings = evaluate(tables.metrics)
     missing = kernels.filter((pl.col("phase") == ranges.UNKNOWN) | pl.col("module").is_null())
     tables.unattributed = (
         kernel_summary(missing).join(label_of, on="name", how="left", maintain_order="left") if missing.height else None

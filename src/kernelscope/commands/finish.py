@@ -11,7 +11,7 @@ from kernelscope.analyze.tables import with_kernel_catalog
 from kernelscope.load import rundir
 from kernelscope.load.calibration import find_calibration
 from kernelscope.load.profile import Profile
-from kernelscope.report.render import render_report
+from kernelscope.report.render import LANGUAGES, render_report
 
 
 def run_ceilings(profile: Profile) -> Ceilings | None:
@@ -20,11 +20,13 @@ def run_ceilings(profile: Profile) -> Ceilings | None:
     return ceilings_for(name, find_calibration(name))
 
 
-def write_run_directory(directory: Path, profile: Profile, report: bool = True) -> dict:
+def write_run_directory(directory: Path, profile: Profile, report: bool = True,
+                        languages: tuple[str, ...] = LANGUAGES) -> dict:
     """Writes run.json, summary.json, the Parquet tables and (optionally) the report into directory."""
     profile.kernels = with_kernel_catalog(kernel_costs(profile.kernels, profile.ops))
     summary = summarize(profile)
     rundir.write_run(directory, profile, summary)
     if report:
-        render_report(profile, summary, directory / rundir.REPORT_DIR, ceilings=run_ceilings(profile))
+        render_report(profile, summary, directory / rundir.REPORT_DIR, ceilings=run_ceilings(profile),
+                      languages=languages)
     return summary

@@ -55,7 +55,7 @@ def _concat(paths: list[Path]) -> NcuTables:
 
 
 def import_ncu(paths: list[Path], out: Path | None, runs_dir: Path, into: Path | None, phase: str,
-               report: bool = True) -> Path:
+               report: bool = True, languages: tuple[str, ...] = ("en", "zh")) -> Path:
     tables = _concat(paths)
     if into is not None:
         return _add_to_run(into, tables, paths, phase)
@@ -94,7 +94,7 @@ def import_ncu(paths: list[Path], out: Path | None, runs_dir: Path, into: Path |
     with rundir.staged_directory(target) as tmp:
         measured.write_parquet(tmp / rundir.NCU)
         tables.metrics.write_parquet(tmp / rundir.NCU_METRICS)
-        write_run_directory(tmp, profile, report=report)
+        write_run_directory(tmp, profile, report=report, languages=languages)
     return target.resolve()
 
 

@@ -15,7 +15,8 @@ from kernelscope.load.kineto import load_kineto
 from kernelscope.load.profile import Profile
 
 
-def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: bool = True) -> Path:
+def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: bool = True,
+                  languages: tuple[str, ...] = ("en", "zh")) -> Path:
     kernels_parts, ops_parts, metas = [], [], []
     for rank, path in enumerate(files):
         tables = load_kineto(path)
@@ -45,7 +46,7 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
     profile = Profile(kernels=kernels, ops=ops, run=run)
     target = out or rundir.default_run_path(runs_dir, files[0].name.split(".")[0], hardware.get("name") or device_type)
     with rundir.staged_directory(target) as tmp:
-        write_run_directory(tmp, profile, report=report)
+        write_run_directory(tmp, profile, report=report, languages=languages)
     return target.resolve()
 
 

@@ -54,6 +54,7 @@ class ProfileOptions:
     out: Path | None = None
     runs_dir: Path = Path("runs")
     report: bool = True
+    languages: tuple[str, ...] = ("en", "zh")
 
 
 def resolve_device(name: str | None) -> torch.device:
@@ -140,7 +141,8 @@ def run_profile(options: ProfileOptions, steps: Steps = SILENT) -> Path:
             "trace": _trace_info(tables.meta, json_bytes),
         }
         with steps.step("Writing tables and report"):
-            write_run_directory(tmp, Profile(kernels=kernels, ops=ops, run=run), report=options.report)
+            write_run_directory(tmp, Profile(kernels=kernels, ops=ops, run=run), report=options.report,
+                                languages=options.languages)
     return target.resolve()
 
 

@@ -10,10 +10,10 @@ from kernelscope.analyze.summary import summarize
 from kernelscope.analyze.tables import with_costs
 from kernelscope.commands.finish import run_ceilings
 from kernelscope.load import rundir
-from kernelscope.report.render import render_report
+from kernelscope.report.render import LANGUAGES, render_report
 
 
-def rerender(run_path: Path, top_n: int) -> Path:
+def rerender(run_path: Path, top_n: int, languages: tuple[str, ...] = LANGUAGES) -> Path:
     profile = rundir.read_run(run_path)
     profile.kernels = with_costs(profile)
     summary = summarize(profile)
@@ -21,7 +21,7 @@ def rerender(run_path: Path, top_n: int) -> Path:
     # Render next to the old report and swap, so a failure leaves the old one intact.
     staging = Path(tempfile.mkdtemp(prefix=".report.partial-", dir=run_path))
     try:
-        render_report(profile, summary, staging, top_n=top_n, ceilings=run_ceilings(profile))
+        render_report(profile, summary, staging, top_n=top_n, ceilings=run_ceilings(profile), languages=languages)
         rundir.write_json(run_path / rundir.SUMMARY_JSON, summary)
         if final.exists():
             shutil.rmtree(final)

@@ -1,0 +1,148 @@
+"""Findings: rules (data/findings.toml), each a condition on the run's numbers and a message with them.
+
+Every number a rule may use is a Metric that records where it comes from: a report table (the CSV of the same
+name under report/tables/), the rows it takes and the column it sums or reads, or the metrics it is derived
+from. A rule whose condition does not hold, or that needs a number the run does not have, prints nothing."""
+
+from __future__ import annotations
+
+import operator
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import polars as pl
+
+from kernelscope import ranges
+
+FUSABLE = ["elementwise", "activation", "norm", "rope", "copy/cast", "concat", "softmax"]
+OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne}
+_CONDITION = re.compile(r"^\s*(\w+)\s*(>=|<=|==|!=|>|<)\s*(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class Metric:
+    value: float | str | None
+    table: str | None = None  # report table it comes from
+    column: str | None = None
+    rows: dict[str, list[Any]] | None = None  # row filter: column → accepted values
+    agg: str = "sum"  # sum | first | count_share
+    derived_from: tuple[str, ...] = ()
+    formula: str | None = None
+
+
+@dataclass
+class Finding:
+    id: str
+    kind: str  # bottleneck | observation
+    numbers: dict[str, Metric] = field(default_factory=dict)
+    rule: dict[str, Any] = field(default_factory=dict)
+
+
+@cache
+def load_rules() -> list[dict[str, Any]]:
+    text = resources.files("kernelscope.data").joinpath("findings.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)["finding"]
+
+
+def _from_table(df: pl.DataFrame | None, table: str, column: str, rows: dict[str, list[Any]] | None = None,
+                agg: str = "sum") -> Metric:
+    if df is None or df.height == 0 or column not in df.columns:
+        return Metric(None, table, column, rows, agg)
+    selected = df
+    for key, values in (rows or {}).items():
+        selected = selected.filter(pl.col(key).is_in(values))
+    if agg == "first":
+        value = selected[column][0] if selected.height else None
+    else:
+        value = float(selected[column].sum()) if selected.height else 0.0
+    return Metric(value, table, column, rows, agg)
+
+
+def _derived(name: str, value: float | None, parts: tuple[str, ...], formula: str) -> Metric:
+    return Metric(value, derived_from=parts, formula=formula)
+
+
+def compute_metrics(tables: Any, run: dict[str, Any]) -> dict[str, Metric]:
+    """Numbers the rules can use. `tables` is an analyze.tables.ReportTables."""
+    m: dict[str, Metric] = {}
+    workload = run.get("workload") or {}
+    m["batch_size"] = Metric(workload.get("batch_size"), formula="run.json workload.batch_size")
+    timings = (run.get("timings") or {}).get("plain") or {}
+    m["tpot_ms"] = Metric(timings.get("tpot_ms"), formula="run.json timings.plain.tpot_ms")
+    for phase in (ranges.PREFILL, ranges.DECODE):
+        cats = tables.categories.get(phase)
+        t = f"categories_{phase}"
+        m[f"{phase}_matmul_pct"] = _from_table(cats, t, "time_pct", {"category": ["GEMM", "GEMV"]})
+        m[f"{phase}_gemv_pct"] = _from_table(cats, t, "time_pct", {"category": ["GEMV"]})
+        m[f"{phase}_fusable_pct"] = _from_table(cats, t, "time_pct", {"category": FUSABLE})
+        m[f"{phase}_copy_pct"] = _from_table(cats, t, "time_pct", {"category": ["copy/cast", "concat"]})
+        m[f"{phase}_attention_pct"] = _from_table(cats, t, "time_pct", {"category": ["attention", "attention-combine"]})
+        kernels = tables.kernels_by_phase.get(phase)
+        attention = kernels.filter(pl.col("category") == "attention") if kernels is not None else None
+        m[f"{phase}_attention_kernel"] = _from_table(attention, f"kernels_{phase}", "label", {"category": ["attention"]},
+                                                     agg="first")
+        m[f"{phase}_attention_library"] = _from_table(attention, f"kernels_{phase}", "library",
+                                                      {"category": ["attention"]}, agg="first")
+        classes = tables.classes.get(phase)
+        c = f"roofline_classes_{phase}"
+        m[f"{phase}_memory_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["memory-bound"]})
+        m[f"{phase}_latency_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["latency-bound"]})
+        m[f"{phase}_compute_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["compute-bound"]})
+        phases = tables.phases.filter(pl.col("phase") == phase)
+        m[f"{phase}_kernels_per_step"] = _from_table(phases, "phases", "kernels_per_step", {"phase": [phase]},
+                                                     agg="first")
+        m[f"{phase}_device_ns_per_step"] = _from_table(phases, "phases", "device_time_per_step_ns",
+                                                       {"phase": [phase]}, agg="first")
+        m[f"{phase}_mean_launch_ns"] = _from_table(phases, "phases", "mean_launch_ns", {"phase": [phase]}, agg="first")
+    device_ns, tpot = m["decode_device_ns_per_step"].value, m["tpot_ms"].value
+    device = device_ns / 1e6 if device_ns is not None else None
+    idle = 100.0 * (1 - device / tpot) if device is not None and tpot else None
+    m["decode_idle_pct"] = _derived("decode_idle_pct", idle, ("decode_device_ns_per_step", "tpot_ms"),
+                                    "100 × (1 − decode_device_ns_per_step / 1e6 / tpot_ms)")
+    overhead = (tpot - device) if device is not None and tpot else None
+    m["decode_host_ms_per_step"] = _derived("decode_host_ms_per_step", overhead,
+                                            ("tpot_ms", "decode_device_ns_per_step"),
+                                            "tpot_ms − decode_device_ns_per_step / 1e6")
+    if tables.measured_classes is not None:
+        overall = {"measured_class": ["overall"]}
+        classes = tables.measured_classes
+        m["measured_l2_hit_pct"] = _from_table(classes, "ncu_classes", "l2_hit_rate_pct", overall, agg="first")
+        m["measured_occupancy_pct"] = _from_table(classes, "ncu_classes", "achieved_occupancy_pct", overall, agg="first")
+        m["measured_kernels"] = _from_table(classes, "ncu_classes", "kernels", overall, agg="first")
+        low = tables.measured_kernels.filter(pl.col("achieved_occupancy_pct") < 25)
+        m["low_occupancy_kernels"] = Metric(float(low.height), "ncu_kernels", "achieved_occupancy_pct",
+                                            agg="count_below_25")
+    return m
+
+
+def _holds(condition: str, metrics: dict[str, Metric]) -> bool:
+    match = _CONDITION.match(condition)
+    if not match:
+        raise ValueError(f"findings.toml: cannot read condition {condition!r}")
+    name, op, right = match.groups()
+    left = metrics.get(name)
+    if left is None or left.value is None:
+        return False
+    try:
+        limit: Any = float(right)
+    except ValueError:
+        other = metrics.get(right)
+        if other is None or other.value is None:
+            return False
+        limit = other.value
+    return OPS[op](left.value, limit)
+
+
+def evaluate(metrics: dict[str, Metric]) -> list[Finding]:
+    findings = []
+    for rule in load_rules():
+        if all(_holds(c, metrics) for c in rule["when"]):
+            used = {name: metrics[name] for name in rule.get("uses", []) if name in metrics}
+            if any(metric.value is None for metric in used.values()):
+                continue
+            findings.append(Finding(id=rule["id"], kind=rule.get("kind", "observation"), numbers=used, rule=rule))
+    return findings

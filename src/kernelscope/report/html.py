@@ -1,0 +1,131 @@
+"""One self-contained HTML page from the Markdown report: figures embedded as data URIs, a table of contents,
+tables sortable by a click on their header, appendices collapsed. No external resource: it opens offline."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+
+from markdown_it import MarkdownIt
+
+STYLE = """
+body{font-family:-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans CJK SC","PingFang SC",sans-serif;
+ margin:0;color:#1b1f24;line-height:1.5}
+main{max-width:1180px;margin:0 auto;padding:24px 32px 64px}
+nav.toc{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:12px 20px;margin:16px 0}
+nav.toc ul{margin:4px 0;padding-left:18px} nav.toc>ul{columns:2;column-gap:32px} nav.toc li{break-inside:avoid} nav.toc a{text-decoration:none;color:#0969da}
+h1{border-bottom:2px solid #d0d7de;padding-bottom:6px} h2{border-bottom:1px solid #d0d7de;padding-bottom:4px;margin-top:36px}
+table{border-collapse:collapse;margin:10px 0;font-size:13px;display:block;overflow-x:auto;max-width:100%}
+th,td{border:1px solid #d0d7de;padding:4px 8px;vertical-align:top} th{background:#f6f8fa;cursor:pointer;white-space:nowrap}
+th.sorted-asc::after{content:" ▲"} th.sorted-desc::after{content:" ▼"} tr:nth-child(even) td{background:#fbfcfd}
+code{background:#f0f2f4;padding:1px 4px;border-radius:4px;font-size:12px;word-break:break-all}
+img{max-width:100%;height:auto;border:1px solid #eee;margin:8px 0}
+details{border:1px solid #d0d7de;border-radius:6px;padding:6px 14px;margin:24px 0}
+details>summary{font-size:1.4em;font-weight:600;cursor:pointer}
+"""
+
+# Sorting understands the report's units, so "850 ns" sorts below "1.2 µs".
+SCRIPT = """
+(function(){
+ var units={"ns":1e-9,"µs":1e-6,"us":1e-6,"ms":1e-3,"s":1,"%":1,"MB":1e6,"GB":1e9,"KiB":1024,"MiB":1048576,
+  "GB/s":1e9,"TB/s":1e12,"TFLOP/s":1e12};
+ function key(text){
+  var t=text.trim().replace(/,/g,"");var m=t.match(/^(-?[0-9.]+(?:e[-+]?[0-9]+)?)\\s*([^\\s]*)/i);
+  if(!m||isNaN(parseFloat(m[1])))return null;return parseFloat(m[1])*(units[m[2]]||1);}
+ document.querySelectorAll("table").forEach(function(table){
+  var head=table.querySelectorAll("thead th");
+  head.forEach(function(th,col){th.addEventListener("click",function(){
+   var body=table.tBodies[0];if(!body)return;var rows=Array.prototype.slice.call(body.rows);
+   var asc=!th.classList.contains("sorted-asc");
+   head.forEach(function(h){h.classList.remove("sorted-asc","sorted-desc");});
+   th.classList.add(asc?"sorted-asc":"sorted-desc");
+   rows.sort(function(a,b){var x=a.cells[col].textContent,y=b.cells[col].textContent;var kx=key(x),ky=key(y);
+    var r=(kx!==null&&ky!==null)?kx-ky:x.localeCompare(y);return asc?r:-r;});
+   rows.forEach(function(r){body.appendChild(r);});});});
+ });
+})();
+"""
+
+APPENDIX = re.compile(r"^(Appendix|附录)")
+
+
+def _slug(text: str, seen: dict[str, int]) -> str:
+    base = re.sub(r"[^\w\u4e00-\u9fff]+", "-", text.lower()).strip("-") or "section"
+    seen[base] = seen.get(base, 0) + 1
+    return base if seen[base] == 1 else f"{base}-{seen[base]}"
+
+
+def _embed_images(page: str, base: Path) -> str:
+    def replace(match: re.Match[str]) -> str:
+        src = html.unescape(match.group(1))
+        path = base / src
+        if src.startswith("data:") or not path.is_file():
+            return match.group(0)
+        kind = "image/svg+xml" if path.suffix == ".svg" else "image/png"
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return f'src="data:{kind};base64,{data}"'
+
+    return re.sub(r'src="([^"]+)"', replace, page)
+
+
+def markdown_to_html(markdown: str, base: Path, lang: str, title: str) -> str:
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(markdown)
+    seen: dict[str, int] = {}
+    toc: list[tuple[int, str, str]] = []
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open" and token.tag in ("h2", "h3"):
+            text = tokens[i + 1].content
+            anchor = _slug(text, seen)
+            token.attrSet("id", anchor)
+            toc.append((int(token.tag[1]), text, anchor))
+    body = md.renderer.render(tokens, md.options, {})
+    body = _collapse_appendices(body)
+    body = _embed_images(body, base)
+    return "\n".join([
+        "<!DOCTYPE html>", f'<html lang="{"zh-CN" if lang == "zh" else "en"}">', "<head>", '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body><main>",
+        _after_title(body, _toc(toc, lang)), f"<script>{SCRIPT}</script>", "</main></body></html>",
+    ])
+
+
+def _after_title(body: str, toc: str) -> str:
+    """The table of contents goes right under the page's title."""
+    end = body.find("</h1>")
+    return body[: end + 5] + toc + body[end + 5 :] if end >= 0 else toc + body
+
+
+def _toc(entries: list[tuple[int, str, str]], lang: str) -> str:
+    label = "目录" if lang == "zh" else "Contents"
+    items, open_sub = [], False
+    for level, text, anchor in entries:
+        link = f'<a href="#{anchor}">{html.escape(text)}</a>'
+        if level == 2:
+            if open_sub:
+                items.append("</ul></li>")
+                open_sub = False
+            items.append(f"<li>{link}")
+        else:
+            if not open_sub:
+                items.append("<ul>")
+                open_sub = True
+            items.append(f"<li>{link}</li>")
+    if open_sub:
+        items.append("</ul></li>")
+    return f'<nav class="toc"><strong>{label}</strong><ul>{"".join(items)}</ul></nav>'
+
+
+def _collapse_appendices(body: str) -> str:
+    """Wrap every appendix section (an h2 whose title starts with Appendix / 附录) in <details>."""
+    parts = re.split(r"(?=<h2[ >])", body)
+    out = []
+    for part in parts:
+        match = re.match(r"<h2([^>]*)>(.*?)</h2>(.*)", part, flags=re.S)
+        if match and APPENDIX.match(html.unescape(re.sub(r"<[^>]+>", "", match.group(2)))):
+            out.append(f"<details{match.group(1)}><summary>{match.group(2)}</summary>{match.group(3)}</details>")
+        else:
+            out.append(part)
+    return "".join(out)

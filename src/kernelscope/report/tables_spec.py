@@ -1,0 +1,115 @@
+"""The columns of every report table: header key (its words are in messages/<lang>.toml), column and
+formatter. Numbers are formatted the same in every language; `term` cells are translated."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import polars as pl
+
+from kernelscope.report import formatting as fmt
+
+Spec = Sequence[tuple[str, str, str]]  # (header key, column, formatter name)
+
+
+def _us_to_duration(value: float | None) -> str:
+    return fmt.duration(None if value is None else value * 1e3)
+
+
+FORMATTERS: dict[str, Callable[[Any], str]] = {
+    "pct": lambda v: fmt.percent(v, 1),
+    "dur": fmt.duration,
+    "us": _us_to_duration,
+    "int": fmt.number,
+    "num1": lambda v: fmt.number(v, 1),
+    "num2": lambda v: fmt.number(v, 2),
+    "num3": lambda v: fmt.number(v, 3),
+    "text": fmt.plain,
+    "code": fmt.code,
+    "term": fmt.plain,  # translated before formatting
+    "tflops": lambda v: fmt.number(None if v is None else v / 1e12, 2),
+    "gbps": lambda v: fmt.number(None if v is None else v / 1e9, 0),
+    "ms": lambda v: fmt.ms(v, 1),
+    "bw": lambda v: "–" if v is None else f"{v / 1e12:,.3f} TB/s",
+    "flops_rate": lambda v: "–" if v is None else f"{v / 1e12:,.2f} TFLOP/s",
+    "mb": lambda v: "–" if v is None else f"{v / 1e6:,.1f} MB",
+}
+TEXT_FORMATTERS = {"text", "code", "term"}
+
+STATS = [("total", "total_ns", "dur"), ("instances", "instances", "int"), ("avg", "avg_ns", "dur"),
+         ("med", "med_ns", "dur"), ("min", "min_ns", "dur"), ("max", "max_ns", "dur"), ("stddev", "stddev_ns", "dur")]
+
+SPECS: dict[str, Spec] = {
+    "kernels": [("time_pct", "time_pct", "pct"), ("library", "library", "text"), ("category", "category", "text"),
+                ("kernel", "label", "text"), *STATS],
+    "unknown": [("time_pct", "time_pct", "pct"), ("total", "total_ns", "dur"), ("instances", "instances", "int"),
+                ("full_name", "name", "code")],
+    "mix": [("category", "category", "text"), ("distinct_kernels", "kernels", "int"), ("launches", "launches", "int"),
+            ("total", "total_ns", "dur"), ("time_pct", "time_pct", "pct")],
+    "longest": [("kernel", "label", "text"), ("longest_launch", "max_ns", "dur"), ("median_launch", "med_ns", "dur"),
+                ("instances", "instances", "int"), ("class", "roofline_class", "term")],
+    "op_groups": [("time_pct", "time_pct", "pct"), ("op", "op", "code"), ("kernel_sequence", "kernels", "text"),
+                  ("instances", "instances", "int"), ("per_instance", "per_instance_ns", "dur"),
+                  ("total", "total_ns", "dur")],
+    "phases": [("phase", "phase", "term"), ("kernels", "kernel_count", "int"), ("device_time", "device_time_ns", "dur"),
+               ("time_pct", "time_pct", "pct"), ("steps", "steps", "int"), ("per_step", "device_time_per_step_ns", "dur"),
+               ("kernels_per_step", "kernels_per_step", "num1"), ("span", "span_ns", "dur"), ("busy", "busy_pct", "pct"),
+               ("mean_gap", "mean_gap_ns", "dur"), ("mean_launch", "mean_launch_ns", "dur")],
+    "breakdown": [("layer_type", "layer_type", "term"), ("module", "layer_module", "code"), ("kernel", "label", "text"),
+                  ("per_layer_step", "per_layer_step_ns", "dur"),
+                  ("launches_per_layer_step", "launches_per_layer_step", "num2")],
+    "layer_types": [("layer_type", "layer_type", "term"), ("layers", "layers", "int"),
+                    ("per_layer_step", "per_layer_step_ns", "dur"), ("per_step_all_layers", "per_step_ns", "dur"),
+                    ("launches_per_layer_step", "launches_per_layer_step", "num1"), ("time_pct", "time_pct", "pct")],
+    "per_layer": [("layer", "layer", "int"), ("layer_type", "layer_type", "term"), ("per_step", "per_step_ns", "dur"),
+                  ("launches", "launches", "int")],
+    "classes": [("class", "roofline_class", "term"), ("launches", "launches", "int"),
+                ("distinct_kernels", "kernels", "int"), ("time_pct", "time_pct", "pct"),
+                ("mean_duration", "mean_duration_ns", "dur"), ("mean_compute_roof", "mean_compute_roof_pct", "pct"),
+                ("mean_bandwidth_roof", "mean_memory_roof_pct", "pct"),
+                ("median_intensity", "median_arithmetic_intensity", "num2"),
+                ("mean_est_occupancy", "mean_est_occupancy_pct", "pct"),
+                ("mean_registers", "mean_registers_per_thread", "int")],
+    "roofline": [("kernel", "label", "text"), ("total", "dur_ns", "dur"), ("precision", "precision", "text"),
+                 ("intensity", "intensity", "num2"), ("tflops", "flops_per_s", "tflops"), ("gbps", "bytes_per_s", "gbps"),
+                 ("compute_roof", "compute_roof_pct", "pct"), ("bandwidth_roof", "memory_roof_pct", "pct"),
+                 ("class", "roofline_class", "term")],
+    "measured_classes": [("class", "measured_class", "term"), ("distinct_kernels", "kernels", "int"),
+                         ("share", "share_pct", "pct"), ("sm", "sm_throughput_pct", "pct"),
+                         ("dram", "dram_throughput_pct", "pct"), ("memory", "mem_throughput_pct", "pct"),
+                         ("occupancy", "achieved_occupancy_pct", "pct"), ("l1_hit", "l1_hit_rate_pct", "pct"),
+                         ("l2_hit", "l2_hit_rate_pct", "pct"), ("mean_duration", "duration_us", "us")],
+    "measured_kernels": [("kernel", "label", "text"), ("launches", "profiled_launches", "int"),
+                         ("duration", "duration_us", "us"), ("sm", "sm_throughput_pct", "pct"),
+                         ("dram", "dram_throughput_pct", "pct"), ("memory", "mem_throughput_pct", "pct"),
+                         ("occupancy", "achieved_occupancy_pct", "pct"), ("l2_hit", "l2_hit_rate_pct", "pct"),
+                         ("measured_intensity", "measured_intensity", "num2"), ("class", "measured_class", "term")],
+    "accuracy": [("kernel", "label", "text"), ("flops_analytic", "analytic_flops", "int"), ("flops_measured", "flops", "int"),
+                 ("flops_ratio", "flops_ratio", "num3"), ("bytes_analytic", "analytic_bytes", "int"),
+                 ("bytes_measured", "dram_bytes", "int"), ("bytes_ratio", "bytes_ratio", "num3")],
+    "requirements": [("phase", "phase", "term"), ("target", "target_ms", "ms"), ("measured", "measured", "term"), ("bandwidth_needed", "bandwidth_bytes_per_s", "bw"),
+                     ("compute_needed", "compute_flops_per_s", "flops_rate")],
+    "weights": [("layer_type", "layer_type", "term"), ("layers", "layers", "int"),
+                ("bytes_per_step", "bytes_per_layer_step", "mb")],
+    "names": [("kernel", "label", "text"), ("library", "library", "text"), ("category", "category", "text"),
+              ("description", "description", "text"), ("full_name", "name", "code")],
+}
+
+
+def table_markdown(df: pl.DataFrame, spec: Spec, headers: dict[str, str], terms: dict[str, str]) -> str:
+    """A GitHub Markdown table; numeric columns right-aligned, `term` cells in the report's language."""
+    titles = [headers.get(key, key) for key, _, _ in spec]
+    align = ["---" if kind in TEXT_FORMATTERS else "---:" for _, _, kind in spec]
+    lines = ["| " + " | ".join(titles) + " |", "| " + " | ".join(align) + " |"]
+    for row in df.iter_rows(named=True):
+        cells = []
+        for _, column, kind in spec:
+            value = row.get(column)
+            if kind == "term" and isinstance(value, bool):
+                value = terms["yes"] if value else ""
+            elif kind == "term" and isinstance(value, str):
+                value = terms.get(value, value)
+            cells.append(FORMATTERS[kind](value))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

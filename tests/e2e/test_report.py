@@ -1,0 +1,164 @@
+"""The full report of a real H200 run with Nsight Compute data: both languages, every section, findings whose
+numbers come from the tables, golden structure and numbers, and the HTML page in a real headless Chromium."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kernelscope.commands.report import rerender
+
+DATA = Path(__file__).parents[1] / "data"
+RUN = DATA / "runs" / "h200-qwen2-0.5b-ncu"
+GOLDEN = DATA / "golden" / "h200-qwen2-0.5b-ncu"
+
+SECTIONS_EN = ["Overview", "Setup", "Timings", "Top kernels by total time", "Key observations",
+               "Kernel classification", "Performance characteristics by class", "Metric definitions",
+               "Top kernels by single-launch duration", "Histograms", "Roofline",
+               "Layer → module → kernel breakdown", "Op groups", "Conclusions",
+               "Recommendations for accelerator (NPU) design", "Attribution", "Appendix: methodology",
+               "Appendix: full kernel names"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("report") / "run"
+    shutil.copytree(RUN, run)
+    rerender(run, 20)
+    return run / "report"
+
+
+def sections(text: str) -> dict[str, str]:
+    parts = re.split(r"^## ", text, flags=re.M)[1:]
+    return {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] if "\n" in p else "" for p in parts}
+
+
+NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
+
+
+def table_numbers(text: str) -> Counter:
+    """Numbers in table rows, with the units that follow them (identical in every language)."""
+    rows = [line for line in text.splitlines() if line.startswith("|") and not set(line) <= set("|-: ")]
+    return Counter(n for row in rows for n in re.findall(r"-?\d[\d,]*(?:\.\d+)?(?:\s?(?:ns|µs|ms|s|%|MB|GB|MiB|KiB))?", row))
+
+
+def test_all_sections_in_both_languages(report):
+    en, zh = (report / "report.md").read_text(), (report / "report.zh.md").read_text()
+    assert list(sections(en)) == SECTIONS_EN
+    assert len(sections(zh)) == len(SECTIONS_EN)
+    assert "内存受限" in zh and "解码" in zh and "屋脊线" in zh
+    for (name_en, body_en), (name_zh, body_zh) in zip(sections(en).items(), sections(zh).items(), strict=True):
+        assert table_numbers(body_en) == table_numbers(body_zh), f"tables differ in section {name_en} / {name_zh}"
+
+
+def test_sections_have_content(report):
+    text = (report / "report.md").read_text()
+    body = sections(text)
+    assert "| Time % | Library | Category | Kernel |" in body["Top kernels by total time"]
+    assert "memory-bound" in body["Kernel classification"]
+    assert "| SM throughput |" in body["Kernel classification"]  # measured classes (ncu)
+    assert "](figures/roofline_decode.png)" in body["Roofline"]
+    assert "](figures/ncu_roofline.png)" in body["Roofline"]
+    assert "](figures/ncu_histograms.png)" in body["Histograms"]
+    assert "**F1**" in body["Key observations"] and "(answers F" in body["Conclusions"]
+    assert "Bandwidth needed" in body["Recommendations for accelerator (NPU) design"]
+    assert "KV cache grows by" in body["Recommendations for accelerator (NPU) design"]
+    for name in ["roofline_decode", "ncu_roofline", "ncu_histograms", "histograms_decode"]:
+        assert (report / "figures" / f"{name}.png").stat().st_size > 5000
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_every_number_a_finding_prints_is_in_its_table(report):
+    rows = _csv(report / "tables" / "findings.csv")
+    assert rows, "the fixture run should trigger findings"
+    text = (report / "report.md").read_text()
+    values: dict[str, float] = {}
+    for row in rows:
+        if not row["table"]:
+            continue
+        table = _csv(report / "tables" / f"{row['table']}.csv")
+        wanted = json.loads(row["rows"]) if row["rows"] else {}
+        selected = [r for r in table if all(r[k] in [str(v) for v in vs] for k, vs in wanted.items())]
+        if row["agg"] == "first":
+            expected = selected[0][row["column"]] if selected else None
+            assert expected is not None
+            try:
+                assert float(row["value"]) == pytest.approx(float(expected), rel=1e-9)
+            except ValueError:
+                assert row["value"] == expected
+                assert expected in text  # a printed name
+        elif row["agg"] == "sum":
+            total = sum(float(r[row["column"]]) for r in selected)
+            assert float(row["value"]) == pytest.approx(total, rel=1e-9, abs=1e-9), row
+            values[row["number"]] = total
+        elif row["agg"] == "count_below_25":
+            count = sum(1 for r in table if r[row["column"]] and float(r[row["column"]]) < 25)
+            assert float(row["value"]) == count
+    # Percentages that findings print are the table values, rounded to one decimal.
+    for name, value in values.items():
+        if name.endswith("_pct"):
+            assert f"{value:.1f}%" in text, name
+
+
+def test_golden_report_section_by_section(report):
+    """Structure and numbers against the committed report of the same run. After an intended change, refresh
+    with: python -m kernelscope report tests/data/runs/h200-qwen2-0.5b-ncu-copy, then copy report.md and
+    report.zh.md here (see tests/data/golden/README.md)."""
+    for name in ("report.md", "report.zh.md"):
+        golden, current = sections((GOLDEN / name).read_text()), sections((report / name).read_text())
+        assert list(current) == list(golden), name
+        for title in golden:
+            assert table_numbers(current[title]) == table_numbers(golden[title]), f"{name}: {title}"
+
+
+def _browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("KERNELSCOPE_REQUIRE_BROWSER"):
+            pytest.fail("chromium is required here (scripts/install-test-deps.sh installs it)")
+        pytest.skip("chromium not installed")
+    playwright = pytest.importorskip("playwright.sync_api")
+    return chromium, playwright
+
+
+@pytest.mark.parametrize("page_name", ["report.html", "report.zh.html"])
+def test_html_in_headless_chromium(report, tmp_path, page_name):
+    chromium, playwright = _browser()
+    page_path = report / page_name
+    text = page_path.read_text()
+    assert "src=\"figures/" not in text and "http://" not in text.replace("http://www.w3.org", "")  # self-contained
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(page_path.as_uri())
+        page.wait_for_load_state("load")
+        sizes = page.eval_on_selector_all("img", "els => els.map(e => [e.naturalWidth, e.naturalHeight])")
+        toc = page.eval_on_selector_all("nav.toc a", "els => els.length")
+        details = page.eval_on_selector_all("details", "els => els.length")
+        # Sorting: a click on a table header orders its rows by that column.
+        first = page.locator("table").nth(0)
+        page.locator("table thead th").nth(0).click()
+        sorted_class = first.locator("thead th").nth(0).get_attribute("class")
+        shot = tmp_path / f"{page_name}.png"
+        page.screenshot(path=str(shot), full_page=False)
+        browser.close()
+    assert errors == []
+    assert len(sizes) >= 8 and all(w > 0 and h > 0 for w, h in sizes)
+    assert toc >= 15 and details == 2 and "sorted" in (sorted_class or "")
+    assert shot.stat().st_size > 20_000
