@@ -89,7 +89,10 @@ def test_every_number_a_finding_prints_is_in_its_table(report):
             continue
         table = _csv(report / "tables" / f"{row['table']}.csv")
         wanted = json.loads(row["rows"]) if row["rows"] else {}
-        selected = [r for r in table if all(r[k] in [str(v) for v in vs] for k, vs in wanted.items())]
+        def as_text(v):  # CSV spells booleans in lower case
+            return str(v).lower() if isinstance(v, bool) else str(v)
+
+        selected = [r for r in table if all(r[k] in [as_text(v) for v in vs] for k, vs in wanted.items())]
         if row["agg"] == "first":
             expected = selected[0][row["column"]] if selected else None
             assert expected is not None

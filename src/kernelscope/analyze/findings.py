@@ -92,6 +92,15 @@ def compute_metrics(tables: Any, run: dict[str, Any]) -> dict[str, Metric]:
         m[f"{phase}_memory_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["memory-bound"]})
         m[f"{phase}_latency_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["latency-bound"]})
         m[f"{phase}_compute_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["compute-bound"]})
+        far = _from_table(tables.roofline_kernels.get(phase), f"roofline_kernels_{phase}", "dur_ns",
+                          {"compute_side_far": [True]})
+        phase_ns = _from_table(tables.phases, "phases", "device_time_ns", {"phase": [phase]}, agg="first")
+        m[f"{phase}_compute_far_ns"] = far
+        m[f"{phase}_device_ns"] = phase_ns
+        share = 100.0 * far.value / phase_ns.value if far.value is not None and phase_ns.value else None
+        m[f"{phase}_compute_far_pct"] = _derived(f"{phase}_compute_far_pct", share,
+                                                 (f"{phase}_compute_far_ns", f"{phase}_device_ns"),
+                                                 f"100 × {phase}_compute_far_ns / {phase}_device_ns")
         phases = tables.phases.filter(pl.col("phase") == phase)
         m[f"{phase}_kernels_per_step"] = _from_table(phases, "phases", "kernels_per_step", {"phase": [phase]},
                                                      agg="first")
@@ -141,8 +150,9 @@ def evaluate(metrics: dict[str, Metric]) -> list[Finding]:
     findings = []
     for rule in load_rules():
         if all(_holds(c, metrics) for c in rule["when"]):
-            used = {name: metrics[name] for name in rule.get("uses", []) if name in metrics}
-            if any(metric.value is None for metric in used.values()):
-                continue
+            names = rule.get("uses", [])
+            if any(metrics.get(name) is None or metrics[name].value is None for name in names):
+                continue  # a message without its numbers is not printed
+            used = {name: metrics[name] for name in names}
             findings.append(Finding(id=rule["id"], kind=rule.get("kind", "observation"), numbers=used, rule=rule))
     return findings

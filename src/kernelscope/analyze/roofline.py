@@ -124,8 +124,11 @@ def kernel_roofline_table(points: pl.DataFrame, ceilings: Ceilings) -> pl.DataFr
     """Per kernel name: intensity, achieved rates and their share of the roofs of its device."""
     peaks = pl.DataFrame({"precision": list(ceilings.flops), "peak": list(ceilings.flops.values())},
                          schema={"precision": pl.String, "peak": pl.Float64})
-    return points.join(peaks, on="precision", how="left").with_columns(
+    table = points.join(peaks, on="precision", how="left").with_columns(
         (100 * pl.col("flops_per_s") / pl.col("peak")).alias("compute_roof_pct"),
         (100 * pl.col("bytes_per_s") / ceilings.bandwidth).alias("memory_roof_pct"),
         (pl.col("peak") / ceilings.bandwidth).alias("ridge_intensity"),
     ).drop("peak")
+    # Kernels whose intensity puts them under the compute roof but that reach less than half of it.
+    far = (pl.col("intensity") >= pl.col("ridge_intensity")) & (pl.col("compute_roof_pct") < 50)
+    return table.with_columns(far.fill_null(False).alias("compute_side_far"))

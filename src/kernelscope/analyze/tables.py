@@ -116,7 +116,7 @@ def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportT
     phases = phase_table(kernels)
     steps = {row["phase"]: row["steps"] for row in phases.iter_rows(named=True)}
     labels = kernel_labels(kernels)
-    label_of = labels.select("name", "label", "library", "category")
+    label_of = labels.select("name", "label", "library", "category", "description")
     by_phase = kernel_summary(kernels, by=["phase"]).join(label_of, on="name", how="left", maintain_order="left")
     tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,
                           labels=labels)

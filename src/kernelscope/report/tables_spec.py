@@ -42,7 +42,7 @@ STATS = [("total", "total_ns", "dur"), ("instances", "instances", "int"), ("avg"
 
 SPECS: dict[str, Spec] = {
     "kernels": [("time_pct", "time_pct", "pct"), ("library", "library", "text"), ("category", "category", "text"),
-                ("kernel", "label", "text"), *STATS],
+                ("kernel", "label", "text"), ("description", "description", "text"), *STATS],
     "unknown": [("time_pct", "time_pct", "pct"), ("total", "total_ns", "dur"), ("instances", "instances", "int"),
                 ("full_name", "name", "code")],
     "mix": [("category", "category", "text"), ("distinct_kernels", "kernels", "int"), ("launches", "launches", "int"),
