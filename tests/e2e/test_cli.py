@@ -59,7 +59,7 @@ def test_report_shows_phases_stats_and_layer_breakdown(tiny_run):
     for heading in ["## Setup", "## Timings", "### Device time by phase", "### Prefill", "### Decode",
                     "## Layer → module → kernel breakdown", "#### Layer types", "## Appendix: methodology"]:
         assert heading in text, heading
-    assert "| Time % | Library | Category | Kernel | Total | Instances | Avg | Med | Min | Max | StdDev |" in text
+    assert "| Time % | Library | Category | Kernel | Description | Total | Instances | Avg | Med | Min | Max | StdDev |" in text
     assert "PyTorch (CPU op)" in text and "## Op groups" in text and "## Appendix: full kernel names" in text
     assert "`mlp.down_proj`" in text and "Qwen2DecoderLayer" in text
 
