@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from kernelscope.analyze.launches import launch_count
+from kernelscope.load.profile import with_instances
+
 OUTSIDE = "outside layers"
 LAYER_ITSELF = "(layer)"
 
@@ -38,7 +41,7 @@ def with_layer_columns(kernels: pl.DataFrame, layer_types: dict[int, str]) -> pl
 def layer_breakdown(kernels: pl.DataFrame, layer_types: dict[int, str], steps: dict[str, int]) -> pl.DataFrame:
     """Rows: phase, layer_type, layer_module, kernel name → per_layer_step_ns (time per layer per step),
     launches_per_layer_step, layers (how many layers of the type), total_ns. Ordered as executed."""
-    k = with_layer_columns(kernels, layer_types)
+    k = with_layer_columns(with_instances(kernels), layer_types)
     layer_counts = _layer_counts(k, layer_types)
     step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
                                schema={"phase": pl.String, "steps": pl.Int64})
@@ -46,7 +49,7 @@ def layer_breakdown(kernels: pl.DataFrame, layer_types: dict[int, str], steps: d
         k.group_by("phase", "layer_type", "layer_module", "name")
         .agg(
             pl.col("dur_ns").sum().alias("total_ns"),
-            pl.len().alias("launches"),
+            launch_count().alias("launches"),
             pl.col("start_ns").min().alias("_first"),
         )
         .join(layer_counts, on="layer_type", how="left")
@@ -88,12 +91,12 @@ def layer_type_totals(breakdown: pl.DataFrame) -> pl.DataFrame:
 
 def per_layer_times(kernels: pl.DataFrame, layer_types: dict[int, str], steps: dict[str, int]) -> pl.DataFrame:
     """Per phase and layer index: device time per step and its type."""
-    k = with_layer_columns(kernels.filter(pl.col("layer").is_not_null()), layer_types)
+    k = with_layer_columns(with_instances(kernels).filter(pl.col("layer").is_not_null()), layer_types)
     step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
                                schema={"phase": pl.String, "steps": pl.Int64})
     return (
         k.group_by("phase", "layer", "layer_type")
-        .agg(pl.col("dur_ns").sum().alias("total_ns"), pl.len().alias("launches"))
+        .agg(pl.col("dur_ns").sum().alias("total_ns"), launch_count().alias("launches"))
         .join(step_counts, on="phase", how="left")
         .with_columns(pl.col("steps").fill_null(1))
         .with_columns((pl.col("total_ns") / pl.col("steps")).alias("per_step_ns"))

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import polars as pl
 
+from kernelscope.analyze.kernel_stats import kernel_summary
+from kernelscope.analyze.launches import launch_count
+from kernelscope.load.profile import with_instances
+
 
 def mix_table(kernels: pl.DataFrame, column: str) -> pl.DataFrame:
     """Per value of `column` (category or library): kernels (distinct names), launches, device time, share."""
     total = kernels["dur_ns"].sum() or 1
     return (
-        kernels.group_by(column)
-        .agg(pl.col("name").n_unique().alias("kernels"), pl.len().alias("launches"),
+        with_instances(kernels).group_by(column)
+        .agg(pl.col("name").n_unique().alias("kernels"), launch_count().alias("launches"),
              pl.col("dur_ns").sum().alias("total_ns"))
         .with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"))
         .sort("total_ns", descending=True)
@@ -18,12 +22,16 @@ def mix_table(kernels: pl.DataFrame, column: str) -> pl.DataFrame:
 
 
 def longest_launches(kernels: pl.DataFrame, top: int) -> pl.DataFrame:
-    """Kernels by their longest single launch (with median and count), the shape of a top-by-duration table."""
+    """Kernels by their longest single launch (with median and count), the shape of a top-by-duration table.
+    Longest and median launch are those of kernel_summary (null where a summary row does not give them)."""
+    stats = kernel_summary(kernels).select("name", "max_ns", "med_ns", "instances")
+    classes = (
+        kernels.group_by("name").agg(pl.col("roofline_class").first())
+        if "roofline_class" in kernels.columns
+        else stats.select("name", pl.lit(None, dtype=pl.String).alias("roofline_class"))
+    )
     return (
-        kernels.group_by("name")
-        .agg(pl.col("dur_ns").max().alias("max_ns"), pl.col("dur_ns").median().alias("med_ns"),
-             pl.len().alias("instances"), pl.col("roofline_class").first() if "roofline_class" in kernels.columns
-             else pl.lit(None).alias("roofline_class"))
-        .sort("max_ns", descending=True)
+        stats.join(classes, on="name", how="left", maintain_order="left")
+        .sort("max_ns", descending=True, nulls_last=True, maintain_order=True)
         .head(top)
     )

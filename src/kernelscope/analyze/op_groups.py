@@ -4,11 +4,15 @@ reduction, an attention forward and its combine step, a norm's chain of elementw
 With CPU events (kernelscope's own runs, most Kineto traces) a group is every kernel launched inside one
 instance of an outermost framework op (top_op_id). Without them (imports that lack CPU ops) a kernel joins the
 kernel before it on the same stream when it is a known follower: a split-K reduction, an attention combine, a
-second stage."""
+second stage. A summary row (nsys stats import: no start time, `instances` launches) is a group of its own that
+occurs `instances` times."""
 
 from __future__ import annotations
 
 import polars as pl
+
+from kernelscope.analyze.launches import launches
+from kernelscope.load.profile import with_instances
 
 FOLLOWER_NAME = r"splitKreduce|splitkv_combine|_combine_kernel|[Ss]tage_?2|stage2"
 FOLLOWER_CATEGORIES = ["attention-combine"]
@@ -16,13 +20,13 @@ FOLLOWER_CATEGORIES = ["attention-combine"]
 
 def assign_groups(kernels: pl.DataFrame) -> pl.DataFrame:
     """Adds group_id: the same value for the kernels of one op instance."""
-    k = kernels.sort("start_ns")
+    k = with_instances(kernels).sort("start_ns", nulls_last=True)
     label = "friendly_name" if "friendly_name" in k.columns else "name"
     follower = pl.col("name").str.contains(FOLLOWER_NAME)
     if "category" in k.columns:
         follower = follower | pl.col("category").is_in(FOLLOWER_CATEGORIES)
     # Without an op instance: start a new group unless this kernel follows another on its stream.
-    starts = (~follower | (pl.col("stream") != pl.col("stream").shift(1))).fill_null(True)
+    starts = (~follower | (pl.col("stream") != pl.col("stream").shift(1)) | pl.col("start_ns").is_null()).fill_null(True)
     fallback = starts.cast(pl.Int64).cum_sum()
     return k.with_columns(
         pl.when(pl.col("top_op_id").is_not_null())
@@ -42,18 +46,19 @@ def op_group_table(kernels: pl.DataFrame) -> pl.DataFrame:
     instances = grouped.group_by("group_id", maintain_order=True).agg(
         pl.col("top_op").first().fill_null("(no framework op)").alias("op"),
         pl.col("_label").str.join(" + ").alias("kernels"),
-        pl.len().alias("kernel_count"),
+        pl.len().alias("kernel_count"),  # kernels in one instance of the group
         pl.col("dur_ns").sum().alias("group_ns"),
+        launches().max().alias("occurrences"),  # 1, or the launches of a summary row
     )
     total = instances["group_ns"].sum() or 1
     return (
         instances.group_by("op", "kernels")
         .agg(
-            pl.len().alias("instances"),
+            pl.col("occurrences").sum().alias("instances"),
             pl.col("kernel_count").first().alias("kernels_per_instance"),
             pl.col("group_ns").sum().alias("total_ns"),
-            pl.col("group_ns").mean().alias("per_instance_ns"),
         )
+        .with_columns((pl.col("total_ns") / pl.col("instances")).alias("per_instance_ns"))
         .with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"))
         .sort("total_ns", descending=True)
     )

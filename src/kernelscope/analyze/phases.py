@@ -6,30 +6,39 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.launches import launch_count
+from kernelscope.load.profile import with_instances
 
 PHASE_ORDER = [ranges.PREFILL, ranges.DECODE, ranges.UNKNOWN]
 
 
 def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Per phase: kernels, device time, steps, device time and kernels per step, share of all device time,
-    and the span from the first kernel's start to the last kernel's end."""
+    """Per phase: launches (kernel_count), device time, steps, device time and launches per step, share of all
+    device time, and the span from the first kernel's start to the last kernel's end.
+
+    Decode counts its distinct step numbers; another phase counts one step. Steps stay null where they are
+    unknown (decode without step numbers; phases of summary rows, which have no timeline), and so do the per-step
+    figures. Span, GPU busy and gaps need start times: null for summary rows."""
+    kernels = with_instances(kernels)
     total = kernels["dur_ns"].sum() or 1
+    decode_steps = pl.col("step").drop_nulls().n_unique()
     table = kernels.group_by("phase").agg(
-        pl.len().alias("kernel_count"),
+        launch_count().alias("kernel_count"),
         pl.col("dur_ns").sum().alias("device_time_ns"),
-        pl.col("step").n_unique().alias("steps"),
+        pl.when(decode_steps > 0).then(decode_steps).alias("_decode_steps"),
+        pl.col("start_ns").is_not_null().any().alias("_timeline"),
         pl.col("start_ns").min().alias("first_start_ns"),
         (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last_end_ns"),
     )
-    # A phase without step numbers (prefill, unknown) counts as one step.
     table = table.with_columns(
-        pl.when(pl.col("phase") == ranges.DECODE).then(pl.col("steps")).otherwise(1).alias("steps"),
+        pl.when(pl.col("phase") == ranges.DECODE).then(pl.col("_decode_steps"))
+        .when(pl.col("_timeline")).then(1).cast(pl.Int64).alias("steps"),
     ).with_columns(
         (pl.col("device_time_ns") / pl.col("steps")).alias("device_time_per_step_ns"),
         (pl.col("kernel_count") / pl.col("steps")).alias("kernels_per_step"),
         (100.0 * pl.col("device_time_ns") / total).alias("time_pct"),
         (pl.col("last_end_ns") - pl.col("first_start_ns")).alias("span_ns"),
-    )
+    ).drop("_decode_steps", "_timeline")
     busy = pl.DataFrame(
         [(phase, busy_ns(group)) for (phase,), group in kernels.group_by("phase")],
         schema={"phase": pl.String, "busy_ns": pl.Int64}, orient="row",
@@ -46,8 +55,12 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
     return _ordered(table).drop("first_start_ns", "last_end_ns")
 
 
-def busy_ns(kernels: pl.DataFrame) -> int:
-    """Time during which at least one kernel runs (the union of kernel intervals), summed over devices."""
+def busy_ns(kernels: pl.DataFrame) -> int | None:
+    """Time during which at least one kernel runs (the union of kernel intervals), summed over devices; None
+    without start times (summary rows)."""
+    kernels = kernels.filter(pl.col("start_ns").is_not_null())
+    if kernels.height == 0:
+        return None
     total = 0
     by_device = kernels.group_by("device") if "device" in kernels.columns else [((None,), kernels)]
     for _, group in by_device:
@@ -64,11 +77,11 @@ def busy_ns(kernels: pl.DataFrame) -> int:
 
 
 def step_table(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Device time and kernel count of each decode step."""
+    """Device time and launch count of each decode step (rows without a step number are left out)."""
     return (
-        kernels.filter(pl.col("phase") == ranges.DECODE)
+        with_instances(kernels).filter((pl.col("phase") == ranges.DECODE) & pl.col("step").is_not_null())
         .group_by("step")
-        .agg(pl.len().alias("kernel_count"), pl.col("dur_ns").sum().alias("device_time_ns"))
+        .agg(launch_count().alias("kernel_count"), pl.col("dur_ns").sum().alias("device_time_ns"))
         .sort("step")
     )
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
+from kernelscope.analyze.launches import launch_count
+from kernelscope.load.profile import with_instances
 
 CLASSES = ["memory-bound", "compute-bound", "balanced", "latency-bound", "unclassified"]
 
@@ -68,14 +70,14 @@ _METRICS = ["arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_
 
 
 def class_table(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Per class: kernel launches, distinct kernels, device time and its share, and per-class means of the
-    metrics the trace supports (the means weight every launch equally)."""
+    """Per class: kernel launches, distinct kernels, device time and its share, the mean launch duration, and
+    per-class means of the metrics the trace supports (the means weight every kernels row equally)."""
     total = kernels["dur_ns"].sum() or 1
-    table = kernels.group_by("roofline_class").agg(
-        pl.len().alias("launches"),
+    table = with_instances(kernels).group_by("roofline_class").agg(
+        launch_count().alias("launches"),
         pl.col("name").n_unique().alias("kernels"),
         pl.col("dur_ns").sum().alias("total_ns"),
-        pl.col("dur_ns").mean().alias("mean_duration_ns"),
+        (pl.col("dur_ns").sum() / launch_count()).alias("mean_duration_ns"),
         pl.col("compute_roof_pct").mean().alias("mean_compute_roof_pct"),
         pl.col("memory_roof_pct").mean().alias("mean_memory_roof_pct"),
         pl.col("arithmetic_intensity").median().alias("median_arithmetic_intensity"),
@@ -99,7 +101,7 @@ def cost_coverage(kernels: pl.DataFrame) -> float:
 def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
     """One roofline point per kernel name: totals of FLOPs, bytes and time, the rates they imply, the class
     that holds most of its time, and a group (category) for colouring."""
-    placed = kernels.filter(pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
+    placed = with_instances(kernels).filter(pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
     dominant = (
         placed.group_by("name", "roofline_class").agg(pl.col("dur_ns").sum().alias("_t"))
         .sort("_t", descending=True).unique("name", keep="first").select("name", "roofline_class")
@@ -107,7 +109,7 @@ def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
     return (
         placed.group_by("name")
         .agg(
-            pl.col("flops").sum(), pl.col("bytes_moved").sum(), pl.col("dur_ns").sum(), pl.len().alias("launches"),
+            pl.col("flops").sum(), pl.col("bytes_moved").sum(), pl.col("dur_ns").sum(), launch_count().alias("launches"),
             pl.col(group_column).first().alias("group"), pl.col("precision").first(),
         )
         .join(dominant, on="name", how="left")

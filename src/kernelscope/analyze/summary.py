@@ -9,7 +9,7 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.attribution import attribution_coverage
 from kernelscope.analyze.phases import phase_table
-from kernelscope.load.profile import Profile
+from kernelscope.load.profile import Profile, with_instances
 
 TIMING_KEYS = ("ttft_ms", "tpot_ms", "tokens_per_s", "e2e_ms")
 
@@ -19,8 +19,14 @@ def _share(kernels: pl.DataFrame, condition: pl.Expr) -> float:
     return float(kernels.filter(condition)["dur_ns"].sum() / total) if total else 0.0
 
 
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e3
+
+
 def summarize(profile: Profile) -> dict[str, Any]:
-    kernels = profile.kernels
+    """kernel_count counts launches (a summary row stands for `instances` of them); kernel_rows, the rows of
+    kernels.parquet, is added only where the two differ. Per-step figures are null where steps are unknown."""
+    kernels = with_instances(profile.kernels)
     run = profile.run
     timings = (run.get("timings") or {}).get("plain") or {}
     phases = {
@@ -28,16 +34,18 @@ def summarize(profile: Profile) -> dict[str, Any]:
             "kernel_count": row["kernel_count"],
             "device_time_us": row["device_time_ns"] / 1e3,
             "steps": row["steps"],
-            "device_time_per_step_us": row["device_time_per_step_ns"] / 1e3,
+            "device_time_per_step_us": _us(row["device_time_per_step_ns"]),
             "kernels_per_step": row["kernels_per_step"],
         }
         for row in phase_table(kernels).iter_rows(named=True)
     }
+    launches = int(kernels["instances"].sum())
+    counts = {"kernel_count": launches, **({"kernel_rows": kernels.height} if launches != kernels.height else {})}
     return {
         "source": run.get("source"),
         "model": (run.get("workload") or {}).get("model"),
         "device": (run.get("hardware") or {}).get("name"),
-        "kernel_count": kernels.height,
+        **counts,
         "device_time_us": float(kernels["dur_ns"].sum()) / 1e3,
         "attribution_coverage": attribution_coverage(kernels),
         "phase_coverage": _share(kernels, pl.col("phase") != ranges.UNKNOWN),

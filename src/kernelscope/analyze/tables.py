@@ -13,6 +13,7 @@ from kernelscope.analyze.costs import kernel_costs
 from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.kernel_stats import kernel_summary
+from kernelscope.analyze.launches import has_timeline
 from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
 from kernelscope.analyze.measured import analytic_vs_measured, measured_by_kernel, measured_class_table
 from kernelscope.analyze.mix import longest_launches, mix_table
@@ -121,6 +122,8 @@ def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportT
     tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,
                           labels=labels)
     has_modules = kernels["module"].is_not_null().any()
+    # Op groups need launch order or framework ops; kernel summaries (nsys stats imports) have neither.
+    has_groups = has_timeline(kernels) or ("top_op_id" in kernels.columns and kernels["top_op_id"].is_not_null().any())
     group_column = "category" if "category" in kernels.columns else "cost_model"
     for phase in phases["phase"]:
         subset = kernels.filter(pl.col("phase") == phase)
@@ -134,8 +137,9 @@ def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportT
         unknown = subset.filter((pl.col("library") == "unknown") | (pl.col("category") == "other"))
         if unknown.height:
             tables.unknown_kernels[phase] = kernel_summary(unknown).head(10)
-        tables.op_groups[phase] = op_group_table(subset.join(label_of.select("name", "label"), on="name",
-                                                             how="left").with_columns(pl.col("label").alias("friendly_name")))
+        if has_groups:
+            labelled = subset.join(label_of.select("name", "label"), on="name", how="left")
+            tables.op_groups[phase] = op_group_table(labelled.with_columns(pl.col("label").alias("friendly_name")))
         if has_modules and phase != ranges.UNKNOWN:
             breakdown = layer_breakdown(subset, profile.layer_types, steps)
             tables.layer_breakdown[phase] = breakdown.drop("phase").join(

@@ -1,7 +1,9 @@
-"""`kernelscope import FILE…`: make a run directory from Kineto traces written by any program."""
+"""`kernelscope import FILE…`: make a run directory from traces written by any program: Kineto / torch.profiler
+JSON, Nsight Systems SQLite exports, or .nsys-rep reports (exported through `nsys export` when nsys is here)."""
 
 from __future__ import annotations
 
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,7 +13,8 @@ from kernelscope.analyze.attribution import attribute
 from kernelscope.capture.environment import describe_software
 from kernelscope.commands.finish import write_run_directory
 from kernelscope.load import rundir
-from kernelscope.load.kineto import load_kineto
+from kernelscope.load.kineto import TraceTables, load_kineto
+from kernelscope.load.nsys_sqlite import export_nsys_rep, is_nsys_sqlite, load_nsys_sqlite
 from kernelscope.load.profile import Profile
 
 
@@ -19,7 +22,7 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
                   languages: tuple[str, ...] = ("en", "zh")) -> Path:
     kernels_parts, ops_parts, metas = [], [], []
     for rank, path in enumerate(files):
-        tables = load_kineto(path)
+        tables = load_trace(path)
         kernels, ops = attribute(tables)
         kernels_parts.append(kernels.with_columns(pl.lit(rank, dtype=pl.Int64).alias("rank")))
         ops_parts.append(ops.with_columns(pl.lit(rank, dtype=pl.Int64).alias("rank")))
@@ -37,6 +40,7 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
         "hardware": hardware,
         "software": {"kernelscope": describe_software()["kernelscope"]},
         "trace": {
+            "format": first.get("source_format", "kineto"),
             "event_count": sum(m["event_count"] for m in metas),
             "files": metas,
             "cuda_runtime_version": first.get("cuda_runtime_version"),
@@ -48,6 +52,24 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
     with rundir.staged_directory(target) as tmp:
         write_run_directory(tmp, profile, report=report, languages=languages)
     return target.resolve()
+
+
+def load_trace(path: Path) -> TraceTables:
+    """A trace file of any supported recorder, by its content (and the .nsys-rep suffix)."""
+    if path.suffix == ".nsys-rep":
+        with tempfile.TemporaryDirectory(prefix="kernelscope-nsys-") as workdir:
+            return load_nsys_sqlite(export_nsys_rep(path, Path(workdir)))
+    if is_nsys_sqlite(path) or _sqlite_header(path):
+        return load_nsys_sqlite(path)  # any SQLite file: the nsys loader says what a foreign one lacks
+    return load_kineto(path)
+
+
+def _sqlite_header(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def _hardware_from_trace(props: dict, device_type: str) -> dict:

@@ -7,6 +7,18 @@ from typing import Any
 
 import polars as pl
 
+INSTANCES = "instances"
+
+
+def with_instances(kernels: pl.DataFrame) -> pl.DataFrame:
+    """kernels with an int64 `instances` column, the launches each row stands for (docs/run-format.md): 1 where
+    it is missing (runs written before the column existed) or null."""
+    if kernels.width == 0:
+        return kernels
+    if INSTANCES not in kernels.columns:
+        return kernels.with_columns(pl.lit(1, dtype=pl.Int64).alias(INSTANCES))
+    return kernels.with_columns(pl.col(INSTANCES).cast(pl.Int64).fill_null(1))
+
 
 @dataclass
 class Profile:

@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from kernelscope.errors import UserError
-from kernelscope.load.profile import Profile
+from kernelscope.load.profile import Profile, with_instances
 
 SCHEMA_VERSION = 1
 
@@ -77,7 +77,7 @@ def write_run(directory: Path, profile: Profile, summary: dict[str, Any]) -> Non
     run = dict(profile.run, schema_version=SCHEMA_VERSION)
     write_json(directory / RUN_JSON, run)
     write_json(directory / SUMMARY_JSON, summary)
-    profile.kernels.write_parquet(directory / KERNELS, compression="zstd")
+    with_instances(profile.kernels).write_parquet(directory / KERNELS, compression="zstd")
     profile.ops.write_parquet(directory / OPS, compression="zstd")
 
 
@@ -105,7 +105,8 @@ def read_run(directory: Path, tables: bool = True) -> Profile:
         )
     if not tables:
         return Profile(kernels=pl.DataFrame(), ops=pl.DataFrame(), run=run)
-    profile = Profile(kernels=_read_table(directory / KERNELS), ops=_read_table(directory / OPS), run=run)
+    kernels = with_instances(_read_table(directory / KERNELS))
+    profile = Profile(kernels=kernels, ops=_read_table(directory / OPS), run=run)
     if (directory / NCU).is_file():
         profile.ncu = _read_table(directory / NCU)
     return profile

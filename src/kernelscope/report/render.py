@@ -254,6 +254,8 @@ def _draw_figures(tables: ReportTables, directory: Path, run: dict[str, Any]) ->
         if points.height == 0 or ceilings is None:
             continue
         subset = tables.kernels.filter(pl.col("phase") == phase)
+        if "instances" in subset.columns:  # histograms are of single launches, not of summary rows
+            subset = subset.filter(pl.col("instances").fill_null(1) == 1)
         label = f"{phase} on {device}"
         out[f"roofline_{phase}"] = figures.roofline_physical(points, ceilings, f"Roofline: {label}", directory,
                                                              f"roofline_{phase}")
