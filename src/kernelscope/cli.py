@@ -53,16 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser(
         "import",
-        help="make a run directory from Kineto traces written by any program",
+        help="make a run directory from traces made elsewhere: Kineto, Nsight Systems, Nsight Compute",
         description=(
             "Read Kineto / torch.profiler traces (.json or .json.gz) written by any program (vLLM, SGLang, "
-            "training jobs, kernelscope itself) into a run directory. Several files become ranks of one run. "
-            "Phases and modules are known only if the program pushed kernelscope's ranges."
+            "training jobs, kernelscope itself), Nsight Systems SQLite exports or .nsys-rep reports, `nsys stats` "
+            "kernel summaries (CSV / TSV; one file per phase, named *prefill* / *decode*), or Nsight Compute "
+            "exports into a run directory. Several trace files become ranks of one run. Phases and modules are "
+            "known only if the program pushed kernelscope's ranges (profiler or NVTX ranges)."
         ),
     )
     i.add_argument("files", nargs="+", type=Path, metavar="FILE",
-                   help="Kineto trace files, or Nsight Compute exports (CSV, .ncu-rep, or a directory of "
-                        "<kernel>/ncu.details.csv)")
+                   help="Kineto traces, nsys SQLite exports / .nsys-rep, nsys stats CSVs, or Nsight Compute "
+                        "exports (CSV, .ncu-rep, or a directory of <kernel>/ncu.details.csv)")
     i.add_argument("--into", type=Path, metavar="RUN",
                    help="add Nsight Compute exports to this existing run instead of making a new one")
     i.add_argument("--phase", default="decode", choices=["prefill", "decode"],
@@ -77,6 +79,38 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("run", type=Path, metavar="RUN", help="run directory")
     r.add_argument("--top", type=_positive_int, default=20, help="kernels per phase in the top tables (default 20)")
     _add_lang_arg(r)
+
+    c = sub.add_parser(
+        "compare", help="compare runs side by side: GPUs, configurations, engines, before / after",
+        description=(
+            "Compare run directories side by side (the first is the baseline): setup, timings, device time per "
+            "phase, layer → module → kernel per layer per step, kernel mix, and kernels matched across runs by the "
+            "job they do (module within the layer + kind of work), with ratios, changes and what changed most. "
+            "Writes compare.md / compare.zh.md, HTML pages, figures/, tables/*.csv and compare.json."
+        ),
+    )
+    c.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories (at least two)")
+    c.add_argument("--labels", type=_labels, help="comma-separated names of the runs in the report "
+                   "(default: what tells them apart, e.g. h100,h200 or b1,b8)")
+    c.add_argument("--out", type=Path, help="directory to create (default: RUNS_DIR/compare-<labels>-<time>)")
+    c.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where the comparison goes (default ./runs)")
+    c.add_argument("--top", type=_positive_int, default=20, help="matched kernel rows per phase (default 20)")
+    _add_lang_arg(c)
+
+    e = sub.add_parser(
+        "export", help="write a run's kernels as an nsys kernel summary (CSV) or a Perfetto trace",
+        description=(
+            "kern-sum: nsys stats cuda_gpu_kern_sum's columns (CSV) plus library, category and friendly name; "
+            "kern-sum-nvtx: the same per phase range; perfetto: a Chrome / Perfetto trace (gzipped JSON) whose "
+            "kernels carry kernelscope's attribution in their args, readable again by `kernelscope import`. "
+            "Default file: RUN/export/. See docs/export.md."
+        ),
+    )
+    e.add_argument("run", type=Path, metavar="RUN", help="run directory")
+    e.add_argument("--format", required=True, choices=["kern-sum", "kern-sum-nvtx", "perfetto"], dest="fmt",
+                   help="what to write")
+    e.add_argument("--out", type=Path, help="file to write, or a directory for the default file name")
+    e.add_argument("--phase", choices=["prefill", "decode"], help="kern-sum formats: this phase only")
 
     sub.add_parser("presets", help="list model presets", description="List the model presets.")
 
@@ -128,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _labels(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",")]
+
+
 def _languages(text: str) -> tuple[str, ...]:
     languages = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [lang for lang in languages if lang not in ("en", "zh")]
@@ -176,20 +214,43 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
         print(path)
     elif args.command == "import":
         from kernelscope.commands.import_ncu import import_ncu, is_ncu_input
+        from kernelscope.commands.import_nsys_stats import import_nsys_stats
         from kernelscope.commands.import_trace import import_traces
+        from kernelscope.load.nsys_stats import is_nsys_stats
 
-        kinds = {is_ncu_input(f) for f in args.files}
+        # Text tables (.csv, .tsv, .txt) that are not Nsight Compute exports go to the nsys stats reader, which
+        # names what a file lacks; everything else is a trace (Kineto JSON, nsys SQLite, .nsys-rep).
+        kinds = {"ncu" if is_ncu_input(f) else "nsys-stats"
+                 if is_nsys_stats(f) or f.suffix.lower() in (".csv", ".tsv", ".txt") else "trace"
+                 for f in args.files}
         if len(kinds) > 1:
-            raise UserError("import: give either Kineto traces or Nsight Compute exports, not both")
+            raise UserError("import: give one kind of file at a time: traces (Kineto JSON, nsys SQLite or "
+                            ".nsys-rep), nsys stats kernel summaries, or Nsight Compute exports")
         with steps.step(f"Importing {len(args.files)} file(s)"):
-            if kinds == {True}:
+            if kinds == {"ncu"}:
                 path = import_ncu(args.files, args.out, args.runs_dir, args.into, args.phase,
                                   report=not args.no_report, languages=args.lang)
             elif args.into is not None:
                 raise UserError("import --into: only Nsight Compute exports can be added to an existing run")
+            elif kinds == {"nsys-stats"}:
+                path = import_nsys_stats(args.files, args.out, args.runs_dir, report=not args.no_report,
+                                         languages=args.lang)
             else:
                 path = import_traces(args.files, args.out, args.runs_dir, report=not args.no_report,
                                      languages=args.lang)
+        print(path)
+    elif args.command == "compare":
+        from kernelscope.commands.compare import compare_runs
+
+        with steps.step(f"Comparing {len(args.runs)} runs"):
+            path = compare_runs(args.runs, args.labels, args.out, args.runs_dir, top_n=args.top,
+                                languages=args.lang)
+        print(path)
+    elif args.command == "export":
+        from kernelscope.commands.export import export_run
+
+        with steps.step(f"Exporting {args.fmt}"):
+            path = export_run(args.run, args.fmt, args.out, phase=args.phase)
         print(path)
     elif args.command == "report":
         from kernelscope.commands.report import rerender

@@ -289,3 +289,35 @@ def measured_roofline(by_kernel: pl.DataFrame, ceilings: Ceilings, title: str, d
              "tensor-core counters count the work of padded tiles, so small-batch GEMMs sit above their useful FLOPs",
              fontsize=7, color="0.3")
     return _save(fig, directory, stem)
+
+
+def compare_bars(mix: pl.DataFrame, labels: list[str], column: str, title: str, directory: Path, stem: str,
+                 top: int = 8) -> list[Path]:
+    """One horizontal bar per run, its device time per step stacked by `column` (category or library): the
+    `top` largest values over all runs, the rest as 'other'. Columns per run: per_step_ns[<label>]."""
+    per_run = [f"per_step_ns[{label}]" for label in labels]
+    if mix.height == 0 or not all(c in mix.columns for c in per_run):
+        return []
+    filled = mix.with_columns(pl.col(c).fill_null(0.0) for c in per_run)
+    order = filled.with_columns(pl.max_horizontal(per_run).alias("_max")).sort("_max", descending=True)
+    keep = order[column].head(top).to_list()
+    rest = order.filter(~pl.col(column).is_in(keep))
+    groups = keep + (["other (rest)"] if rest.height else [])
+    values = {g: [float(filled.filter(pl.col(column) == g)[c].sum()) for c in per_run] for g in keep}
+    if rest.height:
+        values["other (rest)"] = [float(rest[c].sum()) for c in per_run]
+    fig, ax = plt.subplots(figsize=(7.2, 0.9 + 0.55 * len(labels)))
+    left = np.zeros(len(labels))
+    for i, group in enumerate(groups):
+        widths = np.array(values[group]) / 1e3
+        ax.barh(range(len(labels)), widths, left=left, color=PALETTE[i % len(PALETTE)], label=group, height=0.6)
+        left += widths
+    for y, total in enumerate(left):
+        ax.annotate(f"{total:,.1f} µs", (total, y), textcoords="offset points", xytext=(4, -3), fontsize=7.5)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("device time per step (µs)")
+    ax.set_xlim(0, max(left.max(), 1e-9) * 1.18)
+    ax.set_title(title)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(labels) < 3 else -0.2), ncol=3, frameon=False)
+    return _save(fig, directory, stem)

@@ -1,0 +1,82 @@
+"""`kernelscope export RUN --format …`: a run's kernels in the shapes other tools read (docs/export.md).
+
+- `kern-sum`: the table `nsys stats --report cuda_gpu_kern_sum --format csv` prints, with nsys's column names,
+  plus kernelscope's catalog columns after `Name`; `kern-sum-nvtx` adds a leading `NVTX Range` column
+  (`ks.phase:prefill`, `ks.phase:decode`), one group per phase, like nsys's per-range kernel summaries.
+- `perfetto`: a Chrome trace (gzipped JSON, the shape Kineto writes) for the Perfetto UI or chrome://tracing:
+  kernels, memory copies and sets on (device, stream) lanes, the runtime calls that launched them, CPU ops and
+  annotation ranges, and flow arrows from launch to kernel. Every kernel's args carry kernelscope's attribution
+  (`ks.phase`, `ks.module`, …). `kernelscope import` reads the file back into a run with the same kernels.
+
+The tables and the trace are built in report/kern_sum.py and report/perfetto.py; this module picks the file and
+writes it atomically.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from kernelscope.errors import UserError
+from kernelscope.load import rundir
+from kernelscope.report.kern_sum import kern_sum_table, write_kern_sum_csv
+from kernelscope.report.perfetto import write_trace
+
+KERN_SUM = "kern-sum"
+KERN_SUM_NVTX = "kern-sum-nvtx"
+PERFETTO = "perfetto"
+FORMATS = (KERN_SUM, KERN_SUM_NVTX, PERFETTO)
+
+EXPORT_DIR = "export"
+_DEFAULT_NAMES = {KERN_SUM: "kern_sum.csv", KERN_SUM_NVTX: "kern_sum_nvtx.csv", PERFETTO: "trace.perfetto.json.gz"}
+
+
+def export_run(run: Path, fmt: str, out: Path | None, phase: str | None = None) -> Path:
+    """Write the run in format `fmt` to `out` (a file, or a directory to put the default file name in;
+    default: RUN/export/<name>) and return the file written. Nothing half-written is left on failure."""
+    if fmt not in FORMATS:
+        raise UserError(f"unknown export format {fmt!r} (choose one of: {', '.join(FORMATS)})")
+    if fmt == PERFETTO and phase is not None:
+        raise UserError(f"--phase applies to the {KERN_SUM} formats only, not to {PERFETTO}")
+    profile = rundir.read_run(run)
+    target = _target(run, fmt, out, phase)
+    if fmt == PERFETTO:
+        if profile.kernels.height and profile.kernels["start_ns"].is_null().all():
+            raise UserError(f"{run}: its kernels have no start times (a summary import); a trace needs them")
+        _write_atomically(target, lambda f: write_trace(profile, f, trace_name=run.resolve().name), compress=True)
+    else:
+        table = kern_sum_table(profile.kernels, phase, nvtx=fmt == KERN_SUM_NVTX, source=str(run))
+        _write_atomically(target, lambda f: f.write(write_kern_sum_csv(table)))
+    return target
+
+
+def _target(run: Path, fmt: str, out: Path | None, phase: str | None) -> Path:
+    name = _DEFAULT_NAMES[fmt]
+    if phase is not None:
+        stem, suffix = name.rsplit(".", 1)
+        name = f"{stem}_{phase}.{suffix}"
+    if out is None:
+        return run / EXPORT_DIR / name
+    return out / name if out.is_dir() else out
+
+
+def _write_atomically(target: Path, write: Callable[[IO[str]], Any], compress: bool = False) -> None:
+    """Write (UTF-8 text, gzip-compressed if asked) into a temporary file next to `target`, then rename it
+    into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.partial-", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) if compress else raw
+            with io.TextIOWrapper(stream, encoding="utf-8", newline="") as text:
+                write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,278 @@
+"""Render a comparison of runs: compare.md / compare.zh.md, self-contained compare.html / compare.zh.html,
+figures/ and tables/*.csv, and compare.json (key figures for scripts). Structure in templates/compare.md.j2,
+words in messages/compare.<lang>.toml; the numbers are the comparison's, the same in every language."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
+
+from kernelscope import ranges
+from kernelscope.analyze.compare import Comparison, col, delta_col, ratio_col
+from kernelscope.report import figures
+from kernelscope.report import formatting as fmt
+from kernelscope.report.html import markdown_to_html
+
+LANGUAGES = ("en", "zh")
+MARKDOWN_FILES = {"en": "compare.md", "zh": "compare.zh.md"}
+HTML_FILES = {"en": "compare.html", "zh": "compare.zh.html"}
+TOP_N = 20
+
+Cell = Callable[[dict[str, Any]], str]
+
+
+@cache
+def compare_messages(lang: str) -> dict[str, Any]:
+    text = resources.files("kernelscope.report").joinpath(f"messages/compare.{lang}.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def signed_duration(ns: float | None) -> str:
+    if ns is None:
+        return "–"
+    return ("+" if ns > 0 else "−" if ns < 0 else "±") + fmt.duration(abs(ns))
+
+
+def render_comparison(comparison: Comparison, runs: list[dict[str, Any]], out_dir: Path, top_n: int = TOP_N,
+                      languages: tuple[str, ...] = LANGUAGES) -> list[Path]:
+    """Writes everything into out_dir (created). `runs`: per run its label and path. Returns the files."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = _write_csvs(comparison, out_dir / "tables")
+    figure_links: dict[str, str] = {}
+    for phase in comparison.phase_names:
+        if phase == ranges.UNKNOWN:
+            continue
+        paths = figures.compare_bars(comparison.categories.filter(pl.col("phase") == phase), comparison.labels,
+                                     "category", f"Device time per step by category: {phase}",
+                                     out_dir / "figures", f"compare_{phase}")
+        if paths:
+            figure_links[phase] = f"figures/{paths[0].name}"
+            written += paths
+    key_figures = _key_figures(comparison, runs)
+    (out_dir / "compare.json").write_text(json.dumps(key_figures, indent=2) + "\n", encoding="utf-8")
+    written.append(out_dir / "compare.json")
+    for lang in languages:
+        context = _context(comparison, runs, top_n, lang)
+        context["figures"] = figure_links
+        env = _env(lang)
+        text = env.get_template("compare.md.j2").render(**context)
+        path = out_dir / MARKDOWN_FILES[lang]
+        path.write_text(text, encoding="utf-8")
+        title = env.from_string(compare_messages(lang)["text"]["title"]).render(**context)
+        (out_dir / HTML_FILES[lang]).write_text(markdown_to_html(text, out_dir, lang=lang, title=title),
+                                                encoding="utf-8")
+        written += [path, out_dir / HTML_FILES[lang]]
+    return written
+
+
+def _env(lang: str) -> Environment:
+    env = Environment(loader=PackageLoader("kernelscope.report", "templates"), undefined=StrictUndefined,
+                      keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    words = compare_messages(lang)
+    env.filters.update(duration=fmt.duration, ratio=ratio, delta=signed_duration, percent=fmt.percent,
+                       code=fmt.code, term=lambda v: words["terms"].get(v, v))
+    compiled: dict[str, Any] = {}
+
+    @pass_context
+    def say(context: Any, key: str, **values: Any) -> str:
+        if key not in compiled:
+            compiled[key] = env.from_string(words["text"][key])
+        return compiled[key].render({**context.get_all(), **values}).rstrip()
+
+    env.globals.update(say=say)
+    return env
+
+
+def _context(c: Comparison, runs: list[dict[str, Any]], top_n: int, lang: str) -> dict[str, Any]:
+    words = compare_messages(lang)
+    h, terms = words["headers"], words["terms"]
+    labels, base = c.labels, c.baseline
+    others = labels[1:]
+
+    def term(value: Any) -> str:
+        return fmt.plain(terms.get(value, value) if isinstance(value, str) else value)
+
+    per_phase: dict[str, dict[str, Any]] = {}
+    for phase in c.phase_names:
+        if phase == ranges.UNKNOWN:
+            continue
+        matched = c.matched.filter(pl.col("phase") == phase)
+        layers = c.layers.filter(pl.col("phase") == phase)
+        changes = c.changes.filter(pl.col("phase") == phase)
+        per_phase[phase] = {
+            "changes": _table(changes, [
+                (h["run"], lambda r: fmt.plain(r["run"])),
+                (h["module"], lambda r: fmt.code(r["match_module"])),
+                (h["work"], lambda r: term(r["group"])),
+                (h["kernels"], lambda r: _pair(base, r["kernels_base"], r["run"], r["kernels_run"])),
+                (f'{h["per_step"]} ({base})', lambda r: fmt.duration(r["base_ns"])),
+                (h["per_step_run"], lambda r: fmt.duration(r["run_ns"])),
+                (h["delta"], lambda r: signed_duration(r["delta_ns"])),
+                (h["ratio"], lambda r: ratio(r["ratio"])),
+                (h["share_of_change"], lambda r: fmt.percent(r["share_of_change_pct"])),
+            ], numeric_from=4) if changes.height else None,
+            "matched": _table(matched.head(top_n), [
+                (h["module"], lambda r: fmt.code(r["match_module"])),
+                (h["work"], lambda r: term(r["group"])),
+                (h["kernels"], _merged(labels, "kernels")),
+                (h["ops"], _merged(labels, "ops", code=True)),
+                *_per_run(labels, h["per_step"], "per_step_ns", fmt.duration),
+                *_per_run(labels, h["launches_per_step"], "launches_per_step", lambda v: fmt.number(v, 1)),
+                *_ratios(labels, h["ratio_of"]),
+            ], numeric_from=4),
+            "matched_shown": min(top_n, matched.height),
+            "matched_total": matched.height,
+            "layers": _table(layers, [
+                (h["layer_type"], lambda r: term(r["layer_type"])),
+                (h["module"], lambda r: fmt.code(r["layer_module"])),
+                (h["work"], lambda r: term(r["group"])),
+                (h["kernels"], _merged(labels, "kernels")),
+                *_per_run(labels, h["per_layer_step"], "per_layer_step_ns", fmt.duration),
+                *_per_run(labels, h["launches_per_layer_step"], "launches_per_layer_step", lambda v: fmt.number(v, 1)),
+                *_ratios(labels, h["ratio_of"]),
+            ], numeric_from=4) if layers.height else None,
+            "categories": _mix(c.categories.filter(pl.col("phase") == phase), "category", labels, h, term),
+            "libraries": _mix(c.libraries.filter(pl.col("phase") == phase), "library", labels, h, term),
+            "row": c.phases.filter(pl.col("phase") == phase).row(0, named=True),
+        }
+    phases = _table(c.phases, [
+        (h["phase"], lambda r: term(r["phase"])),
+        *_per_run(labels, h["device_time"], "device_time_ns", fmt.duration),
+        *_per_run(labels, h["steps"], "steps", fmt.number),
+        *_per_run(labels, h["per_step"], "device_time_per_step_ns", fmt.duration),
+        *_per_run(labels, h["kernels_per_step"], "kernels_per_step", lambda v: fmt.number(v, 1)),
+        *_per_run(labels, h["busy"], "busy_pct", fmt.percent),
+        *_ratios(labels, h["ratio_of"]),
+    ], numeric_from=1)
+    timing_format = {"ttft_ms": lambda v: fmt.ms(v, 2), "tpot_ms": lambda v: fmt.ms(v, 2),
+                     "e2e_ms": lambda v: fmt.ms(v, 1), "device_time_ms": lambda v: fmt.ms(v, 3),
+                     "tokens_per_s": lambda v: fmt.number(v, 1), "decode_tokens_per_s": lambda v: fmt.number(v, 1),
+                     "kernel_count": fmt.number, "attribution_coverage": lambda v: fmt.ratio_percent(v, 1)}
+    timings = _table(c.timings, [
+        (h["metric"], lambda r: fmt.plain(words["metrics"].get(r["metric"], r["metric"]))),
+        *((label, (lambda r, label=label: timing_format[r["metric"]](r[col("value", label)]))) for label in labels),
+        *_ratios(labels, h["ratio_of"]),
+    ], numeric_from=1)
+    setup = _table(c.setup, [
+        (h["item"], lambda r: fmt.plain(words["items"].get(r["item"], r["item"]))),
+        *((label, (lambda r, label=label: _setup_value(r["item"], r[col("value", label)]))) for label in labels),
+        (h["differs"], lambda r: terms["yes"] if r["differs"] else ""),
+    ], numeric_from=None)
+    return {
+        "labels": labels, "base": base, "others": others, "runs": runs, "lang": lang,
+        "notes": [{"key": n.key, **n.values} for n in c.notes],
+        "setup": setup, "timings": timings, "phases": phases, "per_phase": per_phase,
+        "col": col, "ratio_col": ratio_col, "delta_col": delta_col, "top_n": top_n,
+    }
+
+
+def _setup_value(item: str, value: str | None) -> str:
+    """Sizes read better with separators and units; everything else as recorded."""
+    if value is not None and item in ("parameters", "memory_bytes") and value.isdigit():
+        return fmt.gigabytes(float(value)) if item == "memory_bytes" else fmt.number(int(value))
+    return fmt.plain(value)
+
+
+def _per_run(labels: list[str], header: str, metric: str, format_value: Callable[[Any], str]) -> list[tuple[str, Cell]]:
+    return [(f"{header} ({label})", (lambda r, label=label: format_value(r[col(metric, label)]))) for label in labels]
+
+
+def _ratios(labels: list[str], header: str) -> list[tuple[str, Cell]]:
+    base = labels[0]
+    return [(header.format(run=label, base=base), (lambda r, label=label: ratio(r.get(ratio_col(label, base)))))
+            for label in labels[1:]]
+
+
+def _merged(labels: list[str], metric: str, code: bool = False) -> Cell:
+    """One cell for all runs when they agree; otherwise each run's value after its label."""
+    def cell(row: dict[str, Any]) -> str:
+        values = [row.get(col(metric, label)) for label in labels]
+        present = {v for v in values if v}
+        show = fmt.code if code else fmt.plain
+        if len(present) <= 1 and all(values):
+            return show(values[0])
+        by_value: dict[str | None, list[str]] = {}
+        for label, value in zip(labels, values, strict=True):
+            by_value.setdefault(value or None, []).append(label)
+        return "; ".join(f"{fmt.plain(', '.join(names))}: {show(value) if value else '–'}"
+                         for value, names in by_value.items())
+    return cell
+
+
+def _pair(base: str, base_value: str | None, run: str, run_value: str | None) -> str:
+    """The baseline's and a run's kernels: once when they are the same."""
+    if base_value == run_value:
+        return fmt.plain(base_value)
+    return f"{fmt.plain(base)}: {fmt.plain(base_value)}; {fmt.plain(run)}: {fmt.plain(run_value)}"
+
+
+def _mix(df: pl.DataFrame, column: str, labels: list[str], h: dict[str, str], term: Callable[[Any], str]) -> str | None:
+    if not df.height:
+        return None
+    return _table(df, [
+        (h[column], lambda r: term(r[column])),
+        *_per_run(labels, h["per_step"], "per_step_ns", fmt.duration),
+        *_per_run(labels, h["share"], "time_pct", fmt.percent),
+        *_ratios(labels, h["ratio_of"]),
+    ], numeric_from=1)
+
+
+def _table(df: pl.DataFrame, columns: list[tuple[str, Cell]], numeric_from: int | None) -> str:
+    """A GitHub Markdown table; columns from `numeric_from` on are right-aligned."""
+    headers = [fmt.plain(title) for title, _ in columns]
+    align = ["---:" if numeric_from is not None and i >= numeric_from else "---" for i in range(len(columns))]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
+    for row in df.iter_rows(named=True):
+        lines.append("| " + " | ".join(cell(row) for _, cell in columns) + " |")
+    return "\n".join(lines)
+
+
+def _write_csvs(c: Comparison, directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    frames = {"setup": c.setup, "timings": c.timings, "phases": c.phases, "layers": c.layers, "matched": c.matched,
+              "categories": c.categories, "libraries": c.libraries, "changes": c.changes,
+              "notes": pl.DataFrame({"note": [n.key for n in c.notes],
+                                     "values": [json.dumps(n.values, ensure_ascii=False) for n in c.notes]},
+                                    schema={"note": pl.String, "values": pl.String})}
+    paths = []
+    for name, df in frames.items():
+        path = directory / f"{name}.csv"
+        df.write_csv(path)
+        paths.append(path)
+    return paths
+
+
+def _key_figures(c: Comparison, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """compare.json: the runs, per phase the device time per step of each and its ratio to the baseline."""
+    phases = {}
+    for row in c.phases.iter_rows(named=True):
+        phases[row["phase"]] = {
+            "device_time_per_step_us": {label: _us(row[col("device_time_per_step_ns", label)]) for label in c.labels},
+            "ratio": {label: row[ratio_col(label, c.baseline)] for label in c.labels[1:]},
+            "steps": {label: row[col("steps", label)] for label in c.labels},
+        }
+    return {
+        "baseline": c.baseline,
+        "runs": runs,
+        "phases": phases,
+        "timings": {row["metric"]: {label: row[col("value", label)] for label in c.labels}
+                    for row in c.timings.iter_rows(named=True)},
+        "notes": [n.key for n in c.notes],
+        "changes": c.changes.to_dicts(),
+    }
+
+
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e3
