@@ -44,7 +44,7 @@ def _complete(out: Path, labels: list[str], phases: list[str]) -> str:
         assert heading in text, heading
     assert "## 要点" in zh and "### 跨运行匹配的 kernel" in zh
     for doc in (text, zh):
-        assert not re.search(r"\bNone\b|\bnan\b|\{\{|\}\}", doc)
+        assert not re.search(r"\bNone\b|\bnan\b|\{\{|\}\}|<built-in|<function", doc)
         for label in labels:
             assert f"**{label}**" in doc
     page = (out / "compare.html").read_text(encoding="utf-8")

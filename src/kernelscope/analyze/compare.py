@@ -412,7 +412,7 @@ def comparability_notes(views: list[RunView], phase_names: list[str]) -> list[No
     for key in ("batch_size", "prompt_len"):
         values = [(v.profile.run.get("workload") or {}).get(key) for v in views]
         if len({x for x in values if x is not None}) > 1:
-            notes.append(Note(f"{key}_differs", {"values": ", ".join(f"{v.label}: {x if x is not None else '–'}" for v, x in zip(views, values, strict=True))}))
+            notes.append(Note(f"{key}_differs", {"settings": ", ".join(f"{v.label}: {x if x is not None else '–'}" for v, x in zip(views, values, strict=True))}))
     return notes
 
 

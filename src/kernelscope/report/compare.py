@@ -10,6 +10,7 @@ from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import polars as pl
@@ -172,7 +173,8 @@ def _context(c: Comparison, runs: list[dict[str, Any]], top_n: int, lang: str) -
     ], numeric_from=None)
     return {
         "labels": labels, "base": base, "others": others, "runs": runs, "lang": lang,
-        "notes": [{"key": n.key, **n.values} for n in c.notes],
+        # Attribute access in the messages (n.models): a namespace, so no value is shadowed by a dict method.
+        "notes": [SimpleNamespace(key=n.key, **n.values) for n in c.notes],
         "setup": setup, "timings": timings, "phases": phases, "per_phase": per_phase,
         "col": col, "ratio_col": ratio_col, "delta_col": delta_col, "top_n": top_n,
     }
