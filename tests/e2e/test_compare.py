@@ -121,20 +121,14 @@ def test_existing_output_is_not_overwritten(tmp_path):
 
 
 def test_comparison_page_in_headless_chromium(tmp_path):
-    from tests.e2e.test_report import _browser
+    from tests.e2e.test_report import _browser, open_page
 
     chromium, playwright = _browser()
     out = tmp_path / "page"
     assert kernelscope("compare", str(H200), str(H100), "--out", str(out)).returncode == 0
     page_path = out / "compare.zh.html"
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(page_path.as_uri())
-        page.wait_for_load_state("load")
+        browser, page, errors = open_page(p, chromium, page_path)
         sizes = page.eval_on_selector_all("img", "els => els.map(e => [e.naturalWidth, e.naturalHeight])")
         tables = page.eval_on_selector_all("table", "els => els.length")
         toc = page.eval_on_selector_all("nav.toc a", "els => els.length")

@@ -135,6 +135,20 @@ def _browser():
     return chromium, playwright
 
 
+def open_page(p, chromium: str, page_path: Path):
+    """A headless Chromium showing page_path; errors collects console errors and uncaught exceptions."""
+    browser = p.chromium.launch(executable_path=chromium, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"])
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(page_path.as_uri())
+    page.wait_for_load_state("load")
+    return browser, page, errors
+
+
 @pytest.mark.parametrize("page_name", ["report.html", "report.zh.html"])
 def test_html_in_headless_chromium(report, tmp_path, page_name):
     chromium, playwright = _browser()
@@ -142,15 +156,7 @@ def test_html_in_headless_chromium(report, tmp_path, page_name):
     text = page_path.read_text()
     assert "src=\"figures/" not in text and "http://" not in text.replace("http://www.w3.org", "")  # self-contained
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(page_path.as_uri())
-        page.wait_for_load_state("load")
+        browser, page, errors = open_page(p, chromium, page_path)
         sizes = page.eval_on_selector_all("img", "els => els.map(e => [e.naturalWidth, e.naturalHeight])")
         toc = page.eval_on_selector_all("nav.toc a", "els => els.length")
         details = page.eval_on_selector_all("details", "els => els.length")

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from kernelscope.errors import UserError
+from kernelscope.load.files import check_input_file
 
 T = TypeVar("T")
 
@@ -108,12 +109,7 @@ class TraceTables:
 def open_trace_text(path: Path) -> Iterator[tuple[Path, mmap.mmap]]:
     """The trace's JSON text as a memory map (no copy into the heap) and the plain file behind it:
     the file itself, or, for gzip input, a temporary file it is decompressed into by streaming."""
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory, expected a Kineto trace file (.json or .json.gz)")
-    if path.stat().st_size == 0:
-        raise UserError(f"{path}: file is empty")
+    check_input_file(path, "a Kineto trace file (.json or .json.gz)")
     with path.open("rb") as f:
         compressed = f.read(2) == b"\x1f\x8b"
     if not compressed:

@@ -52,6 +52,7 @@ from typing import Any
 import polars as pl
 
 from kernelscope.errors import UserError
+from kernelscope.load.files import check_input_file
 from kernelscope.load.kineto import _COLUMN_ORDER as COLUMN_ORDER
 from kernelscope.load.kineto import _KERNEL_SCHEMA as KERNEL_SCHEMA
 from kernelscope.load.kineto import TraceTables
@@ -170,12 +171,7 @@ def export_nsys_rep(path: Path, workdir: Path) -> Path:
 
 
 def _check_file(path: Path) -> None:
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory, expected an Nsight Systems SQLite export (.sqlite)")
-    if path.stat().st_size == 0:
-        raise UserError(f"{path}: file is empty")
+    check_input_file(path, "an Nsight Systems SQLite export (.sqlite)")
     with path.open("rb") as f:
         if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
             raise UserError(

@@ -14,13 +14,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import polars as pl
-from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
+from jinja2 import Environment
 
 from kernelscope import ranges
 from kernelscope.analyze.compare import Comparison, col, delta_col, ratio_col
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
+from kernelscope.report.render import template_environment
 
 LANGUAGES = ("en", "zh")
 MARKDOWN_FILES = {"en": "compare.md", "zh": "compare.zh.md"}
@@ -79,21 +80,10 @@ def render_comparison(comparison: Comparison, runs: list[dict[str, Any]], out_di
 
 
 def _env(lang: str) -> Environment:
-    env = Environment(loader=PackageLoader("kernelscope.report", "templates"), undefined=StrictUndefined,
-                      keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     words = compare_messages(lang)
-    env.filters.update(duration=fmt.duration, ratio=ratio, delta=signed_duration, percent=fmt.percent,
-                       code=fmt.code, term=lambda v: words["terms"].get(v, v))
-    compiled: dict[str, Any] = {}
-
-    @pass_context
-    def say(context: Any, key: str, **values: Any) -> str:
-        if key not in compiled:
-            compiled[key] = env.from_string(words["text"][key])
-        return compiled[key].render({**context.get_all(), **values}).rstrip()
-
-    env.globals.update(say=say)
-    return env
+    return template_environment(words, dict(duration=fmt.duration, ratio=ratio, delta=signed_duration,
+                                            percent=fmt.percent, code=fmt.code,
+                                            term=lambda v: words["terms"].get(v, v)))
 
 
 def _context(c: Comparison, runs: list[dict[str, Any]], top_n: int, lang: str) -> dict[str, Any]:

@@ -41,7 +41,9 @@ def messages(lang: str) -> dict[str, Any]:
     return tomllib.loads(text)
 
 
-def _env(lang: str) -> Environment:
+def template_environment(words: dict[str, Any], filters: dict[str, Any]) -> Environment:
+    """Jinja environment over templates/ with `filters` and `say(key, **values)`, which renders the snippet
+    words["text"][key] with the template's context and the values given."""
     env = Environment(
         loader=PackageLoader("kernelscope.report", "templates"),
         undefined=StrictUndefined,
@@ -49,16 +51,7 @@ def _env(lang: str) -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    words = messages(lang)
-    terms = words["terms"]
-    env.filters.update(
-        duration=fmt.duration, ms=fmt.ms, percent=fmt.percent, ratio=fmt.ratio_percent, number=fmt.number,
-        gb=fmt.gigabytes, code=fmt.code, term=lambda v: terms.get(v, v) if isinstance(v, str) else v,
-        tb=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TB/s",
-        gbs=lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
-        tflops=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TFLOP/s",
-        header=lambda key: words["headers"].get(key, key),
-    )
+    env.filters.update(filters)
     compiled: dict[str, Any] = {}
 
     @pass_context
@@ -67,7 +60,22 @@ def _env(lang: str) -> Environment:
             compiled[key] = env.from_string(words["text"][key])
         return compiled[key].render({**context.get_all(), **values}).rstrip()
 
-    env.globals.update(say=say, layer_type_counts=_layer_type_counts)
+    env.globals.update(say=say)
+    return env
+
+
+def _env(lang: str) -> Environment:
+    words = messages(lang)
+    terms = words["terms"]
+    env = template_environment(words, dict(
+        duration=fmt.duration, ms=fmt.ms, percent=fmt.percent, ratio=fmt.ratio_percent, number=fmt.number,
+        gb=fmt.gigabytes, code=fmt.code, term=lambda v: terms.get(v, v) if isinstance(v, str) else v,
+        tb=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TB/s",
+        gbs=lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
+        tflops=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TFLOP/s",
+        header=lambda key: words["headers"].get(key, key),
+    ))
+    env.globals.update(layer_type_counts=_layer_type_counts)
     return env
 
 
