@@ -33,22 +33,40 @@ def build_parser() -> argparse.ArgumentParser:
         "profile",
         help="run a model, record every kernel, write a run directory and a report",
         description=(
-            "Run a model with transformers generate(), record it with torch.profiler, attribute every "
+            "Run a model with transformers generate() (or kernelscope's engine: --backend engine), record it "
+            "with torch.profiler, attribute every "
             "kernel to phase / decode step / layer / module / op, and write a run directory with a report. "
             "Defaults: on a CUDA GPU qwen2-1.5b in bfloat16; on CPU the tiny preset in float32; "
             "batch 1, prompt 128, 64 new tokens."
         ),
     )
     p.add_argument("--model", help="preset name (see `kernelscope presets`) or a local HF checkpoint directory")
+    p.add_argument("--backend", choices=["hf", "engine"], default="hf",
+                   help="hf: transformers generate() (default); engine: kernelscope's own engine (Qwen2 and Llama; "
+                        "Triton kernels and a CUDA-graph decode on GPU, PyTorch reference ops on CPU)")
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available, else cpu)")
     p.add_argument("--dtype", help="bfloat16/bf16, float16/fp16 or float32/fp32 (default: bf16 on GPU, fp32 on CPU)")
     p.add_argument("--batch-size", type=_positive_int, default=1, help="sequences per batch (default 1)")
-    p.add_argument("--prompt-len", type=_positive_int, default=128, help="prompt tokens (default 128)")
+    p.add_argument("--prompt-len", type=_positive_int, help="prompt tokens (default 128; vision models: the processor's)")
     p.add_argument("--new-tokens", type=_positive_int, default=64, help="tokens to generate, EOS ignored (default 64)")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="0: greedy (default); above 0: sample at this temperature, seeded by --seed")
+    p.add_argument("--no-repeat-ngram-size", type=_positive_int, default=0, metavar="N",
+                   help="ban repeated N-grams as transformers does (default 0: off)")
     p.add_argument("--warmup", type=_positive_int, default=1, help="unprofiled warm-up generations (default 1)")
     p.add_argument("--repeats", type=_positive_int, default=3,
                    help="timed generations per mode, without the profiler; medians are reported (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed for random weights and prompt ids (default 0)")
+    v = p.add_argument_group("images (vision models such as deepseek-ocr-2; see docs/ocr.md)")
+    v.add_argument("--image", nargs="+", type=Path, default=[], metavar="PATH", dest="image_paths",
+                   help="image files or directories of them: one generation per image")
+    v.add_argument("--images", type=_positive_int, metavar="N",
+                   help="synthetic document pages drawn from --seed, one generation each (default 1)")
+    v.add_argument("--base-size", type=_positive_int, default=1024, help="side of the global view (default 1024)")
+    v.add_argument("--image-size", type=_positive_int, default=768,
+                   help="side of each crop, the processor's tile_size (default 768)")
+    v.add_argument("--crop-mode", action=argparse.BooleanOptionalAction, default=True,
+                   help="also cut large images into crops (default: on)")
     _add_output_args(p)
 
     i = sub.add_parser(
@@ -110,7 +128,31 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--format", required=True, choices=["kern-sum", "kern-sum-nvtx", "perfetto"], dest="fmt",
                    help="what to write")
     e.add_argument("--out", type=Path, help="file to write, or a directory for the default file name")
-    e.add_argument("--phase", choices=["prefill", "decode"], help="kern-sum formats: this phase only")
+    e.add_argument("--phase", help="kern-sum formats: this phase only (prefill, decode, or a model stage)")
+
+    w = sub.add_parser(
+        "whatif", help="project a measured run onto other hardware, real or hypothetical",
+        description=(
+            "Project every kernel of a measured GPU run onto a target (a known device, a SPEC.toml, and/or --set "
+            "values) with the fitted projection model; shows the calibration on the measuring device, the "
+            "projection per phase and kind of work, what each design option buys, the bandwidth and compute that "
+            "latency goals need, and sweeps. Writes whatif.md / whatif.zh.md, HTML, figures, tables/*.csv and "
+            "whatif.json into RUN/whatif/<target>/ (or --out). See docs/whatif.md."
+        ),
+    )
+    w.add_argument("run", type=Path, metavar="RUN", help="run directory of a GPU run")
+    w.add_argument("--hw", metavar="NAME|SPEC.toml",
+                   help="target: a key or name from `kernelscope hw list`, or a TOML spec (default: the run's device)")
+    w.add_argument("--set", dest="settings", metavar="K=V,…",
+                   help="change the target: bw=2TB/s, bf16=400TFLOPS (any precision), sram=256MB, sram_bw=20TB/s, "
+                        "l2=128MB, latency=0.5 (per-kernel latency scale), fuse=yes, weights=fp8|int8|fp4")
+    w.add_argument("--sweep", action="append", metavar="K=START:STOP:N",
+                   help="vary one quantity (bw in TB/s, precisions in TFLOP/s, sram/l2 in MB); repeatable "
+                        "(default: bandwidth and BF16 compute from 0.25× to 4× the target's)")
+    w.add_argument("--model", type=Path, dest="model_file", metavar="FILE",
+                   help="projection model from `kernelscope hw fit` (default: the shipped one)")
+    w.add_argument("--out", type=Path, help="directory to create (default: RUN/whatif/<target>, replaced)")
+    _add_lang_arg(w)
 
     sub.add_parser("presets", help="list model presets", description="List the model presets.")
 
@@ -134,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     n.add_argument("run", type=Path, metavar="RUN", help="run directory made by `kernelscope profile` on a GPU")
     n.add_argument("--top", type=_positive_int, default=20, help="kernels by total time in the phase (default 20)")
-    n.add_argument("--phase", default="decode", choices=["prefill", "decode"], help="phase (default decode)")
+    n.add_argument("--phase", default="decode",
+                   help="a phase of the run: prefill, decode, or a model stage such as sam_encoder (default decode)")
     n.add_argument("--launches", type=_positive_int, default=3,
                    help="launches profiled per launch configuration (default 3)")
     n.add_argument("--sections", help="comma-separated ncu sections (default: SpeedOfLight, MemoryWorkloadAnalysis, "
@@ -159,6 +202,16 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--out", type=Path,
                      help="where to write the JSON (default: $KERNELSCOPE_CALIBRATION_DIR or ~/.cache/kernelscope/calibration)")
     cal.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
+    fit = hw_sub.add_parser(
+        "fit", help="fit the what-if projection model on measured runs",
+        description=(
+            "Fit the projection model's per-kernel latency and efficiencies per kind of work (and each device's "
+            "latency scale) on GPU run directories, print each run projected onto its own device, and write the "
+            "model (TOML) for `kernelscope whatif --model`."
+        ),
+    )
+    fit.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="GPU run directories")
+    fit.add_argument("--out", type=Path, help="where to write the model (default: print the calibration only)")
     return parser
 
 
@@ -206,9 +259,12 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
         from kernelscope.commands.profile import ProfileOptions, run_profile
 
         options = ProfileOptions(
-            model=args.model, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+            model=args.model, backend=args.backend, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
             prompt_len=args.prompt_len, new_tokens=args.new_tokens, warmup=args.warmup, repeats=args.repeats,
-            seed=args.seed, out=args.out, runs_dir=args.runs_dir, report=not args.no_report, languages=args.lang,
+            seed=args.seed, temperature=args.temperature, no_repeat_ngram_size=args.no_repeat_ngram_size,
+            image_paths=tuple(args.image_paths), images=args.images, base_size=args.base_size,
+            image_size=args.image_size, crop_mode=args.crop_mode,
+            out=args.out, runs_dir=args.runs_dir, report=not args.no_report, languages=args.lang,
         )
         path = run_profile(options, steps)
         print(path)
@@ -252,6 +308,12 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
         with steps.step(f"Exporting {args.fmt}"):
             path = export_run(args.run, args.fmt, args.out, phase=args.phase)
         print(path)
+    elif args.command == "whatif":
+        from kernelscope.commands.whatif import run_whatif
+
+        with steps.step("Projecting"):
+            path = run_whatif(args.run, args.hw, args.settings, args.sweep, args.model_file, args.out, args.lang)
+        print(path)
     elif args.command == "report":
         from kernelscope.commands.report import rerender
 
@@ -265,6 +327,12 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
             print(hw.list_specs())
         elif args.hw_command == "show":
             print(hw.show_spec(args.name))
+        elif args.hw_command == "fit":
+            with steps.step(f"Fitting the projection model on {len(args.runs)} runs"):
+                text, written = hw.fit_projection(args.runs, args.out)
+            print(text)
+            if written:
+                print(written)
         else:
             with steps.step("Measuring copy bandwidth and GEMM throughput"):
                 result, path = hw.run_calibration(args.device, args.out, args.quick)
@@ -285,6 +353,9 @@ def _dispatch(args: argparse.Namespace, steps) -> int:
     elif args.command == "presets":
         from kernelscope.workload.presets import load_presets
 
-        for preset in load_presets().values():
-            print(f"{preset.name:14s} {preset.model_type:12s} {preset.description}")
+        presets = load_presets().values()
+        name_width = max(len(p.name) for p in presets)
+        type_width = max(len(p.model_type) for p in presets)
+        for preset in presets:
+            print(f"{preset.name:{name_width}s} {preset.model_type:{type_width}s} {preset.description}")
     return 0

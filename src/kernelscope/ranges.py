@@ -11,10 +11,16 @@ import re
 
 PHASE_PREFIX = "ks.phase:"
 MODULE_PREFIX = "ks.module:"
+GENERATION_PREFIX = "ks.generation:"
+# Around one engine kernel launch, declaring its exact cost: `ks.cost|<kernel>|flops=…|bytes=…|precision=…`
+# (written by kernelscope.engine_costs, read by analyze.costs).
+COST_PREFIX = "ks.cost|"
 
 PREFILL = "prefill"
 DECODE = "decode"
 UNKNOWN = "unknown"
+# The phases of the language model itself; any other phase name is a model stage (a vision encoder, a projector).
+STEP_PHASES = (PREFILL, DECODE)
 
 # Non-model work of a generation step (logits processing, token selection, stopping checks).
 GENERATE_MODULE = "generate"
@@ -26,6 +32,17 @@ def phase_range(phase: str, step: int | None = None) -> str:
 
 def module_range(qualified_name: str) -> str:
     return f"{MODULE_PREFIX}{qualified_name}"
+
+
+def generation_range(index: int) -> str:
+    """Around one generate() call of a profiled run that holds several (one per input image)."""
+    return f"{GENERATION_PREFIX}{index}"
+
+
+def stage_phase(qualified_name: str) -> str:
+    """Phase name of a model stage (a vision encoder, a projector): the module's own attribute name, e.g.
+    'sam_encoder' for 'model.vision_tower.sam_encoder'. Phase names hold no ':' (it separates the step)."""
+    return qualified_name.rsplit(".", 1)[-1].replace(":", "_")
 
 
 _LAYER_INDEX = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")

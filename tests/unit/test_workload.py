@@ -24,8 +24,10 @@ def test_presets_hold_the_published_shapes():
 @pytest.mark.parametrize("name", sorted(load_presets()))
 def test_every_preset_makes_a_config(name):
     config = build_config(resolve_model_source(name))
-    assert config.model_type == load_presets()[name].model_type
-    assert config.hidden_size == load_presets()[name].config["hidden_size"]
+    preset = load_presets()[name]
+    assert config.model_type == preset.model_type
+    # Vision-language presets give the language model's shape in a text_config table.
+    assert config.get_text_config().hidden_size == preset.config.get("text_config", preset.config)["hidden_size"]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.hardware import Ceilings
+from kernelscope.analyze.phases import step_counts
 
 # Kernel categories a fixed-function block next to the matrix engine could run (no large matrix products).
 FIXED_FUNCTION_CATEGORIES = ["norm", "activation", "rope", "softmax", "sampling", "elementwise", "copy/cast",
@@ -48,7 +49,7 @@ def accelerator_needs(kernels: pl.DataFrame, run: dict[str, Any], ceilings: Ceil
     decode = kernels.filter(pl.col("phase") == ranges.DECODE)
     prefill = kernels.filter(pl.col("phase") == ranges.PREFILL)
     if decode.height and "bytes_moved" in decode.columns:
-        steps = decode["step"].n_unique() or 1
+        steps = step_counts(decode).get(ranges.DECODE, 1)
         needs.decode_bytes_per_step = float(decode["bytes_moved"].sum()) / steps
         needs.decode_flops_per_step = float(decode["flops"].sum()) / steps
         if ceilings is not None and ceilings.bandwidth:
@@ -91,7 +92,7 @@ def _weights(decode: pl.DataFrame, layer_types: dict[int, str]) -> tuple[pl.Data
     layer type: the mean over its layers."""
     if not decode.height or "category" not in decode.columns:
         return pl.DataFrame(), None
-    steps = decode["step"].n_unique() or 1
+    steps = step_counts(decode).get(ranges.DECODE, 1)
     matmul = decode.filter(pl.col("category").is_in(["GEMM", "GEMV"]) & pl.col("bytes_moved").is_not_null())
     total = float(matmul["bytes_moved"].sum()) / steps
     types = pl.DataFrame({"layer": list(layer_types), "layer_type": list(layer_types.values())},

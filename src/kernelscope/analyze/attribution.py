@@ -2,7 +2,9 @@
 
 Kernel → launching runtime call (same correlation id) → the CPU thread and time of the launch → the
 innermost CPU op, the outermost CPU op, the innermost module range and the phase range open on that
-thread at that time. A kernel with no launch record falls back to the CPU op with its External id.
+thread at that time (and the generation range, on runs that profile several generate() calls). A kernel
+with no launch record falls back to the CPU op with its External id. A cost range of the engine
+(`ks.cost|…`, one declared launch) open at launch takes the place of the framework ops.
 On CPU-only traces the CPU ops take the role of kernels, each with its self time (its duration minus
 the durations of the ops directly inside it), so that every microsecond is counted once.
 """
@@ -56,21 +58,41 @@ def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
 
     annotations = ops.filter(pl.col("cat") == "annotation")
+    kernels = _with_declared_ops(kernels, annotations.filter(pl.col("name").str.starts_with(ranges.COST_PREFIX)),
+                                 span, thread_code, t)
     phases = annotations.filter(pl.col("name").str.starts_with(ranges.PHASE_PREFIX))
     modules = annotations.filter(pl.col("name").str.starts_with(ranges.MODULE_PREFIX))
+    generations = annotations.filter(pl.col("name").str.starts_with(ranges.GENERATION_PREFIX))
     phase_names = _gather(phases["name"], _index(phases, span).innermost(thread_code, t))
     module_names = _gather(modules["name"], _index(modules, span).innermost(thread_code, t))
+    generation_names = _gather(generations["name"], _index(generations, span).innermost(thread_code, t))
 
     phase_parts = phase_names.str.strip_prefix(ranges.PHASE_PREFIX).str.split_exact(":", 1)
     kernels = kernels.with_columns(
         phase_parts.struct.field("field_0").fill_null(ranges.UNKNOWN).alias("phase"),
         phase_parts.struct.field("field_1").cast(pl.Int64, strict=False).alias("step"),
         module_names.str.strip_prefix(ranges.MODULE_PREFIX).alias("module"),
+        generation_names.str.strip_prefix(ranges.GENERATION_PREFIX).cast(pl.Int64, strict=False).alias("generation"),
     ).with_columns(
         pl.col("module").str.extract(_LAYER_PATTERN, 1).cast(pl.Int64).alias("layer"),
     )
     kernels = kernels.sort("start_ns").with_row_index("kernel_id").with_columns(pl.col("kernel_id").cast(pl.Int64))
     return kernels.drop("thread"), ops.drop("thread")
+
+
+def _with_declared_ops(kernels: pl.DataFrame, declared: pl.DataFrame, span: int, thread_code: np.ndarray,
+                       t: np.ndarray) -> pl.DataFrame:
+    """A cost range (one engine launch declaring its cost) open at launch becomes the kernel's op and top op,
+    also over the framework ops it encloses (the engine's torch backend): its kernels are one op group."""
+    row = _index(declared, span).innermost(thread_code, t)
+    name = _gather(declared["name"], row)
+    op_id = _ids(declared["op_id"].to_numpy(), row)
+    return kernels.with_columns(
+        pl.coalesce(name, "op").alias("op"),
+        pl.coalesce(name, "top_op").alias("top_op"),
+        pl.coalesce(op_id, "op_id").alias("op_id"),
+        pl.coalesce(op_id, "top_op_id").alias("top_op_id"),
+    )
 
 
 def attribution_coverage(kernels: pl.DataFrame) -> float:

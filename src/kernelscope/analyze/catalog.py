@@ -11,12 +11,12 @@ import contextlib
 import functools
 import gc
 import re
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import resources
 
 import polars as pl
+
+from kernelscope.packaged import packaged_toml
 
 UNKNOWN_LIBRARY = "unknown"
 OTHER_CATEGORY = "other"
@@ -401,8 +401,7 @@ class Catalog:
 @functools.cache
 def load_catalog() -> Catalog:
     """The catalog shipped with the package, compiled once."""
-    text = resources.files("kernelscope.data").joinpath("kernel_catalog.toml").read_text(encoding="utf-8")
-    return Catalog(tomllib.loads(text))
+    return Catalog(packaged_toml("kernelscope.data", "kernel_catalog.toml"))
 
 
 _CACHE: dict[str, KernelInfo] = {}

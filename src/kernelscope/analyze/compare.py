@@ -9,10 +9,8 @@ that runs with different numbers of steps compare; per-layer rows are per layer 
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import polars as pl
@@ -23,14 +21,14 @@ from kernelscope.analyze.layers import OUTSIDE, layer_breakdown, with_layer_colu
 from kernelscope.analyze.phases import PHASE_ORDER, phase_table
 from kernelscope.analyze.tables import with_costs
 from kernelscope.load.profile import Profile, with_instances
+from kernelscope.packaged import packaged_toml
 
 ALIGNED_LAYER_TYPE = "decoder layer"
 
 
 @cache
 def compare_rules() -> dict[str, Any]:
-    text = resources.files("kernelscope.data").joinpath("compare.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return packaged_toml("kernelscope.data", "compare.toml")
 
 
 @dataclass
@@ -105,8 +103,9 @@ def compare(views: list[RunView]) -> Comparison:
     labels = [v.label for v in views]
     notes: list[Note] = []
     _align_layer_types(views, notes)
-    phase_names = [p for p in PHASE_ORDER if any(p in v.steps for v in views)]
-    phase_names += sorted({p for v in views for p in v.steps} - set(phase_names))
+    # Model stages (in the order of the runs' phase tables: as they ran), then prefill, decode, unknown.
+    stages = list(dict.fromkeys(p for v in views for p in v.steps if p not in PHASE_ORDER))
+    phase_names = stages + [p for p in PHASE_ORDER if any(p in v.steps for v in views)]
     comparison = Comparison(
         labels=labels,
         setup=setup_table(views),
@@ -430,7 +429,7 @@ def _ordered_keys(parts: list[pl.DataFrame], keys: list[str]) -> pl.DataFrame:
 
 def _phase_rank() -> pl.Expr:
     rank = {name: i for i, name in enumerate(PHASE_ORDER)}
-    return pl.col("phase").replace_strict(rank, default=len(rank), return_dtype=pl.Int64)
+    return pl.col("phase").replace_strict(rank, default=-1, return_dtype=pl.Int64)  # model stages first
 
 
 def _side_by_side(keys: pl.DataFrame, on: list[str], parts: list[pl.DataFrame], labels: list[str],

@@ -21,6 +21,7 @@ from functools import lru_cache
 import numpy as np
 import polars as pl
 
+from kernelscope import ranges
 from kernelscope.analyze.op_groups import FOLLOWER_NAME
 
 DTYPE_BYTES = {
@@ -29,6 +30,8 @@ DTYPE_BYTES = {
     "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
     "unsigned int": 4, "unsigned long": 8,
 }
+# cost_model of a kernel whose launch declared its own cost (the engine's kernels).
+DECLARED_MODEL = "declared"
 # Tensor-core precision of a matrix op, by its input dtype.
 MATRIX_PRECISION = {
     "c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64", "signed char": "int8",
@@ -333,9 +336,10 @@ def scatter(args: Args, concrete: list[str]) -> OpCost | None:
 
 
 def index(args: Args, concrete: list[str]) -> OpCost | None:
-    # The index tensors' shapes are not recorded (a list of optional tensors): count the source once each way.
-    t = _tensors(args)
-    return OpCost(0.0, float(2 * t[0].nbytes), "fp32", "gather") if t else None
+    # The index tensors' shapes are not recorded (a list of optional tensors), so how much of the source is read
+    # is unknown: a MoE layer indexing 2 of 256 experts' weights reads 1% of them. No model rather than a guess
+    # that can be off by 100×.
+    return None
 
 
 def topk(args: Args, concrete: list[str]) -> OpCost | None:
@@ -461,7 +465,8 @@ def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
 def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     """Adds flops, bytes, precision, cost_model and cost_op_id to kernels: the cost of the kernel's innermost
     modelled op (its own op, or the nearest enclosing op with a model), split among that op's kernels in
-    proportion to their durations. Copies and memsets cost their own bytes."""
+    proportion to their durations. Copies and memsets cost their own bytes. A kernel whose op is an engine cost
+    range takes the cost its launch declared (cost_model "declared")."""
     costs = op_costs(ops) if ops.height else pl.DataFrame(
         schema={"op_id": pl.Int64, "flops": pl.Float64, "bytes": pl.Float64, "precision": pl.String,
                 "cost_model": pl.String})
@@ -492,9 +497,37 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("bytes").cast(pl.Float64))
     )
     is_copy = pl.col("kind").is_in(["memcpy", "memset"])
-    return with_op.with_columns(
+    costed = with_op.with_columns(
         pl.when(is_copy).then(0.0).otherwise(pl.col("flops") * flops_split).alias("flops"),
         pl.when(is_copy).then(copy_bytes).otherwise(pl.col("bytes_right") * split).alias("bytes_moved"),
         pl.when(is_copy).then(pl.lit("fp32")).otherwise(pl.col("precision")).alias("precision"),
         pl.when(is_copy).then(pl.col("kind")).otherwise(pl.col("cost_model")).alias("cost_model"),
     ).drop("bytes_right")
+    return _with_declared_costs(costed)
+
+
+def _declared_field(key: str) -> pl.Expr:
+    return pl.col("op").str.extract(rf"\|{key}=([^|]+)")
+
+
+def _with_declared_costs(kernels: pl.DataFrame) -> pl.DataFrame:
+    """A kernel whose op is a cost range (`ks.cost|<kernel>|flops=…|bytes=…|precision=…`, kernelscope.engine_costs)
+    takes the cost its launch declared instead of a model's, split by duration among the kernels of that one
+    range (several on the engine's torch backend). A CUDA-graph kernel given the op of its eager twin has no
+    op_id: the range's cost is its own."""
+    flops = _declared_field("flops").cast(pl.Float64, strict=False)
+    nbytes = _declared_field("bytes").cast(pl.Float64, strict=False)
+    declared = (pl.col("op").str.starts_with(ranges.COST_PREFIX) & flops.is_not_null() & nbytes.is_not_null()
+                & pl.col("kind").is_in(["kernel", "cpu_op"])).fill_null(False)
+    total_ns = pl.col("dur_ns").sum().over("op_id")
+    share = (pl.when(pl.col("op_id").is_null()).then(1.0)
+             .when(total_ns > 0).then(pl.col("dur_ns") / total_ns)
+             .otherwise(1.0 / pl.len().over("op_id")))
+    return kernels.with_columns(
+        pl.when(declared).then(flops * share).otherwise(pl.col("flops")).alias("flops"),
+        pl.when(declared).then(nbytes * share).otherwise(pl.col("bytes_moved")).alias("bytes_moved"),
+        pl.when(declared).then(_declared_field("precision").fill_null("fp32")).otherwise(pl.col("precision"))
+        .alias("precision"),
+        pl.when(declared).then(pl.lit(DECLARED_MODEL)).otherwise(pl.col("cost_model")).alias("cost_model"),
+        pl.when(declared).then(pl.col("op_id")).otherwise(pl.col("cost_op_id")).alias("cost_op_id"),
+    )

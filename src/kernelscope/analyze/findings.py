@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import operator
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.packaged import packaged_toml
 
 FUSABLE = ["elementwise", "activation", "norm", "rope", "copy/cast", "concat", "softmax"]
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne}
@@ -44,8 +43,7 @@ class Finding:
 
 @cache
 def load_rules() -> list[dict[str, Any]]:
-    text = resources.files("kernelscope.data").joinpath("findings.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)["finding"]
+    return packaged_toml("kernelscope.data", "findings.toml")["finding"]
 
 
 def _from_table(df: pl.DataFrame | None, table: str, column: str, rows: dict[str, list[Any]] | None = None,
@@ -73,7 +71,8 @@ def compute_metrics(tables: Any, run: dict[str, Any]) -> dict[str, Metric]:
     m["batch_size"] = Metric(workload.get("batch_size"), formula="run.json workload.batch_size")
     timings = (run.get("timings") or {}).get("plain") or {}
     m["tpot_ms"] = Metric(timings.get("tpot_ms"), formula="run.json timings.plain.tpot_ms")
-    for phase in (ranges.PREFILL, ranges.DECODE):
+    stages = [p for p in tables.phases["phase"].to_list() if p not in (*ranges.STEP_PHASES, ranges.UNKNOWN)]
+    for phase in (ranges.PREFILL, ranges.DECODE, *stages):
         cats = tables.categories.get(phase)
         t = f"categories_{phase}"
         m[f"{phase}_matmul_pct"] = _from_table(cats, t, "time_pct", {"category": ["GEMM", "GEMV"]})
@@ -107,6 +106,7 @@ def compute_metrics(tables: Any, run: dict[str, Any]) -> dict[str, Metric]:
         m[f"{phase}_device_ns_per_step"] = _from_table(phases, "phases", "device_time_per_step_ns",
                                                        {"phase": [phase]}, agg="first")
         m[f"{phase}_mean_launch_ns"] = _from_table(phases, "phases", "mean_launch_ns", {"phase": [phase]}, agg="first")
+    m.update(_stage_metrics(tables.phases, stages))
     device_ns, tpot = m["decode_device_ns_per_step"].value, m["tpot_ms"].value
     device = device_ns / 1e6 if device_ns is not None else None
     idle = 100.0 * (1 - device / tpot) if device is not None and tpot else None
@@ -125,6 +125,22 @@ def compute_metrics(tables: Any, run: dict[str, Any]) -> dict[str, Metric]:
         low = tables.measured_kernels.filter(pl.col("achieved_occupancy_pct") < 25)
         m["low_occupancy_kernels"] = Metric(float(low.height), "ncu_kernels", "achieved_occupancy_pct",
                                             agg="count_below_25")
+    return m
+
+
+def _stage_metrics(phases: pl.DataFrame, stages: list[str]) -> dict[str, Metric]:
+    """Model stages (vision encoders, projectors; phases other than prefill and decode): their share of device
+    time, their device time per generation (per image), and the largest of them."""
+    if not stages:
+        return {}
+    rows = {"phase": stages}
+    m = {
+        "stages_time_pct": _from_table(phases, "phases", "time_pct", rows),
+        "stages_ns_per_image": _from_table(phases, "phases", "device_time_per_step_ns", rows),
+    }
+    largest = phases.filter(pl.col("phase").is_in(stages)).sort("device_time_ns", descending=True)["phase"][0]
+    m["largest_stage"] = Metric(largest, "phases", "phase", {"phase": [largest]}, agg="first")
+    m["largest_stage_pct"] = _from_table(phases, "phases", "time_pct", {"phase": [largest]}, agg="first")
     return m
 
 

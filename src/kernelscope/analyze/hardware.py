@@ -4,11 +4,11 @@ ceilings an analysis uses for a device: measured where measured, datasheet other
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
+
+from kernelscope.packaged import packaged_toml
 
 PRECISIONS = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 
@@ -54,8 +54,7 @@ class Ceilings:
 
 @cache
 def load_specs() -> dict[str, HardwareSpec]:
-    text = resources.files("kernelscope.data").joinpath("hardware.toml").read_text(encoding="utf-8")
-    table = tomllib.loads(text)
+    table = packaged_toml("kernelscope.data", "hardware.toml")
     return {
         key: HardwareSpec(
             key=key, name=d["name"], match=d["match"], vendor=d["vendor"], architecture=d["architecture"],
@@ -70,8 +69,8 @@ def load_specs() -> dict[str, HardwareSpec]:
 
 @cache
 def classification_rule() -> dict[str, float]:
-    text = resources.files("kernelscope.data").joinpath("hardware.toml").read_text(encoding="utf-8")
-    return {k: float(v) for k, v in tomllib.loads(text)["classification"].items()}
+    rule = packaged_toml("kernelscope.data", "hardware.toml")["classification"]
+    return {k: float(v) for k, v in rule.items()}
 
 
 def match_spec(device_name: str | None) -> HardwareSpec | None:

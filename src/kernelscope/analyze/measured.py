@@ -100,7 +100,8 @@ def measured_by_kernel(joined: pl.DataFrame, ceilings: Ceilings | None, latency_
         .when((top < APPROACH_PCT) & (pl.col("duration_us") * 1e3 < latency_ns)).then(pl.lit("latency-bound"))
         .otherwise(pl.lit("balanced"))
     )
-    return table.with_columns(cls.alias("measured_class")).sort("duration_us", descending=True)
+    # Ties in duration (ncu rounds to cycles) break by name, so the order does not depend on group_by's.
+    return table.with_columns(cls.alias("measured_class")).sort(["duration_us", "name"], descending=[True, False])
 
 
 def measured_class_table(by_kernel: pl.DataFrame) -> pl.DataFrame:

@@ -10,35 +10,58 @@ from kernelscope.analyze.launches import launch_count
 from kernelscope.load.profile import with_instances
 
 PHASE_ORDER = [ranges.PREFILL, ranges.DECODE, ranges.UNKNOWN]
+GENERATION = "generation"
+
+
+def ordered_phases(names: list[str], first_start: dict[str, int | None] | None = None) -> list[str]:
+    """Phases in report order: model stages (any phase other than prefill, decode, unknown: a vision encoder, a
+    projector) in the order they first ran, then prefill, decode, unknown."""
+    first_start = first_start or {}
+    stages = [n for n in names if n not in PHASE_ORDER]
+    stages.sort(key=lambda n: (first_start.get(n) is None, first_start.get(n) or 0, n))
+    return stages + [n for n in PHASE_ORDER if n in names]
 
 
 def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
     """Per phase: launches (kernel_count), device time, steps, device time and launches per step, share of all
     device time, and the span from the first kernel's start to the last kernel's end.
 
-    Decode counts its distinct step numbers; another phase counts one step. Steps stay null where they are
-    unknown (decode without step numbers; phases of summary rows, which have no timeline), and so do the per-step
-    figures. Span, GPU busy and gaps need start times: null for summary rows."""
-    kernels = with_instances(kernels)
+    Decode counts its distinct step numbers (per generation, on runs that profile several generate() calls);
+    another phase counts one step per generation (one on runs of one generation): per step is per image on a run
+    of one generation per image. Steps stay null where they are unknown (decode without step numbers; phases of
+    summary rows, which have no timeline), and so do the per-step figures. Span (first start to last end, per
+    generation, summed), GPU busy and gaps need start times: null for summary rows."""
+    kernels = with_generation(with_instances(kernels))
     total = kernels["dur_ns"].sum() or 1
-    decode_steps = pl.col("step").drop_nulls().n_unique()
+    has_step = pl.col("step").is_not_null()
+    decode_steps = pl.struct(GENERATION, "step").filter(has_step).n_unique()
+    generations = pl.col(GENERATION).drop_nulls().n_unique()
     table = kernels.group_by("phase").agg(
         launch_count().alias("kernel_count"),
         pl.col("dur_ns").sum().alias("device_time_ns"),
-        pl.when(decode_steps > 0).then(decode_steps).alias("_decode_steps"),
+        pl.when(has_step.any()).then(decode_steps).alias("_decode_steps"),
+        pl.when(generations > 0).then(generations).otherwise(1).alias("_generations"),
         pl.col("start_ns").is_not_null().any().alias("_timeline"),
         pl.col("start_ns").min().alias("first_start_ns"),
         (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last_end_ns"),
     )
     table = table.with_columns(
         pl.when(pl.col("phase") == ranges.DECODE).then(pl.col("_decode_steps"))
-        .when(pl.col("_timeline")).then(1).cast(pl.Int64).alias("steps"),
+        .when(pl.col("_timeline")).then(pl.col("_generations")).cast(pl.Int64).alias("steps"),
     ).with_columns(
         (pl.col("device_time_ns") / pl.col("steps")).alias("device_time_per_step_ns"),
         (pl.col("kernel_count") / pl.col("steps")).alias("kernels_per_step"),
         (100.0 * pl.col("device_time_ns") / total).alias("time_pct"),
-        (pl.col("last_end_ns") - pl.col("first_start_ns")).alias("span_ns"),
-    ).drop("_decode_steps", "_timeline")
+    ).drop("_decode_steps", "_generations", "_timeline")
+    # Span: first start to last end, summed over the generations (not counting the time between them).
+    spans = (
+        kernels.group_by("phase", GENERATION)
+        .agg((pl.col("start_ns") + pl.col("dur_ns")).max().alias("_end"), pl.col("start_ns").min().alias("_start"))
+        .group_by("phase")
+        .agg(pl.when(pl.col("_start").is_not_null().any()).then((pl.col("_end") - pl.col("_start")).sum())
+             .alias("span_ns"))
+    )
+    table = table.join(spans, on="phase", how="left")
     busy = pl.DataFrame(
         [(phase, busy_ns(group)) for (phase,), group in kernels.group_by("phase")],
         schema={"phase": pl.String, "busy_ns": pl.Int64}, orient="row",
@@ -77,19 +100,47 @@ def busy_ns(kernels: pl.DataFrame) -> int | None:
 
 
 def step_table(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Device time and launch count of each decode step (rows without a step number are left out)."""
+    """Device time and launch count of each decode step (rows without a step number are left out); on runs of
+    several generations, per generation and step."""
+    kernels = with_instances(kernels)
+    several = GENERATION in kernels.columns and kernels[GENERATION].drop_nulls().n_unique() > 1
+    keys = [GENERATION, "step"] if several else ["step"]
     return (
-        with_instances(kernels).filter((pl.col("phase") == ranges.DECODE) & pl.col("step").is_not_null())
-        .group_by("step")
+        kernels.filter((pl.col("phase") == ranges.DECODE) & pl.col("step").is_not_null())
+        .group_by(keys)
         .agg(launch_count().alias("kernel_count"), pl.col("dur_ns").sum().alias("device_time_ns"))
-        .sort("step")
+        .sort(keys)
     )
 
 
+def step_counts(kernels: pl.DataFrame) -> dict[str, int]:
+    """Steps per phase as the phase table counts them, at least 1: decode its distinct (generation, step) pairs,
+    every other phase one per generation. Per-step figures anywhere divide by these."""
+    kernels = with_generation(kernels)
+    if not kernels.height:
+        return {}
+    table = kernels.group_by("phase").agg(
+        pl.struct(GENERATION, "step").filter(pl.col("step").is_not_null()).n_unique().alias("decode_steps"),
+        pl.col(GENERATION).drop_nulls().n_unique().alias("generations"),
+    )
+    return {
+        phase: max(int(decode_steps if phase == ranges.DECODE else generations), 1)
+        for phase, decode_steps, generations in table.iter_rows()
+    }
+
+
+def with_generation(kernels: pl.DataFrame) -> pl.DataFrame:
+    """kernels with an int64 `generation` column (null on runs of one generation and on older runs)."""
+    if GENERATION in kernels.columns or kernels.width == 0:
+        return kernels
+    return kernels.with_columns(pl.lit(None, dtype=pl.Int64).alias(GENERATION))
+
+
 def _ordered(table: pl.DataFrame) -> pl.DataFrame:
-    rank = {name: i for i, name in enumerate(PHASE_ORDER)}
+    first = dict(zip(table["phase"].to_list(), table["first_start_ns"].to_list(), strict=True))
+    rank = {name: i for i, name in enumerate(ordered_phases(list(first), first))}
     return (
-        table.with_columns(pl.col("phase").replace_strict(rank, default=len(rank)).alias("_order"))
-        .sort("_order", "phase")
+        table.with_columns(pl.col("phase").replace_strict(rank, return_dtype=pl.Int64).alias("_order"))
+        .sort("_order")
         .drop("_order")
     )

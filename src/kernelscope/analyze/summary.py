@@ -58,4 +58,6 @@ def summarize(profile: Profile) -> dict[str, Any]:
         ),
         "timings": {key: timings.get(key) for key in TIMING_KEYS},
         "phases": phases,
+        # CUDA-graph replays: how many got module attribution from an eager step, and why the others did not.
+        **({"graph_replays": run["graph_replays"]} if run.get("graph_replays") else {}),
     }

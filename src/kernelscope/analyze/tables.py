@@ -11,6 +11,7 @@ from kernelscope.analyze.accelerator import AcceleratorNeeds, accelerator_needs
 from kernelscope.analyze.catalog import with_catalog
 from kernelscope.analyze.costs import kernel_costs
 from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
+from kernelscope.analyze.generations import generation_table
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.kernel_stats import kernel_summary
 from kernelscope.analyze.launches import has_timeline
@@ -19,6 +20,7 @@ from kernelscope.analyze.measured import analytic_vs_measured, measured_by_kerne
 from kernelscope.analyze.mix import longest_launches, mix_table
 from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.analyze.phases import phase_table, step_table
+from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
 from kernelscope.analyze.roofline import (
     class_table,
     cost_coverage,
@@ -26,6 +28,7 @@ from kernelscope.analyze.roofline import (
     kernel_roofline_table,
     place_on_roofline,
 )
+from kernelscope.analyze.whatif import WhatIf, what_if
 from kernelscope.load.profile import Profile
 
 
@@ -57,6 +60,8 @@ class ReportTables:
     libraries: dict[str, pl.DataFrame] = field(default_factory=dict)
     longest: dict[str, pl.DataFrame] = field(default_factory=dict)
     accelerator: AcceleratorNeeds | None = None
+    projection: WhatIf | None = None  # the what-if model on this run's own device (calibration, design options)
+    generations: pl.DataFrame | None = None  # per image of runs with one generation per image
     metrics: dict[str, Metric] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
@@ -112,6 +117,19 @@ def catalog_coverage(kernels: pl.DataFrame) -> float:
     return float(known / total) if total else 0.0
 
 
+def own_device_projection(kernels: pl.DataFrame, profile: Profile, ceilings: Ceilings | None) -> WhatIf | None:
+    """The run projected onto the device that measured it by the shipped what-if model: how well the model
+    explains it, what each design option would buy, what latency goals need. GPU runs with costs only."""
+    if ceilings is None or not ceilings.bandwidth or not kernels.height or "bytes_moved" not in kernels.columns:
+        return None
+    if (kernels["kind"] == "cpu_op").all() or kernels["bytes_moved"].is_null().all():
+        return None
+    model = default_model()
+    source = target_from_ceilings(ceilings, model)
+    inputs = projection_inputs(kernels, profile.ncu, model)
+    return what_if(inputs, source, source, model, Options(), source.l2_bytes, profile.run, sweeps=[])
+
+
 def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportTables:
     kernels = place_on_roofline(with_costs(profile), ceilings)
     phases = phase_table(kernels)
@@ -120,7 +138,7 @@ def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportT
     label_of = labels.select("name", "label", "library", "category", "description")
     by_phase = kernel_summary(kernels, by=["phase"]).join(label_of, on="name", how="left", maintain_order="left")
     tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,
-                          labels=labels)
+                          labels=labels, generations=generation_table(kernels, phases["phase"].to_list(), profile.run))
     has_modules = kernels["module"].is_not_null().any()
     # Op groups need launch order or framework ops; kernel summaries (nsys stats imports) have neither.
     has_groups = has_timeline(kernels) or ("top_op_id" in kernels.columns and kernels["top_op_id"].is_not_null().any())
@@ -141,11 +159,11 @@ def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportT
             labelled = subset.join(label_of.select("name", "label"), on="name", how="left")
             tables.op_groups[phase] = op_group_table(labelled.with_columns(pl.col("label").alias("friendly_name")))
         if has_modules and phase != ranges.UNKNOWN:
-            breakdown = layer_breakdown(subset, profile.layer_types, steps)
+            breakdown = layer_breakdown(subset, profile.layer_types_of(phase), steps)
             tables.layer_breakdown[phase] = breakdown.drop("phase").join(
                 label_of, on="name", how="left", maintain_order="left")
             tables.layer_types[phase] = layer_type_totals(breakdown).drop("phase")
-            tables.per_layer[phase] = per_layer_times(subset, profile.layer_types, steps).drop("phase")
+            tables.per_layer[phase] = per_layer_times(subset, profile.layer_types_of(phase), steps).drop("phase")
         if ceilings is not None:
             tables.classes[phase] = class_table(subset)
             points = kernel_points(subset.with_columns(pl.col(group_column).fill_null("other")), group_column)
@@ -164,6 +182,7 @@ def report_tables(profile: Profile, ceilings: Ceilings | None = None) -> ReportT
         tables.analytic_vs_measured = analytic_vs_measured(by_kernel, kernels.filter(pl.col("phase") == phase)).join(
             label_of.select("name", "label"), on="name", how="left", maintain_order="left")
     tables.accelerator = accelerator_needs(kernels, profile.run, ceilings, tables.categories, profile.layer_types)
+    tables.projection = own_device_projection(kernels, profile, ceilings)
     tables.metrics = compute_metrics(tables, profile.run)
     tables.findings = evaluate(tables.metrics)
     missing = kernels.filter((pl.col("phase") == ranges.UNKNOWN) | pl.col("module").is_null())

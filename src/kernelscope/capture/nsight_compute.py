@@ -54,11 +54,12 @@ def choose_metrics(available: set[str]) -> list[str]:
 
 def profile_command(
     ncu: str, report: Path, command: list[str], *, nvtx_include: list[str], kernel_regex: str, launches: int,
-    sections: list[str], metrics: list[str], timeout: float,
+    sections: list[str], metrics: list[str], timeout: float, nvtx_exclude: list[str] | None = None,
 ) -> subprocess.CompletedProcess:
     args = [
         ncu, "--clock-control", "none", "--target-processes", "all", "--nvtx",
         *[a for r in nvtx_include for a in ("--nvtx-include", r)],
+        *[a for r in nvtx_exclude or [] for a in ("--nvtx-exclude", r)],
         "--kernel-name-base", "function", "--kernel-name", f"regex:{kernel_regex}",
         "--filter-mode", "per-launch-config", "--launch-count", str(launches),
         *[a for s in sections for a in ("--section", s)],

@@ -18,6 +18,7 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.kernel_stats import kernel_summary
 from kernelscope.analyze.measured import join_measurements, kernel_name_regex
+from kernelscope.analyze.phases import ordered_phases
 from kernelscope.capture import nsight_compute as nc
 from kernelscope.commands.report import rerender
 from kernelscope.errors import UserError
@@ -33,6 +34,9 @@ def run_ncu(run_path: Path, top: int = 20, phase: str = ranges.DECODE, launches:
                         "`kernelscope profile` (import Nsight Compute exports made elsewhere with `kernelscope import`)")
     if (profile.run.get("hardware") or {}).get("device_type") != "cuda":
         raise UserError(f"{run_path}: a CPU run has no GPU kernels to measure")
+    present = ordered_phases([p for p in profile.kernels["phase"].unique().to_list() if p != ranges.UNKNOWN])
+    if phase not in present:
+        raise UserError(f"{run_path}: no phase '{phase}' in this run (its phases: {', '.join(present) or 'none'})")
     import torch
 
     if not torch.cuda.is_available():
@@ -46,6 +50,9 @@ def run_ncu(run_path: Path, top: int = 20, phase: str = ranges.DECODE, launches:
         include = [f"{ranges.phase_range(phase, i)}/" for i in range(min(step_count, launches))]
     else:
         include = [f"{ranges.phase_range(phase)}/"]
+    # Model stages (vision encoders) run inside prefill's range, each in its own: leave them out of prefill.
+    exclude = [f"{ranges.phase_range(p)}/" for p in present if p not in ranges.STEP_PHASES] \
+        if phase == ranges.PREFILL else []
     ncu = nc.find_ncu()
     metrics = nc.choose_metrics(nc.available_metrics(ncu))
     sections = sections or nc.DEFAULT_SECTIONS
@@ -56,7 +63,7 @@ def run_ncu(run_path: Path, top: int = 20, phase: str = ranges.DECODE, launches:
         with _step(steps, f"Nsight Compute: top {len(chosen)} {phase} kernels, {launches} launch(es) per configuration"):
             nc.profile_command(
                 ncu, report, [sys.executable, "-m", "kernelscope.commands.replay", str(run_path.resolve())],
-                nvtx_include=include, kernel_regex=kernel_name_regex(chosen), launches=launches,
+                nvtx_include=include, nvtx_exclude=exclude, kernel_regex=kernel_name_regex(chosen), launches=launches,
                 sections=sections, metrics=metrics, timeout=timeout,
             )
         wall = time.perf_counter() - started
@@ -70,7 +77,8 @@ def run_ncu(run_path: Path, top: int = 20, phase: str = ranges.DECODE, launches:
         joined.write_parquet(staging / rundir.NCU)
         tables.metrics.write_parquet(staging / rundir.NCU_METRICS)
         settings = {"phase": phase, "top": top, "launches_per_config": launches, "sections": sections,
-                    "metrics": metrics, "nvtx_include": include, "kernels": chosen, "wall_s": wall,
+                    "metrics": metrics, "nvtx_include": include, "nvtx_exclude": exclude, "kernels": chosen,
+                    "wall_s": wall,
                     "profiled_launches": tables.launches.height,
                     "matched_launches": int(joined["name"].is_not_null().sum()), "ncu": ncu}
         _install(run_path, staging, settings)

@@ -5,33 +5,65 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from kernelscope.errors import UserError
 from kernelscope.load import rundir
 from kernelscope.workload.annotate import GenerationAnnotator
+from kernelscope.workload.engine_backend import EngineWorkload
 from kernelscope.workload.generation import GenerationSettings, make_prompt, timed_generate
+from kernelscope.workload.inputs import ImageRequest, vision_inputs
 from kernelscope.workload.model import build_config, build_model, parse_dtype, resolve_model_source
+from kernelscope.workload.vision import stage_modules, vision_spec
 
 
 def replay(run_path: Path, warmup: int = 1) -> None:
+    """The run's generation again; on a run of one generation per image, the first image's only (its kernels
+    come first in every phase of the run, which is what Nsight Compute's measurements are matched against)."""
     run = rundir.read_run_json(run_path)
     workload = run.get("workload")
     if run.get("source") != "profile" or not workload:
         raise UserError(f"{run_path}: only runs made by `kernelscope profile` can be re-run")
     source = resolve_model_source(workload.get("model_path") or workload["model"])
     device = torch.device(workload["device"])
+    dtype = parse_dtype(workload["dtype"])
     config = build_config(source)
-    torch.manual_seed(workload["seed"])
-    model = build_model(source, config, device, parse_dtype(workload["dtype"]))
     settings = GenerationSettings(workload["batch_size"], workload["prompt_len"], workload["new_tokens"],
-                                  workload["seed"])
-    ids = make_prompt(settings, config.vocab_size, device)
+                                  workload["seed"], workload.get("temperature", 0.0),
+                                  workload.get("no_repeat_ngram_size", 0))
+    spec = vision_spec(config)
+    if spec is not None and workload.get("images"):
+        inputs = vision_inputs(spec, config, source.checkpoint, ImageRequest.from_workload(workload),
+                               workload["seed"], device, dtype, limit=1).generations[0]
+    else:
+        inputs = make_prompt(settings, config.vocab_size, device)
+    torch.manual_seed(workload["seed"])
+    if workload.get("backend") == "engine":
+        _replay_engine(source, config, device, dtype, inputs, settings, warmup)
+        return
+    model = build_model(source, config, device, dtype)
+    stages = stage_modules(model, spec) if spec is not None else {}
     for _ in range(warmup):  # without ranges: NVTX filters select only the annotated generation
-        timed_generate(model, ids, settings)
-    timed_generate(model, ids, settings, GenerationAnnotator(model, nvtx=True))
-    torch.cuda.synchronize()
+        timed_generate(model, inputs, settings)
+    generation = 0 if stages else None
+    timed_generate(model, inputs, settings, GenerationAnnotator(model, nvtx=device.type == "cuda", stages=stages,
+                                                                generation=generation))
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _replay_engine(source: Any, config: Any, device: torch.device, dtype: torch.dtype, input_ids: torch.Tensor,
+                   settings: GenerationSettings, warmup: int) -> None:
+    """An engine run again, as `profile --backend engine` ran it: warm-up without ranges, then one generation with
+    its NVTX ranges (eager decode step 0, then graph replays), so NVTX filters select what the run recorded."""
+    workload = EngineWorkload.build(source, config, device, dtype, settings.prompt_len + settings.new_tokens)
+    for _ in range(warmup):
+        workload.generate(input_ids, settings, annotated=False)
+    workload.generate(input_ids, settings, annotated=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,3 +35,20 @@ def find_calibration(device_name: str | None, dirs: list[Path] | None = None) ->
             data["path"] = str(path)
             return data
     return None
+
+
+def find_calibration_matching(pattern: str, dirs: list[Path] | None = None) -> dict[str, Any] | None:
+    """The first stored calibration whose device name matches `pattern` (a hardware.toml `match` regex), so
+    that `--hw h100-sxm` uses an H100's measured ceilings where one was calibrated."""
+    for directory in dirs if dirs is not None else calibration_dirs():
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.glob("*.json")):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                continue
+            if isinstance(data, dict) and re.search(pattern, str(data.get("device", "")), flags=re.IGNORECASE):
+                data["path"] = str(path)
+                return data
+    return None

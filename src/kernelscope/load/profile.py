@@ -34,3 +34,11 @@ class Profile:
     def layer_types(self) -> dict[int, str]:
         types = (self.run.get("model") or {}).get("layer_types") or {}
         return {int(k): v for k, v in types.items()}
+
+    def layer_types_of(self, phase: str) -> dict[int, str]:
+        """The layer types that number a phase's layers: a model stage's own (run.json model.stages: a vision
+        encoder's layers restart at 0), else the decoder's."""
+        stage = ((self.run.get("model") or {}).get("stages") or {}).get(phase)
+        if stage is None:
+            return self.layer_types
+        return {int(k): v for k, v in (stage.get("layer_types") or {}).items()}

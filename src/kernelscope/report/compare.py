@@ -5,10 +5,8 @@ words in messages/compare.<lang>.toml; the numbers are the comparison's, the sam
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Callable
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,10 +16,11 @@ from jinja2 import Environment
 
 from kernelscope import ranges
 from kernelscope.analyze.compare import Comparison, col, delta_col, ratio_col
+from kernelscope.packaged import packaged_toml
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
-from kernelscope.report.render import template_environment
+from kernelscope.report.templating import template_environment
 
 LANGUAGES = ("en", "zh")
 MARKDOWN_FILES = {"en": "compare.md", "zh": "compare.zh.md"}
@@ -33,8 +32,7 @@ Cell = Callable[[dict[str, Any]], str]
 
 @cache
 def compare_messages(lang: str) -> dict[str, Any]:
-    text = resources.files("kernelscope.report").joinpath(f"messages/compare.{lang}.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return packaged_toml("kernelscope.report", f"messages/compare.{lang}.toml")
 
 
 def ratio(value: float | None) -> str:

@@ -321,3 +321,38 @@ def compare_bars(mix: pl.DataFrame, labels: list[str], column: str, title: str, 
     ax.set_title(title)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(labels) < 3 else -0.2), ncol=3, frameon=False)
     return _save(fig, directory, stem)
+
+
+SWEEP_AXES = {"bandwidth": ("DRAM bandwidth (TB/s)", 1e12), "sram_bytes": ("on-chip memory (MB)", 1e6),
+              "l2_bytes": ("L2 (MB)", 1e6), "onchip_bandwidth": ("on-chip bandwidth (TB/s)", 1e12),
+              "latency_scale": ("per-kernel latency scale", 1.0)}
+
+
+def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, directory: Path, stem: str,
+                mark: float | None = None) -> list[Path]:
+    """Projected time per step against one quantity, stacked by kind of work; `mark` draws the target's value."""
+    rows = points.filter((pl.col("parameter") == parameter) & (pl.col("phase") == phase))
+    if rows.height == 0:
+        return []
+    label, unit = SWEEP_AXES.get(parameter, (f"{parameter} peak (TFLOP/s)", 1e12))
+    values = sorted(set(rows["value"].to_list()))
+    groups = (rows.group_by("group").agg(pl.col("projected_per_step_ns").sum()).sort("projected_per_step_ns",
+                                                                                   descending=True)["group"].to_list())
+    stack = []
+    for group in groups:
+        by_value = dict(rows.filter(pl.col("group") == group).select("value", "projected_per_step_ns").iter_rows())
+        stack.append([by_value.get(v, 0.0) / 1e3 for v in values])
+    xs = [v / unit for v in values]
+    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    ax.stackplot(xs, stack, labels=groups, colors=[PALETTE[i % len(PALETTE)] for i in range(len(groups))], alpha=0.85)
+    totals = np.sum(np.array(stack), axis=0)
+    ax.plot(xs, totals, color="0.15", lw=1.2, marker="o", ms=3)
+    if mark is not None:
+        ax.axvline(mark / unit, color="0.3", ls="--", lw=0.9)
+        ax.annotate("target", (mark / unit, totals.max()), textcoords="offset points", xytext=(4, -10), fontsize=7.5)
+    ax.set_xlabel(label)
+    ax.set_ylabel(f"projected {phase} time per step (µs)")
+    ax.set_title(title)
+    ax.set_ylim(0, totals.max() * 1.1 if totals.max() > 0 else 1)
+    ax.legend(loc="upper right", fontsize=7, frameon=False)
+    return _save(fig, directory, stem)

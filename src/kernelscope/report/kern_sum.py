@@ -7,6 +7,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.kernel_stats import kernel_summary
+from kernelscope.analyze.phases import ordered_phases
 from kernelscope.analyze.tables import with_kernel_catalog
 from kernelscope.errors import UserError
 
@@ -65,7 +66,7 @@ def kern_sum_table(kernels: pl.DataFrame, phase: str | None = None, nvtx: bool =
         *([_nvtx_range(pl.col("phase")).alias(NVTX_COLUMN)] if nvtx else []),
         *(c.alias(NSYS_COLUMNS[n]) for c, n in zip(columns, NSYS_COLUMNS, strict=True)),
         *(pl.col(c).alias(label) for c, label in CATALOG_COLUMNS.items()),
-        *([_phase_order(pl.col("phase")).alias("_order")] if nvtx else []),
+        *([_phase_order(rows).alias("_order")] if nvtx else []),
     )
     if nvtx:  # phases in the order they run; kernel_summary already sorted each group by total time
         table = table.sort("_order", maintain_order=True).drop("_order")
@@ -74,13 +75,17 @@ def kern_sum_table(kernels: pl.DataFrame, phase: str | None = None, nvtx: bool =
 
 def _nvtx_range(phase: pl.Expr) -> pl.Expr:
     """The phase's range name; kernels outside any phase range get an empty one (nsys leaves them unprefixed)."""
-    return pl.when(phase.is_in([ranges.PREFILL, ranges.DECODE])).then(
+    return pl.when(phase.is_not_null() & (phase != ranges.UNKNOWN)).then(
         pl.lit(ranges.PHASE_PREFIX) + phase
     ).otherwise(pl.lit(""))
 
 
-def _phase_order(phase: pl.Expr) -> pl.Expr:
-    return pl.when(phase == ranges.PREFILL).then(0).when(phase == ranges.DECODE).then(1).otherwise(2)
+def _phase_order(rows: pl.DataFrame) -> pl.Expr:
+    """Report order of the phases: model stages as they ran, prefill, decode, unknown."""
+    first = rows.group_by("phase").agg(pl.col("start_ns").min())
+    order = ordered_phases(first["phase"].drop_nulls().to_list(), dict(first.iter_rows()))
+    return pl.col("phase").replace_strict({p: i for i, p in enumerate(order)}, default=len(order),
+                                          return_dtype=pl.Int64)
 
 
 def write_kern_sum_csv(table: pl.DataFrame) -> str:

@@ -5,22 +5,23 @@ are per language (messages/<lang>.toml); tables and numbers are the same in ever
 from __future__ import annotations
 
 import json
-import tomllib
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
+from jinja2 import Environment
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.tables import ReportTables, report_tables
 from kernelscope.load.profile import Profile
+from kernelscope.packaged import packaged_toml
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.tables_spec import SPECS, table_markdown
+from kernelscope.report.templating import template_environment
+from kernelscope.report.whatif import projection_section
 
 TOP_N = 20
 LANGUAGES = ("en", "zh")
@@ -37,31 +38,7 @@ CONFIG_KEYS = [
 
 @cache
 def messages(lang: str) -> dict[str, Any]:
-    text = resources.files("kernelscope.report").joinpath(f"messages/{lang}.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
-
-
-def template_environment(words: dict[str, Any], filters: dict[str, Any]) -> Environment:
-    """Jinja environment over templates/ with `filters` and `say(key, **values)`, which renders the snippet
-    words["text"][key] with the template's context and the values given."""
-    env = Environment(
-        loader=PackageLoader("kernelscope.report", "templates"),
-        undefined=StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(filters)
-    compiled: dict[str, Any] = {}
-
-    @pass_context
-    def say(context: Any, key: str, **values: Any) -> str:
-        if key not in compiled:
-            compiled[key] = env.from_string(words["text"][key])
-        return compiled[key].render({**context.get_all(), **values}).rstrip()
-
-    env.globals.update(say=say)
-    return env
+    return packaged_toml("kernelscope.report", f"messages/{lang}.toml")
 
 
 def _env(lang: str) -> Environment:
@@ -74,6 +51,8 @@ def _env(lang: str) -> Environment:
         gbs=lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
         tflops=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TFLOP/s",
         header=lambda key: words["headers"].get(key, key),
+        # Upper-case the first letter only: terms such as "SAM encoder" or "CPU ops" keep their capitals.
+        capitalize=lambda v: v[:1].upper() + v[1:] if isinstance(v, str) else v,
     ))
     env.globals.update(layer_type_counts=_layer_type_counts)
     return env
@@ -192,11 +171,34 @@ def _context(profile: Profile, summary: dict[str, Any], tables: ReportTables, to
         "acc_requirements": table("requirements", acc.requirements if acc else None),
         "acc_fixed": table("mix", acc.fixed_function if acc else None),
         "acc_layers": table("weights", acc.weights_per_layer if acc is not None and acc.weights_per_layer.height else None),
+        "projection": projection_section(tables.projection, lang) if tables.projection is not None else None,
         "unattributed": table("kernels", tables.unattributed, 10),
         "appendix": table("names", tables.labels.filter(pl.col("name").is_in(sorted(shown)))),
-        "config_rows": [(k, (run.get("model") or {}).get("config", {}).get(k)) for k in CONFIG_KEYS
-                        if (run.get("model") or {}).get("config", {}).get(k) is not None],
+        "config_rows": _config_rows((run.get("model") or {}).get("config") or {}),
+        "images_table": _images_table(tables, headers, terms),
     }
+
+
+def _config_rows(config: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The language model's shape: the config's own keys, or its text_config's (vision-language models)."""
+    if isinstance(config.get("text_config"), dict):
+        config = config["text_config"]
+    return [(k, config.get(k)) for k in CONFIG_KEYS if config.get(k) is not None]
+
+
+def _images_table(tables: ReportTables, headers: dict[str, str], terms: dict[str, str]) -> str | None:
+    """Per image of a run with one generation per image: one device-time column per phase, named by the phase."""
+    df = tables.generations
+    if df is None:
+        return None
+    fixed = {"generation", "source", "size", "crops", "prompt_tokens", "device_time_ns", "ttft_ms", "e2e_ms"}
+    phases = [c for c in df.columns if c not in fixed]
+    spec = [("image", "generation", "int"), ("source", "source", "term"), ("size", "size", "text"),
+            ("crops", "crops", "num1"), ("prompt_tokens", "prompt_tokens", "int"),
+            *((phase, phase, "dur") for phase in phases), ("device_total", "device_time_ns", "dur"),
+            ("ttft", "ttft_ms", "ms"), ("e2e", "e2e_ms", "ms")]
+    titles = {**headers, **{phase: terms.get(phase, phase) for phase in phases}}
+    return table_markdown(df, spec, titles, terms)
 
 
 def _findings(tables: ReportTables, lang: str) -> list[dict[str, Any]]:
@@ -234,6 +236,8 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
         frames["accelerator_requirements"] = tables.accelerator.requirements
     if tables.unattributed is not None:
         frames["unattributed_kernels"] = tables.unattributed
+    if tables.generations is not None:
+        frames["images"] = tables.generations
     # Where each number a finding prints comes from: the table (a CSV beside this one), the rows it takes and
     # how it is combined, or the numbers it is derived from.
     frames["findings"] = pl.DataFrame(

@@ -4,8 +4,11 @@ Ranges (names in kernelscope.ranges):
   phase   prefill = from the start of generate() to the start of the second forward pass;
           decode step i = from the start of forward pass i+2 to the start of the next one (or the end).
           So each phase also holds the step's token selection, not only the model's forward pass.
+          A model stage (a vision encoder, a projector: `stages`) is a phase of its own while its module runs,
+          nested in prefill; attribution takes the innermost phase, so its kernels leave prefill.
   module  every nn.Module call, by qualified name (the root by its class name), and 'generate' for the
           work generate() does between forward passes.
+  generation  around the whole generate() call, when the run profiles several (one per input image).
 Hooks return None, so outputs are unchanged (tested); what the ranges cost is measured by the profile job.
 """
 
@@ -43,6 +46,14 @@ class RangeStack:
     def top(self) -> str | None:
         return self._open[-1][0] if self._open else None
 
+    def depth(self) -> int:
+        return len(self._open)
+
+    def pop_to(self, depth: int) -> None:
+        """Pop ranges until `depth` remain open."""
+        while len(self._open) > depth:
+            self.pop()
+
     def pop_through(self, name: str) -> None:
         """Pop ranges down to and including `name`; nothing if it is not open."""
         if any(open_name == name for open_name, _ in self._open):
@@ -58,11 +69,17 @@ class GenerationAnnotator:
     """Registers forward hooks on every module; use as a context manager around one or more
     generations, calling begin()/end() around each generate() call."""
 
-    def __init__(self, model: torch.nn.Module, nvtx: bool | None = None, modules: bool = True) -> None:
+    def __init__(self, model: torch.nn.Module, nvtx: bool | None = None, modules: bool = True,
+                 stages: dict[str, str] | None = None, generation: int | None = None) -> None:
+        """stages: qualified module name → phase name, for modules that are phases of their own.
+        generation: index of this generate() call among the profiled ones (a range around it), or None."""
         self._model = model
         use_nvtx = torch.cuda.is_available() if nvtx is None else nvtx
         self._stack = RangeStack(nvtx=use_nvtx)
         self._modules = modules
+        self._stages = dict(stages or {})
+        self._generation = generation
+        self._base = 0  # ranges that stay open for the whole generation
         self._handles: list[Any] = []
         self._forwards = 0
 
@@ -75,6 +92,12 @@ class GenerationAnnotator:
                 label = ranges.module_range(name or root_label(root))
                 self._handles.append(module.register_forward_pre_hook(self._push_hook(label)))
                 self._handles.append(module.register_forward_hook(self._pop_hook(label)))
+        for name, phase in self._stages.items():
+            # The stage's phase range wraps its module range: pre-hook first, post-hook last.
+            module = root.get_submodule(name)
+            label = ranges.phase_range(phase)
+            self._handles.append(module.register_forward_pre_hook(self._push_hook(label), prepend=True))
+            self._handles.append(module.register_forward_hook(self._pop_hook(label)))
         self._handles.append(root.register_forward_hook(self._after_forward))
         return self
 
@@ -86,6 +109,9 @@ class GenerationAnnotator:
 
     def begin(self) -> None:
         self._forwards = 0
+        if self._generation is not None:
+            self._stack.push(ranges.generation_range(self._generation))
+        self._base = self._stack.depth()
         self._stack.push(ranges.phase_range(ranges.PREFILL))
         self._stack.push(ranges.module_range(ranges.GENERATE_MODULE))
 
@@ -109,7 +135,7 @@ class GenerationAnnotator:
         if self._stack.top() == ranges.module_range(ranges.GENERATE_MODULE):
             self._stack.pop()
         if self._forwards > 0:
-            self._stack.close_all()
+            self._stack.pop_to(self._base)
             self._stack.push(ranges.phase_range(ranges.DECODE, self._forwards - 1))
         self._forwards += 1
 

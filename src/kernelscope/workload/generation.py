@@ -1,6 +1,8 @@
-"""Run a fixed-length greedy generation with transformers' generate(), and time it.
+"""Run a fixed-length generation with transformers' generate(), and time it.
 
-Decode length is fixed: EOS is ignored (no eos_token_id), so every run decodes exactly `new_tokens`.
+Decode length is fixed: EOS is ignored (no eos_token_id), so every run decodes exactly `new_tokens`. Decoding is
+greedy (temperature 0) or samples at a temperature from a generator seeded per generation, so repeated runs make
+the same tokens; no_repeat_ngram_size bans repeated n-grams as transformers does.
 """
 
 from __future__ import annotations
@@ -22,19 +24,27 @@ class GenerationSettings:
     prompt_len: int = 128
     new_tokens: int = 64
     seed: int = 0
+    temperature: float = 0.0
+    no_repeat_ngram_size: int = 0
 
     def validate(self, max_positions: int | None) -> None:
         for name, value, low in (
             ("--batch-size", self.batch_size, 1),
             ("--prompt-len", self.prompt_len, 1),
             ("--new-tokens", self.new_tokens, 1),
+            ("--no-repeat-ngram-size", self.no_repeat_ngram_size, 0),
         ):
             if value < low:
                 raise UserError(f"{name} must be at least {low}, got {value}")
-        total = self.prompt_len + self.new_tokens
+        if not self.temperature >= 0 or self.temperature == float("inf"):
+            raise UserError(f"--temperature must be a finite number ≥ 0 (0: greedy), got {self.temperature}")
+        self.validate_length(self.prompt_len, max_positions)
+
+    def validate_length(self, prompt_len: int, max_positions: int | None, prompt: str = "--prompt-len") -> None:
+        total = prompt_len + self.new_tokens
         if max_positions is not None and total > max_positions:
             raise UserError(
-                f"--prompt-len {self.prompt_len} + --new-tokens {self.new_tokens} = {total} exceeds the "
+                f"{prompt} {prompt_len} + --new-tokens {self.new_tokens} = {total} exceeds the "
                 f"model's {max_positions} positions (max_position_embeddings)"
             )
 
@@ -116,27 +126,47 @@ def summarize_times(runs: list[RunTimes]) -> dict[str, Any]:
     }
 
 
-def generate_fixed(model: torch.nn.Module, input_ids: torch.Tensor, settings: GenerationSettings) -> torch.Tensor:
-    """Greedy generation of exactly settings.new_tokens tokens; returns only the new tokens."""
+def decoding_description(settings: GenerationSettings) -> str:
+    """How tokens are chosen, for run.json (workload.decoding)."""
+    how = (f"sampling at temperature {settings.temperature:g} (seed {settings.seed})" if settings.temperature > 0
+           else "greedy")
+    if settings.no_repeat_ngram_size:
+        how += f", no repeated {settings.no_repeat_ngram_size}-grams"
+    return how + ", EOS ignored"
+
+
+def generate_fixed(model: torch.nn.Module, inputs: torch.Tensor | dict[str, torch.Tensor],
+                   settings: GenerationSettings) -> torch.Tensor:
+    """Generation of exactly settings.new_tokens tokens; returns only the new tokens. `inputs`: prompt ids, or the
+    model's keyword inputs (input_ids and, for a vision model, its pixel tensors)."""
     from transformers import GenerationConfig
 
+    tensors = dict(inputs) if isinstance(inputs, dict) else {"input_ids": inputs}
+    input_ids = tensors["input_ids"]
+    tensors.setdefault("attention_mask", torch.ones_like(input_ids))
     model.generation_config.eos_token_id = None
+    sample = settings.temperature > 0
     config = GenerationConfig(
         max_new_tokens=settings.new_tokens,
         min_new_tokens=None,
-        do_sample=False,
+        do_sample=sample,
+        temperature=settings.temperature if sample else None,
+        top_k=0 if sample else None,
+        top_p=1.0 if sample else None,
+        no_repeat_ngram_size=settings.no_repeat_ngram_size or None,
         num_beams=1,
         eos_token_id=None,
         pad_token_id=0,
         use_cache=True,
     )
-    attention_mask = torch.ones_like(input_ids)
+    if sample:
+        torch.manual_seed(settings.seed)
     try:
         with torch.inference_mode():
-            out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
+            out = model.generate(**tensors, generation_config=config)
     except torch.OutOfMemoryError:
         raise UserError(
-            f"CUDA out of memory during generation (batch {settings.batch_size}, prompt {settings.prompt_len}, "
+            f"CUDA out of memory during generation (batch {input_ids.shape[0]}, prompt {input_ids.shape[1]}, "
             f"{settings.new_tokens} new tokens): lower --batch-size or the lengths"
         ) from None
     new = out[:, input_ids.shape[1] :]
@@ -147,11 +177,12 @@ def generate_fixed(model: torch.nn.Module, input_ids: torch.Tensor, settings: Ge
 
 def timed_generate(
     model: torch.nn.Module,
-    input_ids: torch.Tensor,
+    inputs: torch.Tensor | dict[str, torch.Tensor],
     settings: GenerationSettings,
     annotator: Any | None = None,
 ) -> tuple[torch.Tensor, RunTimes]:
     """One generation with a StepClock (and, if given, the annotator's ranges)."""
+    input_ids = inputs["input_ids"] if isinstance(inputs, dict) else inputs
     clock = StepClock(input_ids.device)
     handle = model.register_forward_pre_hook(clock.hook)
     try:
@@ -159,10 +190,10 @@ def timed_generate(
             clock.mark()
             if annotator is not None:
                 annotator.begin()
-            tokens = generate_fixed(model, input_ids, settings)
+            tokens = generate_fixed(model, inputs, settings)
             if annotator is not None:
                 annotator.end()
             clock.mark()
     finally:
         handle.remove()
-    return tokens, RunTimes(clock.elapsed_ms(), settings.new_tokens, settings.batch_size)
+    return tokens, RunTimes(clock.elapsed_ms(), settings.new_tokens, int(input_ids.shape[0]))

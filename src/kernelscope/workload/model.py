@@ -1,4 +1,5 @@
-"""Build a Hugging Face causal LM from a preset (random weights) or a local checkpoint."""
+"""Build a Hugging Face causal LM (or a vision-language model, data/vision.toml) from a preset (random weights)
+or a local checkpoint."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 
 from kernelscope.errors import UserError
 from kernelscope.workload.presets import Preset, load_presets
+from kernelscope.workload.vision import vision_spec
 
 DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
@@ -82,14 +84,16 @@ def build_model(source: ModelSource, config: Any, device: torch.device, dtype: t
     """Random weights for presets; the checkpoint's weights for a directory. Returns an eval-mode model."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     logging.getLogger("transformers").setLevel(logging.ERROR)
-    from transformers import AutoModelForCausalLM
+    import transformers
 
+    auto = transformers.AutoModelForImageTextToText if vision_spec(config) else transformers.AutoModelForCausalLM
+    kind = "vision-language model" if vision_spec(config) else "causal LM"
     try:
         if source.checkpoint is None:
             with device:
-                model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+                model = auto.from_config(config, dtype=dtype)
         else:
-            model = AutoModelForCausalLM.from_pretrained(
+            model = auto.from_pretrained(
                 source.checkpoint, config=config, dtype=dtype, local_files_only=True
             ).to(device)
     except torch.OutOfMemoryError:
@@ -99,7 +103,7 @@ def build_model(source: ModelSource, config: Any, device: torch.device, dtype: t
         ) from None
     except ValueError as exc:
         # transformers raises ValueError for configurations it has no causal-LM class for.
-        raise UserError(f"--model: cannot build a causal LM from '{source.name}': {_first_line(exc)}") from None
+        raise UserError(f"--model: cannot build a {kind} from '{source.name}': {_first_line(exc)}") from None
     except OSError as exc:
         raise UserError(f"--model: cannot load weights from '{source.checkpoint}': {_first_line(exc)}") from None
     model.eval()
@@ -107,7 +111,8 @@ def build_model(source: ModelSource, config: Any, device: torch.device, dtype: t
 
 
 def estimate_parameter_bytes(config: Any, dtype: torch.dtype) -> float:
-    """A rough size for error messages: 12·h²·layers + vocab·h parameters."""
+    """A rough size for error messages: 12·h²·layers + vocab·h parameters (of the language model)."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
     hidden = getattr(config, "hidden_size", 0)
     layers = getattr(config, "num_hidden_layers", 0)
     vocab = getattr(config, "vocab_size", 0)
@@ -116,6 +121,7 @@ def estimate_parameter_bytes(config: Any, dtype: torch.dtype) -> float:
 
 
 def max_positions(config: Any) -> int | None:
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
     return getattr(config, "max_position_embeddings", None)
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
+
+from kernelscope.packaged import packaged_toml
 
 
 @dataclass(frozen=True)
@@ -19,8 +19,7 @@ class Preset:
 
 @cache
 def load_presets() -> dict[str, Preset]:
-    text = resources.files("kernelscope.data").joinpath("presets.toml").read_text(encoding="utf-8")
-    table = tomllib.loads(text)["presets"]
+    table = packaged_toml("kernelscope.data", "presets.toml")["presets"]
     return {
         name: Preset(
             name=name,

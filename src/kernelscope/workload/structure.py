@@ -53,19 +53,36 @@ def layer_types(model: torch.nn.Module) -> dict[int, str]:
     return labels
 
 
-def describe_model(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+def describe_model(model: torch.nn.Module, config: Any, stages: dict[str, str] | None = None) -> dict[str, Any]:
+    """Class, sizes, decoder layers and their types; with stages (qualified module name → phase), each stage's
+    module, size and layers too (its layer indices restart at 0, so each stage has its own layer types)."""
+    info = {
+        "class": type(model).__name__,
+        "model_type": getattr(config, "model_type", None),
+        **_sizes(model),
+        "config": _plain_config(config),
+    }
+    if stages:
+        info["stages"] = {}
+        for name, phase in stages.items():
+            stage = {"module": name, "class": type(model.get_submodule(name)).__name__,
+                     **_sizes(model.get_submodule(name))}
+            if stage["layer_prefix"]:
+                stage["layer_prefix"] = f"{name}.{stage['layer_prefix']}"
+            info["stages"][phase] = stage
+    return info
+
+
+def _sizes(model: torch.nn.Module) -> dict[str, Any]:
     params = list(model.parameters())
     types = layer_types(model)
     layers = decoder_layers(model)
     return {
-        "class": type(model).__name__,
-        "model_type": getattr(config, "model_type", None),
         "parameters": sum(p.numel() for p in params),
         "parameter_bytes": sum(p.numel() * p.element_size() for p in params),
         "num_layers": len(layers),
         "layer_prefix": layers[0][0].rsplit(".", 1)[0] if layers else None,
         "layer_types": {str(k): v for k, v in sorted(types.items())},
-        "config": _plain_config(config),
     }
 
 

@@ -1,0 +1,214 @@
+"""A what-if study of one run on one target (docs/whatif.md): calibration on the measuring device, the projection
+per phase and kind of work, what each design option buys, the bandwidth and compute that latency goals need,
+and sweeps. Pure tables from projection.py's model."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import polars as pl
+
+from kernelscope import ranges
+from kernelscope.analyze.phases import step_counts
+from kernelscope.analyze.projection import (
+    Options,
+    ProjectionModel,
+    Target,
+    group_projection,
+    phase_projection,
+    phase_time,
+    project,
+    requirement,
+    sweep,
+)
+from kernelscope.packaged import packaged_toml
+
+
+@cache
+def whatif_settings() -> dict[str, Any]:
+    return packaged_toml("kernelscope.data", "whatif.toml")
+
+
+@dataclass
+class WhatIf:
+    source: Target  # the device that measured the run
+    target: Target
+    options: Options
+    calibration: pl.DataFrame  # per phase: the run projected onto its own device
+    phases: pl.DataFrame  # per phase: measured, model on source, model on target, estimate, speed-up
+    groups: pl.DataFrame  # per phase and kind of work on the target
+    kernels: pl.DataFrame  # per phase and kernel name on the target
+    scenarios: pl.DataFrame  # what each design option buys (decode and prefill per step)
+    requirements: pl.DataFrame  # latency goal → bandwidth / compute needed on the target
+    sweeps: pl.DataFrame  # parameter, value, phase, group, projected_per_step_ns
+    timings: dict[str, Any] = field(default_factory=dict)  # measured TPOT / TTFT and host overhead
+
+
+def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: ProjectionModel, options: Options,
+            source_l2_bytes: float | None, run: dict[str, Any],
+            sweeps: list[tuple[str, list[float]]] | None = None) -> WhatIf:
+    settings = whatif_settings()
+    on_source = project(inputs, source, model, Options(), source_l2_bytes)
+    on_target = project(inputs, target, model, options, source_l2_bytes)
+    calibration = phase_projection(on_source)
+    phases = _phase_table(calibration, phase_projection(on_target))
+    timings = _timings(run, calibration)
+    requirements = _requirements(inputs, target, model, options, source_l2_bytes, phases, settings)
+    chosen = sweeps if sweeps is not None else default_sweeps(target, settings)
+    sweep_tables = [sweep(inputs, target, model, options, parameter, values, source_l2_bytes,
+                          phases=(ranges.DECODE, ranges.PREFILL))
+                    for parameter, values in chosen]
+    return WhatIf(
+        source=source, target=target, options=options, calibration=calibration, phases=phases,
+        groups=group_projection(on_target), kernels=_kernel_table(on_target, settings["kernels"]["top"]),
+        scenarios=_scenarios(inputs, target, model, options, source_l2_bytes, settings),
+        requirements=requirements,
+        sweeps=pl.concat(sweep_tables, how="vertical_relaxed") if sweep_tables else pl.DataFrame(),
+        timings=timings,
+    )
+
+
+def _phase_table(calibration: pl.DataFrame, target: pl.DataFrame) -> pl.DataFrame:
+    """measured (on the source), model on source and on target, and the estimate for the target: the measured
+    time times the model's target/source ratio, so the model's error on the measuring device cancels."""
+    cal = calibration.select("phase", "steps", "measured_per_step_ns",
+                             pl.col("projected_per_step_ns").alias("source_model_ns"),
+                             pl.col("ratio").alias("calibration_ratio"))
+    tgt = target.select("phase", pl.col("projected_per_step_ns").alias("target_model_ns"), "carried_pct")
+    return cal.join(tgt, on="phase", how="left", maintain_order="left").with_columns(
+        (pl.col("measured_per_step_ns") * pl.col("target_model_ns") / pl.col("source_model_ns")).alias("estimate_ns"),
+        (pl.col("source_model_ns") / pl.col("target_model_ns")).alias("speedup"),
+    )
+
+
+def _timings(run: dict[str, Any], calibration: pl.DataFrame) -> dict[str, Any]:
+    """Measured TPOT and TTFT and the host time around the kernels (TPOT minus decode device time per step):
+    what a target would add on top of its device time if the host side stayed as it was."""
+    plain = (run.get("timings") or {}).get("plain") or {}
+    decode = calibration.filter(pl.col("phase") == ranges.DECODE)
+    out: dict[str, Any] = {"tpot_ms": plain.get("tpot_ms"), "ttft_ms": plain.get("ttft_ms"), "host_ms": None}
+    if plain.get("tpot_ms") is not None and decode.height:
+        out["host_ms"] = max(plain["tpot_ms"] - decode["measured_per_step_ns"][0] / 1e6, 0.0)
+    return out
+
+
+def _kernel_table(projected: pl.DataFrame, top: int) -> pl.DataFrame:
+    counts = step_counts(projected)
+    steps = pl.DataFrame({"phase": list(counts), "steps": list(counts.values())},
+                         schema={"phase": pl.String, "steps": pl.Int64})
+    return (
+        projected.group_by("phase", "name")
+        .agg(pl.col("friendly_name").first(), pl.col("group").first(), pl.col("instances").sum().alias("launches"),
+             pl.col("dur_ns").sum().cast(pl.Float64).alias("measured_ns"), pl.col("projected_ns").sum(),
+             pl.col("bound").mode().first().alias("bound"))
+        .join(steps, on="phase")
+        .with_columns((pl.col("measured_ns") / pl.col("steps")).alias("measured_per_step_ns"),
+                      (pl.col("projected_ns") / pl.col("steps")).alias("projected_per_step_ns"),
+                      (pl.col("launches") / pl.col("steps")).alias("launches_per_step"))
+        .sort("phase", "projected_per_step_ns", descending=[False, True])
+        .group_by("phase", maintain_order=True).head(top)
+        .select("phase", "name", "friendly_name", "group", "launches_per_step", "measured_per_step_ns",
+                "projected_per_step_ns", "bound")
+    )
+
+
+def _scenarios(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options,
+               source_l2: float | None, settings: dict[str, Any]) -> pl.DataFrame:
+    """The target as given, then each design option alone on top of it (data/whatif.toml [[scenarios]]):
+    decode and prefill time per step and the speed-up over the target as given."""
+    rows = []
+    base: dict[str, float] = {}
+    for scenario in [{"name": "as given", "what": "nothing: the baseline the speed-ups divide"}, *settings["scenarios"]]:
+        varied, opts = _apply(target, options, scenario)
+        times = {p: phase_time(inputs, varied, model, opts, p, source_l2) for p in (ranges.DECODE, ranges.PREFILL)
+                 if inputs.filter(pl.col("phase") == p).height}
+        if not base:
+            base = times
+        rows.append({"scenario": scenario["name"], "what": scenario.get("what", ""),
+                     "decode_ns": times.get(ranges.DECODE), "prefill_ns": times.get(ranges.PREFILL),
+                     "decode_speedup": _ratio(base.get(ranges.DECODE), times.get(ranges.DECODE)),
+                     "prefill_speedup": _ratio(base.get(ranges.PREFILL), times.get(ranges.PREFILL))})
+    return pl.DataFrame(rows, schema={"scenario": pl.String, "what": pl.String, "decode_ns": pl.Float64,
+                                      "prefill_ns": pl.Float64, "decode_speedup": pl.Float64,
+                                      "prefill_speedup": pl.Float64})
+
+
+def _apply(target: Target, options: Options, scenario: dict[str, Any]) -> tuple[Target, Options]:
+    varied = target
+    if "sram_bytes" in scenario:
+        varied = varied.changed(sram_bytes=varied.sram_bytes + float(scenario["sram_bytes"]))
+    if "latency_scale" in scenario:
+        varied = varied.changed(latency_scale=varied.latency_scale * float(scenario["latency_scale"]))
+    if "bandwidth_scale" in scenario:
+        varied = varied.changed(bandwidth=varied.bandwidth * float(scenario["bandwidth_scale"]))
+    if "compute_scale" in scenario:
+        varied = varied.changed(flops={k: v * float(scenario["compute_scale"]) for k, v in varied.flops.items()})
+    opts = Options(fuse=bool(scenario.get("fuse", options.fuse)),
+                   weight_bits=int(scenario.get("weight_bits", options.weight_bits)))
+    return varied, opts
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def _requirements(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options,
+                  source_l2: float | None, phases: pl.DataFrame, settings: dict[str, Any]) -> pl.DataFrame:
+    """Per latency goal: the DRAM bandwidth needed with the target's compute, the compute needed with its
+    bandwidth (peaks of every precision scaled together; the bf16 value is shown), and the floor below which
+    neither alone gets (per-kernel latency and the other term). Goals are device time per step (decode: TPOT
+    when the host keeps up, e.g. with graphs; prefill: TTFT)."""
+    rows = []
+    for phase, goals in ((ranges.DECODE, settings["requirements"]["tpot_ms"]),
+                         (ranges.PREFILL, settings["requirements"]["ttft_ms"])):
+        if not inputs.filter(pl.col("phase") == phase).height:
+            continue
+        current = phases.filter(pl.col("phase") == phase)["target_model_ns"]
+        for goal_ms in goals:
+            goal = goal_ms * 1e6
+            bandwidth, bw_floor = requirement(inputs, target, model, options, phase, goal, "bandwidth", source_l2)
+            compute, cmp_floor = requirement(inputs, target, model, options, phase, goal, "bf16", source_l2)
+            rows.append({"phase": phase, "goal_ms": goal_ms,
+                         "projected_ms": float(current[0]) / 1e6 if current.len() else None,
+                         "bandwidth_needed": bandwidth, "bandwidth_floor_ms": bw_floor / 1e6,
+                         "bf16_needed": compute, "compute_floor_ms": cmp_floor / 1e6})
+    return pl.DataFrame(rows, schema={"phase": pl.String, "goal_ms": pl.Float64, "projected_ms": pl.Float64,
+                                      "bandwidth_needed": pl.Float64, "bandwidth_floor_ms": pl.Float64,
+                                      "bf16_needed": pl.Float64, "compute_floor_ms": pl.Float64})
+
+
+def default_sweeps(target: Target, settings: dict[str, Any]) -> list[tuple[str, list[float]]]:
+    """Bandwidth and bf16 compute from `low` to `high` times the target's, on a logarithmic grid."""
+    cfg = settings["sweeps"]
+    factors = [cfg["low"] * (cfg["high"] / cfg["low"]) ** (i / (cfg["points"] - 1)) for i in range(cfg["points"])]
+    out = [("bandwidth", [target.bandwidth * f for f in factors])]
+    if target.flops.get("bf16"):
+        out.append(("bf16", [target.flops["bf16"] * f for f in factors]))
+    return out
+
+
+def dominant_groups(sweeps: pl.DataFrame, count: int = 2) -> pl.DataFrame:
+    """Per sweep point: the phase's total, and its `count` largest kinds of work with their shares (columns
+    group_1, pct_1, group_2, pct_2, …)."""
+    if sweeps.height == 0:
+        return pl.DataFrame()
+    keys = ["parameter", "value", "phase"]
+    totals = sweeps.group_by(keys, maintain_order=True).agg(pl.col("projected_per_step_ns").sum().alias("total_ns"))
+    ranked = (sweeps.join(totals, on=keys)
+              .with_columns((100 * pl.col("projected_per_step_ns") / pl.col("total_ns")).alias("pct"))
+              .sort([*keys, "pct"], descending=[False, False, False, True])
+              .with_columns(pl.int_range(1, pl.len() + 1).over(keys).alias("_rank"))
+              .filter(pl.col("_rank") <= count))
+    out = totals
+    for rank in range(1, count + 1):
+        part = ranked.filter(pl.col("_rank") == rank).select(
+            *keys, pl.col("group").alias(f"group_{rank}"), pl.col("pct").alias(f"pct_{rank}"))
+        out = out.join(part, on=keys, how="left")
+    return out.sort("parameter", "phase", "value")
+
+
+def finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None

@@ -1,0 +1,251 @@
+"""Render a what-if study: whatif.md / whatif.zh.md, self-contained HTML, figures/ (sweeps), tables/*.csv and
+whatif.json. Structure in templates/whatif.md.j2, words in messages/whatif.<lang>.toml."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from jinja2 import Environment
+
+from kernelscope import ranges
+from kernelscope.analyze.projection import ProjectionModel, Target, default_model
+from kernelscope.analyze.whatif import WhatIf, dominant_groups
+from kernelscope.packaged import packaged_toml
+from kernelscope.report import figures
+from kernelscope.report import formatting as fmt
+from kernelscope.report.html import markdown_to_html
+from kernelscope.report.templating import template_environment
+
+LANGUAGES = ("en", "zh")
+MARKDOWN_FILES = {"en": "whatif.md", "zh": "whatif.zh.md"}
+HTML_FILES = {"en": "whatif.html", "zh": "whatif.zh.html"}
+# Calibration holds when every phase's projection on the measuring device is within this of the measurement.
+CALIBRATION_BOUND = 0.15
+
+Cell = Callable[[dict[str, Any]], str]
+
+
+@cache
+def whatif_messages(lang: str) -> dict[str, Any]:
+    return packaged_toml("kernelscope.report", f"messages/whatif.{lang}.toml")
+
+
+def tbs(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value / 1e12:,.2f} TB/s" if value >= 0.1e12 else f"{value / 1e9:,.1f} GB/s"
+
+
+def tflops(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value / 1e12:,.0f} TFLOP/s" if value >= 10e12 else f"{value / 1e12:,.2f} TFLOP/s"
+
+
+def times(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def render_whatif(study: WhatIf, model: ProjectionModel, run: dict[str, Any], run_path: Path, out_dir: Path,
+                  languages: tuple[str, ...] = LANGUAGES) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = _write_csvs(study, out_dir / "tables")
+    figure_links: dict[str, str] = {}
+    for parameter in dict.fromkeys(study.sweeps["parameter"].to_list() if study.sweeps.height else []):
+        for phase in (ranges.DECODE, ranges.PREFILL):
+            mark = (getattr(study.target, parameter) if hasattr(study.target, parameter)
+                    else study.target.flops.get(parameter))
+            paths = figures.sweep_chart(study.sweeps, parameter, phase, f"{phase}: projected time per step vs {parameter} "
+                                        f"({study.target.name})", out_dir / "figures", f"sweep_{parameter}_{phase}", mark)
+            if paths:
+                figure_links[f"{parameter}_{phase}"] = f"figures/{paths[0].name}"
+                written += paths
+    summary = _key_figures(study, run_path)
+    (out_dir / "whatif.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    written.append(out_dir / "whatif.json")
+    for lang in languages:
+        env = _env(lang)
+        context = _context(study, model, run, run_path, lang)
+        context["figures"] = figure_links
+        text = env.get_template("whatif.md.j2").render(**context)
+        (out_dir / MARKDOWN_FILES[lang]).write_text(text, encoding="utf-8")
+        title = env.from_string(whatif_messages(lang)["text"]["title"]).render(**context)
+        (out_dir / HTML_FILES[lang]).write_text(markdown_to_html(text, out_dir, lang=lang, title=title), encoding="utf-8")
+        written += [out_dir / MARKDOWN_FILES[lang], out_dir / HTML_FILES[lang]]
+    return written
+
+
+def _env(lang: str) -> Environment:
+    words = whatif_messages(lang)
+    return template_environment(words, dict(duration=fmt.duration, times=times, tbs=tbs, tflops=tflops,
+                                            percent=fmt.percent, ms=fmt.ms, term=lambda v: words["terms"].get(v, v)))
+
+
+def calibration_holds(calibration: pl.DataFrame) -> bool:
+    known = calibration.filter(pl.col("phase") != ranges.UNKNOWN)["ratio"].drop_nulls()
+    return bool(known.len()) and bool(((known - 1).abs() <= CALIBRATION_BOUND).all())
+
+
+def _context(s: WhatIf, model: ProjectionModel, run: dict[str, Any], run_path: Path, lang: str) -> dict[str, Any]:
+    from kernelscope.report.render import messages  # render imports this module: import at call time
+
+    words = whatif_messages(lang)
+    # The report's own terms name phases such as model stages ("SAM encoder"); what-if terms come on top.
+    h, terms = words["headers"], {**messages(lang)["terms"], **words["terms"]}
+
+    def term(value: Any) -> str:
+        return fmt.plain(terms.get(value, value) if isinstance(value, str) else value)
+
+    pct = lambda v: fmt.percent(v, 1)  # noqa: E731
+    phases = s.phases.filter(pl.col("phase") != ranges.UNKNOWN)
+    tables = {
+        "target": _table(_target_rows(s.source, s.target), [
+            (h["quantity"], lambda r: term(r["quantity"])), (h["source_device"], lambda r: r["source"]),
+            (h["target"], lambda r: r["target"]), (h["from"], lambda r: term(r["from"]))], numeric_from=None),
+        "calibration": _table(s.calibration.filter(pl.col("phase") != ranges.UNKNOWN), [
+            (h["phase"], lambda r: term(r["phase"])), (h["steps"], lambda r: fmt.number(r["steps"])),
+            (h["measured"], lambda r: fmt.duration(r["measured_per_step_ns"])),
+            (h["model"], lambda r: fmt.duration(r["projected_per_step_ns"])),
+            (h["ratio"], lambda r: fmt.number(r["ratio"], 3)), (h["carried"], lambda r: pct(r["carried_pct"]))],
+            numeric_from=1),
+        "phases": _table(phases, [
+            (h["phase"], lambda r: term(r["phase"])),
+            (h["measured_on"].format(device=s.source.name), lambda r: fmt.duration(r["measured_per_step_ns"])),
+            (h["model_on"].format(device=s.source.name), lambda r: fmt.duration(r["source_model_ns"])),
+            (h["model_on"].format(device=s.target.name), lambda r: fmt.duration(r["target_model_ns"])),
+            (h["estimate"], lambda r: fmt.duration(r["estimate_ns"])), (h["speedup"], lambda r: times(r["speedup"]))],
+            numeric_from=1),
+        "groups": {phase: _table(s.groups.filter(pl.col("phase") == phase), [
+            (h["work"], lambda r: term(r["group"])), (h["launches"], lambda r: fmt.number(r["launches_per_step"], 1)),
+            (h["measured"], lambda r: fmt.duration(r["measured_per_step_ns"])),
+            (h["projected"], lambda r: fmt.duration(r["projected_per_step_ns"])),
+            (h["share"], lambda r: pct(r["projected_pct"])),
+            *((h[f"bound_{b}"], (lambda r, b=b: fmt.duration(r[f"{b}_per_step_ns"])))
+              for b in ("latency", "memory", "compute", "carried", "fused"))], numeric_from=1)
+            for phase in phases["phase"]},
+        "kernels": {phase: _table(s.kernels.filter(pl.col("phase") == phase), [
+            (h["kernel"], lambda r: fmt.plain(r["friendly_name"])), (h["work"], lambda r: term(r["group"])),
+            (h["launches"], lambda r: fmt.number(r["launches_per_step"], 1)),
+            (h["measured"], lambda r: fmt.duration(r["measured_per_step_ns"])),
+            (h["projected"], lambda r: fmt.duration(r["projected_per_step_ns"])),
+            (h["bound"], lambda r: term(r["bound"]))], numeric_from=2, numeric_to=4) for phase in phases["phase"]},
+        "scenarios": _table(s.scenarios, [
+            (h["scenario"], lambda r: term(r["scenario"])), (h["what"], lambda r: term(r["what"])),
+            (h["decode"], lambda r: fmt.duration(r["decode_ns"])), (h["decode_speedup"], lambda r: times(r["decode_speedup"])),
+            (h["prefill"], lambda r: fmt.duration(r["prefill_ns"])),
+            (h["prefill_speedup"], lambda r: times(r["prefill_speedup"]))], numeric_from=2),
+        "requirements": _table(s.requirements, [
+            (h["phase"], lambda r: term(r["phase"])), (h["goal"], lambda r: fmt.ms(r["goal_ms"], 1)),
+            (h["projected"], lambda r: fmt.ms(r["projected_ms"], 3)),
+            (h["bandwidth_needed"], lambda r: tbs(r["bandwidth_needed"]) if r["bandwidth_needed"] else words["text"]["unreachable"]),
+            (h["bandwidth_floor"], lambda r: fmt.ms(r["bandwidth_floor_ms"], 3)),
+            (h["compute_needed"], lambda r: tflops(r["bf16_needed"]) if r["bf16_needed"] else words["text"]["unreachable"]),
+            (h["compute_floor"], lambda r: fmt.ms(r["compute_floor_ms"], 3))], numeric_from=1),
+        "sweeps": _sweep_tables(s, h, term),
+        "factors": _table(pl.DataFrame([(g, f.latency_ns, f.memory_efficiency, f.compute_efficiency)
+                                        for g, f in model.factors.items()],
+                                       schema=["group", "latency_ns", "memory_efficiency", "compute_efficiency"],
+                                       orient="row"), [
+            (h["work"], lambda r: term(r["group"])), (h["latency"], lambda r: fmt.duration(r["latency_ns"])),
+            (h["memory_efficiency"], lambda r: fmt.number(r["memory_efficiency"], 3)),
+            (h["compute_efficiency"], lambda r: fmt.number(r["compute_efficiency"], 3))], numeric_from=1),
+    }
+    decode = phases.filter(pl.col("phase") == ranges.DECODE)
+    prefill = phases.filter(pl.col("phase") == ranges.PREFILL)
+    return {
+        "lang": lang, "source": s.source, "target": s.target, "options": s.options, "run_path": str(run_path),
+        "workload": run.get("workload") or {}, "tables": tables, "timings": s.timings,
+        "decode": decode.row(0, named=True) if decode.height else None,
+        "prefill": prefill.row(0, named=True) if prefill.height else None,
+        "calibrated": calibration_holds(s.calibration), "bound_pct": 100 * CALIBRATION_BOUND,
+        "same_device": s.source.name == s.target.name and s.source.bandwidth == s.target.bandwidth,
+        "fit": model.fit, "device_latency": model.device_latency,
+    }
+
+
+def projection_section(study: WhatIf, lang: str) -> dict[str, Any]:
+    """The what-if tables the main report's accelerator section shows (the run on its own device): calibration,
+    what each design option buys, what latency goals need; in `lang`."""
+    tables = _context(study, default_model(), {}, Path("."), lang)["tables"]
+    return {"calibration": tables["calibration"], "scenarios": tables["scenarios"],
+            "requirements": tables["requirements"], "holds": calibration_holds(study.calibration),
+            "bound_pct": 100 * CALIBRATION_BOUND}
+
+
+def _target_rows(source: Target, target: Target) -> list[dict[str, str]]:
+    rows = [{"quantity": "bandwidth", "source": tbs(source.bandwidth), "target": tbs(target.bandwidth),
+             "from": target.source.get("bandwidth", "")}]
+    for precision in ("bf16", "fp16", "fp8", "int8", "fp4", "tf32", "fp32"):
+        if source.flops.get(precision) or target.flops.get(precision):
+            rows.append({"quantity": precision, "source": tflops(source.flops.get(precision)),
+                         "target": tflops(target.flops.get(precision)), "from": target.source.get(precision, "")})
+    rows.append({"quantity": "l2_bytes", "source": fmt.number((source.l2_bytes or 0) / 2**20, 0) + " MiB",
+                 "target": fmt.number((target.l2_bytes or 0) / 2**20, 0) + " MiB",
+                 "from": target.source.get("l2_bytes", "")})
+    rows.append({"quantity": "sram_bytes", "source": "–", "target": f"{target.sram_bytes / 1e6:,.0f} MB",
+                 "from": target.source.get("sram_bytes", "")})
+    rows.append({"quantity": "latency_scale", "source": f"{source.latency_scale:.3f}",
+                 "target": f"{target.latency_scale:.3f}", "from": target.source.get("latency_scale",
+                                                                                   target.source.get("latency", ""))})
+    return [r | {"from": r["from"] or "–"} for r in rows]
+
+
+def _sweep_tables(s: WhatIf, h: dict[str, str], term: Callable[[Any], str]) -> dict[str, dict[str, str]]:
+    dominant = dominant_groups(s.sweeps)
+    out = {}
+    if dominant.height == 0:
+        return out
+    for (parameter, phase), rows in dominant.group_by("parameter", "phase", maintain_order=True):
+        unit, scale = (("TB/s", 1e12) if parameter in ("bandwidth", "onchip_bandwidth") else
+                       ("MB", 1e6) if parameter in ("sram_bytes", "l2_bytes") else
+                       ("", 1.0) if parameter == "latency_scale" else ("TFLOP/s", 1e12))
+        out[f"{parameter}_{phase}"] = {"quantity": term(parameter), "phase": term(phase), "table": _table(rows, [
+            (f"{term(parameter)} ({unit})" if unit else term(parameter), lambda r, scale=scale: f"{r['value'] / scale:,.2f}"),
+            (h["projected"], lambda r: fmt.duration(r["total_ns"])),
+            (h["dominant"], lambda r: ", ".join(f"{term(r[f'group_{i}'])} {r[f'pct_{i}']:.0f}%" for i in (1, 2)
+                                                 if r.get(f"group_{i}")))], numeric_from=1, numeric_to=1)}
+    return out
+
+
+def _table(rows: pl.DataFrame | list[dict[str, Any]], columns: list[tuple[str, Cell]], numeric_from: int | None,
+           numeric_to: int | None = None) -> str:
+    """A GitHub Markdown table; columns numeric_from … numeric_to (default: the last) are right-aligned."""
+    records = rows.iter_rows(named=True) if isinstance(rows, pl.DataFrame) else rows
+    last = len(columns) - 1 if numeric_to is None else numeric_to
+    align = ["---:" if numeric_from is not None and numeric_from <= i <= last else "---" for i in range(len(columns))]
+    lines = ["| " + " | ".join(fmt.plain(t) for t, _ in columns) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in records]
+    return "\n".join(lines)
+
+
+def _write_csvs(s: WhatIf, directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    frames = {"calibration": s.calibration, "phases": s.phases, "groups": s.groups, "kernels": s.kernels,
+              "scenarios": s.scenarios, "requirements": s.requirements, "sweeps": s.sweeps}
+    paths = []
+    for name, df in frames.items():
+        if df.width:
+            df.write_csv(directory / f"{name}.csv")
+            paths.append(directory / f"{name}.csv")
+    return paths
+
+
+def _key_figures(s: WhatIf, run_path: Path) -> dict[str, Any]:
+    def target_dict(t: Target) -> dict[str, Any]:
+        return {"name": t.name, "bandwidth": t.bandwidth, "flops": t.flops, "l2_bytes": t.l2_bytes,
+                "sram_bytes": t.sram_bytes, "latency_scale": t.latency_scale, "source": t.source}
+
+    return {
+        "run": str(run_path), "source": target_dict(s.source), "target": target_dict(s.target),
+        "options": {"fuse": s.options.fuse, "weight_bits": s.options.weight_bits},
+        "calibration_holds": calibration_holds(s.calibration), "calibration_bound": CALIBRATION_BOUND,
+        "phases": {r["phase"]: {k: r[k] for k in ("steps", "measured_per_step_ns", "source_model_ns",
+                                                  "target_model_ns", "estimate_ns", "speedup", "calibration_ratio")}
+                   for r in s.phases.iter_rows(named=True)},
+        "timings": s.timings,
+    }
