@@ -1,0 +1,1 @@
+"""Triton kernels of the engine; each module pairs its @triton.jit kernels with the launchers Ops binds."""

@@ -1,0 +1,198 @@
+"""Attention: causal flash attention for prefill, split-KV decode attention with a combine step (GQA both)."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelscope.engine_costs import declare
+
+from ..errors import EngineError
+from .common import VECTOR, exact_dot, matrix_precision, mma, new_or, pow2
+
+_LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _prefill_block(acc, row_max, row_sum, q, k_ptr, v_ptr, k_offs, v_offs, rows, cols, L, scale_log2,
+                   CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+    """One key/value block of online softmax; CAUSAL blocks (the diagonal) mask future and out-of-range keys."""
+    k = tl.load(k_ptr + k_offs, mask=(cols < L)[:, None], other=0.0)
+    scores = mma(q, tl.trans(k), tl.zeros((q.shape[0], k.shape[0]), tl.float32), IEEE) * scale_log2
+    if CAUSAL:
+        scores = tl.where((cols[None, :] <= rows[:, None]) & (cols[None, :] < L), scores, float("-inf"))
+    new_max = tl.maximum(row_max, tl.max(scores, axis=1))
+    p = tl.exp2(scores - new_max[:, None])
+    correction = tl.exp2(row_max - new_max)
+    row_sum = row_sum * correction + tl.sum(p, axis=1)
+    v = tl.load(v_ptr + v_offs, mask=(cols < L)[:, None], other=0.0)
+    acc = mma(p.to(v.dtype), v, acc * correction[:, None], IEEE)
+    return acc, new_max, row_sum
+
+
+@triton.jit
+def ks_attn_prefill(q_ptr, k_ptr, v_ptr, o_ptr, L, H, GROUP, scale_log2,
+                    stride_qb, stride_ql, stride_qh, stride_kb, stride_kl, stride_kh,
+                    stride_vb, stride_vl, stride_vh, HEAD_DIM: tl.constexpr, IEEE: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Causal flash attention for one (query block, sequence, head); HEAD_DIM is a power of two."""
+    block_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b, h = bh // H, bh % H
+    kv_h = h // GROUP
+    rows = block_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    ds = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + h * stride_qh + rows[:, None].to(tl.int64) * stride_ql
+                + ds[None, :], mask=(rows < L)[:, None], other=0.0)
+    k_ptr += b.to(tl.int64) * stride_kb + kv_h * stride_kh
+    v_ptr += b.to(tl.int64) * stride_vb + kv_h * stride_vh
+    # int32 offsets inside a block; the blocks' bases move by whole rows (fewer registers than pointer tensors).
+    k_offs = tl.arange(0, BLOCK_N)[:, None] * stride_kl + ds[None, :]
+    v_offs = tl.arange(0, BLOCK_N)[:, None] * stride_vl + ds[None, :]
+    row_max = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    row_sum = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    # Blocks wholly before the query block need no mask; the rest (the diagonal) do.
+    unmasked_end = (block_m * BLOCK_M) // BLOCK_N * BLOCK_N
+    for start in range(0, unmasked_end, BLOCK_N):
+        acc, row_max, row_sum = _prefill_block(
+            acc, row_max, row_sum, q, k_ptr + start * stride_kl, v_ptr + start * stride_vl,
+            k_offs, v_offs, rows, start + tl.arange(0, BLOCK_N), L, scale_log2, False, IEEE)
+    for start in range(unmasked_end, tl.minimum((block_m + 1) * BLOCK_M, L), BLOCK_N):
+        acc, row_max, row_sum = _prefill_block(
+            acc, row_max, row_sum, q, k_ptr + start * stride_kl, v_ptr + start * stride_vl,
+            k_offs, v_offs, rows, start + tl.arange(0, BLOCK_N), L, scale_log2, True, IEEE)
+    out = acc / row_sum[:, None]
+    o_off = ((b.to(tl.int64) * L + rows[:, None]) * H + h) * HEAD_DIM + ds[None, :]
+    tl.store(o_ptr + o_off, out.to(o_ptr.dtype.element_ty), mask=(rows < L)[:, None])
+
+
+def _prefill_config(length: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages); the long-prompt one has no spills on sm_90 at Dh = 128."""
+    if length >= 128:
+        return 128, 64, 8, 3
+    return (64, 64, 4, 2) if length > 32 else (32, 32, 4, 2)
+
+
+def attention_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """q [B,L,H,Dh], k/v [B,L,Hkv,Dh] (head dim contiguous, other dims may be strided) → [B,L,H,Dh]."""
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    batch, length, heads, head_dim = q.shape
+    if head_dim != pow2(head_dim, 16):
+        raise EngineError(f"attention needs a power-of-two head dim of at least 16, not {head_dim}")
+    kv_heads = k.shape[2]
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    block_m, block_n, warps, stages = _prefill_config(length)
+    pairs = length * (length + 1) // 2
+    flops = 4 * batch * heads * head_dim * pairs
+    nbytes = (q.numel() + k.numel() + v.numel() + out.numel()) * q.element_size()
+    with declare("ks_attn_prefill", flops, nbytes, matrix_precision(q.dtype)):
+        ks_attn_prefill[(triton.cdiv(length, block_m), batch * heads)](
+            q, k, v, out, length, heads, heads // kv_heads, scale * _LOG2E,
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2), HEAD_DIM=head_dim, IEEE=exact_dot(q.dtype),
+            BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages)
+    return out
+
+
+@triton.jit
+def ks_attn_decode_split(q_ptr, kc_ptr, vc_ptr, len_ptr, part_o_ptr, part_lse_ptr, H, HKV, GROUP, HEAD_DIM,
+                         SPLITS, split_len, scale_log2, stride_cb, stride_cs, stride_ch, IEEE: tl.constexpr,
+                         BLOCK_G: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One (sequence, KV head, split): all GROUP query heads of that KV head attend to the split's slots."""
+    bk = tl.program_id(0)
+    split = tl.program_id(1)
+    b, kv_h = bk // HKV, bk % HKV
+    gs = tl.arange(0, BLOCK_G)
+    ds = tl.arange(0, BLOCK_D)
+    g_mask = gs < GROUP
+    d_mask = ds < HEAD_DIM
+    heads = kv_h * GROUP + gs
+    q = tl.load(q_ptr + (b * H + heads[:, None]) * HEAD_DIM + ds[None, :], mask=g_mask[:, None] & d_mask[None, :],
+                other=0.0)
+    length = tl.load(len_ptr + b).to(tl.int32)
+    first = split * split_len
+    last = tl.minimum(first + split_len, length)
+    base = b.to(tl.int64) * stride_cb + kv_h * stride_ch
+    row_max = tl.full((BLOCK_G,), float("-inf"), tl.float32)
+    row_sum = tl.zeros((BLOCK_G,), tl.float32)
+    acc = tl.zeros((BLOCK_G, BLOCK_D), tl.float32)
+    for start in range(first, last, BLOCK_S):
+        slots = start + tl.arange(0, BLOCK_S)
+        kv_mask = (slots[:, None] < last) & d_mask[None, :]
+        offs = base + slots[:, None].to(tl.int64) * stride_cs + ds[None, :]
+        k = tl.load(kc_ptr + offs, mask=kv_mask, other=0.0)
+        scores = mma(q, tl.trans(k), tl.zeros((BLOCK_G, BLOCK_S), tl.float32), IEEE) * scale_log2
+        scores = tl.where((slots < last)[None, :], scores, float("-inf"))
+        new_max = tl.maximum(row_max, tl.max(scores, axis=1))
+        p = tl.exp2(scores - new_max[:, None])
+        correction = tl.exp2(row_max - new_max)
+        row_sum = row_sum * correction + tl.sum(p, axis=1)
+        v = tl.load(vc_ptr + offs, mask=kv_mask, other=0.0)
+        acc = mma(p.to(v.dtype), v, acc * correction[:, None], IEEE)
+        row_max = new_max
+    # An empty split (past the sequence's length) leaves lse = -inf and contributes nothing.
+    has_any = row_sum > 0.0
+    out = tl.where(has_any[:, None], acc / tl.where(has_any, row_sum, 1.0)[:, None], 0.0)
+    lse = tl.where(has_any, row_max + tl.log2(tl.where(has_any, row_sum, 1.0)), float("-inf"))
+    part = (b * H + heads) * SPLITS + split
+    tl.store(part_o_ptr + part[:, None] * HEAD_DIM + ds[None, :], out, mask=g_mask[:, None] & d_mask[None, :])
+    tl.store(part_lse_ptr + part, lse, mask=g_mask)
+
+
+@triton.jit
+def ks_attn_decode_combine(part_o_ptr, part_lse_ptr, o_ptr, SPLITS, HEAD_DIM, stride_ob, stride_oh, H,
+                           BLOCK_SPLITS: tl.constexpr, BLOCK_D: tl.constexpr):
+    bh = tl.program_id(0).to(tl.int64)
+    splits = tl.arange(0, BLOCK_SPLITS)
+    ds = tl.arange(0, BLOCK_D)
+    lse = tl.load(part_lse_ptr + bh * SPLITS + splits, mask=splits < SPLITS, other=float("-inf"))
+    weights = tl.exp2(lse - tl.max(lse, axis=0))
+    parts = tl.load(part_o_ptr + (bh * SPLITS + splits[:, None]) * HEAD_DIM + ds[None, :],
+                    mask=(splits[:, None] < SPLITS) & (ds[None, :] < HEAD_DIM), other=0.0)
+    out = tl.sum(parts * weights[:, None], axis=0) / tl.sum(weights, axis=0)
+    tl.store(o_ptr + (bh // H) * stride_ob + (bh % H) * stride_oh + ds, out.to(o_ptr.dtype.element_ty),
+             mask=ds < HEAD_DIM)
+
+
+def decode_splits(batch: int, kv_heads: int, slots: int, block: int) -> int:
+    """Splits of the cache so that about 2 programs per SM of an H100 run, from shapes only (graph-safe)."""
+    return max(1, min(triton.cdiv(slots, block), triton.cdiv(264, batch * kv_heads), 64))
+
+
+def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: torch.Tensor,
+                     scale: float, out: torch.Tensor | None = None, kv_tokens: int | None = None) -> torch.Tensor:
+    """q [B,H,Dh], caches [B,S,Hkv,Dh], lengths [B] valid slots (device) → [B,H,Dh].
+
+    kv_tokens (the host-side sum of lengths, when the caller knows it) only sharpens the declared cost;
+    without it the cost assumes every slot is valid.
+    """
+    q = q.contiguous()
+    batch, heads, head_dim = q.shape
+    slots, kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = heads // kv_heads
+    block_s = 64
+    splits = decode_splits(batch, kv_heads, slots, block_s)
+    split_len = triton.cdiv(triton.cdiv(slots, splits), block_s) * block_s
+    out = new_or(out, (batch, heads, head_dim), q)
+    part_o = torch.empty((batch, heads, splits, head_dim), dtype=torch.float32, device=q.device)
+    part_lse = torch.empty((batch, heads, splits), dtype=torch.float32, device=q.device)
+    tokens = batch * slots if kv_tokens is None else kv_tokens
+    es = q.element_size()
+    part_bytes = (part_o.numel() + part_lse.numel()) * 4
+    split_bytes = q.numel() * es + 2 * tokens * kv_heads * head_dim * es + lengths.numel() * lengths.element_size()
+    with declare("ks_attn_decode_split", 4 * tokens * heads * head_dim, split_bytes + part_bytes,
+                 matrix_precision(q.dtype)):
+        ks_attn_decode_split[(batch * kv_heads, splits)](
+            q, k_cache, v_cache, lengths, part_o, part_lse, heads, kv_heads, group, head_dim, splits, split_len,
+            scale * _LOG2E, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            IEEE=exact_dot(q.dtype), BLOCK_G=pow2(group, 16), BLOCK_S=block_s,
+            BLOCK_D=pow2(head_dim, 16), num_warps=4, num_stages=2)
+    with declare("ks_attn_decode_combine", 3 * batch * heads * splits * head_dim, part_bytes + out.numel() * es,
+                 VECTOR):
+        ks_attn_decode_combine[(batch * heads,)](
+            part_o, part_lse, out, splits, head_dim, out.stride(0), out.stride(1), heads,
+            BLOCK_SPLITS=pow2(splits), BLOCK_D=pow2(head_dim))
+    return out
+

@@ -1,0 +1,165 @@
+"""Launchers of the linear layers: GEMM for prefill, GEMV for ≤ 8 tokens, and the fused decode GEMVs.
+
+Block sizes come from a small table by shape (no autotuning at run time: decode runs inside CUDA graphs).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from kernelscope.engine_costs import declare
+
+from .. import reference
+from ..errors import EngineError
+from .common import VECTOR, exact_dot, matrix_precision, new_or, pow2
+from .elementwise import add, swiglu
+from .gemm import gemm
+from .gemv import ks_gemv, ks_gemv_gate_up, ks_gemv_head, ks_gemv_qkv
+from .norm import rms_norm
+
+MAX_GEMV_TOKENS = 8
+
+
+# About 4 programs per SM of an H100 (132 SMs): enough weight loads in flight to stream at full bandwidth.
+_TARGET_PROGRAMS = 528
+
+
+def gemv_config(batch: int, rows: int, k: int) -> tuple[int, int, int, int]:
+    """(BLOCK_N, BLOCK_K, num_warps, num_stages) for a GEMV of `batch` tokens over `rows` program rows.
+
+    One token: few rows (o_proj, down: N = D) get narrow, long tiles so that there are still ~4 programs per
+    SM, each loading a weight tile of 4096 elements per step. 2–8 tokens run on the tensor cores (BLOCK_N ≥ 16)
+    with a deeper software pipeline instead. Register use is checked by tests/unit/engine/test_ops_compile.py.
+    """
+    if batch == 1:
+        block_n = min(8, max(1, triton.next_power_of_2(rows // _TARGET_PROGRAMS + 1) // 2))
+        return block_n, max(16, min(4096 // block_n, pow2(k))), 4, 3
+    block_n = 16 if rows <= 4096 else 32 if rows <= 16384 else 64
+    return block_n, max(16, min(256, pow2(k))), 4, 4
+
+
+def gemv_meta(batch: int, rows: int, k: int, dtype: torch.dtype) -> dict:
+    """The constexprs and launch options of a GEMV kernel (shared with the compile test)."""
+    block_n, block_k, warps, stages = gemv_config(batch, rows, k)
+    dot = batch > 1
+    return {"USE_DOT": dot, "IEEE": exact_dot(dtype), "BLOCK_B": 16 if dot else 1, "BLOCK_N": block_n,
+            "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
+
+
+def _precision(batch: int, dtype: torch.dtype) -> str:
+    return VECTOR if batch == 1 else matrix_precision(dtype)
+
+
+def _launch_gemv(kernel, rows: int, batch: int, k: int, *args, **consts) -> None:
+    meta = gemv_meta(batch, rows, k, args[0].dtype)
+    kernel[(triton.cdiv(rows, meta["BLOCK_N"]),)](*args, **consts, **meta)
+
+
+def _dense_cost(tokens: int, n: int, k: int, es: int, bias: bool) -> tuple[int, int]:
+    flops = 2 * tokens * n * k + (tokens * n if bias else 0)
+    return flops, (tokens * k + n * k + tokens * n + (n if bias else 0)) * es
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
+           out: torch.Tensor | None = None) -> torch.Tensor:
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    (tokens, k), n = x.shape, w.shape[0]
+    out = new_or(out, (tokens, n), x)
+    flops, nbytes = _dense_cost(tokens, n, k, x.element_size(), bias is not None)
+    if tokens > MAX_GEMV_TOKENS:
+        with declare("ks_gemm", flops, nbytes, matrix_precision(x.dtype)):
+            gemm(x, w, bias, out)
+        return out
+    with declare("ks_gemv", flops, nbytes, _precision(tokens, x.dtype)):
+        _launch_gemv(ks_gemv, n, tokens, k, x, w, bias if bias is not None else w, x, out, tokens, n, k,
+                     x.stride(0), w.stride(0), 0, out.stride(0), HAS_BIAS=bias is not None, HAS_RESIDUAL=False)
+    return out
+
+
+def linear_residual(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
+    (batch, k), n = x.shape, w.shape[0]
+    if batch > MAX_GEMV_TOKENS:
+        return add(linear(x, w), residual, out=out)
+    x = _rows(x)
+    out = new_or(out, (batch, n), x)
+    flops, nbytes = _dense_cost(batch, n, k, x.element_size(), False)
+    with declare("ks_gemv_residual", flops + batch * n, nbytes + batch * n * x.element_size(),
+                 _precision(batch, x.dtype)):
+        _launch_gemv(ks_gemv, n, batch, k, x, w, w, residual, out, batch, n, k,
+                     x.stride(0), w.stride(0), residual.stride(0), out.stride(0),
+                     HAS_BIAS=False, HAS_RESIDUAL=True)
+    return out
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """The GEMV kernels read rows with unit stride along K."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def _norm_cost(batch: int, k: int, es: int) -> tuple[int, int]:
+    """RMSNorm prologue: 4 flops per input element; reads the input rows and the norm weight."""
+    return 4 * batch * k, (batch * k + k) * es
+
+
+def norm_linear(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w: torch.Tensor,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+    (batch, k), n = h.shape, w.shape[0]
+    if batch > MAX_GEMV_TOKENS:
+        return linear(rms_norm(h, norm_w, eps), w, out=out)
+    h = _rows(h)
+    out = new_or(out, (batch, n), h)
+    es = h.element_size()
+    norm_flops, norm_bytes = _norm_cost(batch, k, es)
+    with declare("ks_gemv_head", norm_flops + 2 * batch * n * k, norm_bytes + (n * k + batch * n) * es,
+                 _precision(batch, h.dtype)):
+        _launch_gemv(ks_gemv_head, n, batch, k, h, norm_w, w, out, batch, n, k, h.stride(0), w.stride(0),
+                     out.stride(0), eps)
+    return out
+
+
+def norm_gate_up_swiglu(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w_gate_up: torch.Tensor,
+                        out: torch.Tensor | None = None) -> torch.Tensor:
+    (batch, k), ffn = h.shape, w_gate_up.shape[0] // 2
+    if batch > MAX_GEMV_TOKENS:
+        return swiglu(linear(rms_norm(h, norm_w, eps), w_gate_up), out=out)
+    h = _rows(h)
+    out = new_or(out, (batch, ffn), h)
+    es = h.element_size()
+    norm_flops, norm_bytes = _norm_cost(batch, k, es)
+    flops = norm_flops + 2 * batch * 2 * ffn * k + 5 * batch * ffn
+    nbytes = norm_bytes + (2 * ffn * k + batch * ffn) * es
+    with declare("ks_gemv_gate_up", flops, nbytes, _precision(batch, h.dtype)):
+        _launch_gemv(ks_gemv_gate_up, ffn, batch, k, h, norm_w, w_gate_up, out, batch, ffn, k,
+                     h.stride(0), w_gate_up.stride(0), out.stride(0), eps)
+    return out
+
+
+def norm_qkv_rope_cache(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w_qkv: torch.Tensor,
+                        b_qkv: torch.Tensor | None, positions: torch.Tensor, inv_freq: torch.Tensor,
+                        k_cache: torch.Tensor, v_cache: torch.Tensor, num_heads: int, num_kv_heads: int,
+                        out: torch.Tensor | None = None) -> torch.Tensor:
+    batch, k = h.shape
+    head_dim = k_cache.shape[-1]
+    if batch > MAX_GEMV_TOKENS:
+        return reference.norm_qkv_rope_cache(h, norm_w, eps, w_qkv, b_qkv, positions, inv_freq, k_cache,
+                                             v_cache, num_heads, num_kv_heads, out=out)
+    if k_cache.stride() != v_cache.stride() or k_cache.stride(-1) != 1:
+        raise EngineError("the K and V caches need the same layout with a contiguous head dim")
+    h = _rows(h)
+    q = new_or(out, (batch, num_heads, head_dim), h)
+    n = w_qkv.shape[0]
+    es = h.element_size()
+    norm_flops, norm_bytes = _norm_cost(batch, k, es)
+    rope_elements = batch * (num_heads + num_kv_heads) * head_dim
+    flops = norm_flops + 2 * batch * n * k + (batch * n if b_qkv is not None else 0) + 3 * rope_elements
+    nbytes = (norm_bytes + (n * k + (n if b_qkv is not None else 0) + batch * n) * es
+              + batch * positions.element_size() + inv_freq.numel() * 4)
+    with declare("ks_gemv_qkv", flops, nbytes, _precision(batch, h.dtype)):
+        _launch_gemv(ks_gemv_qkv, n // 2, batch, k, h, norm_w, w_qkv, b_qkv if b_qkv is not None else w_qkv,
+                     positions, inv_freq, q, k_cache, v_cache, batch, k, num_heads, num_kv_heads, head_dim // 2,
+                     h.stride(0), w_qkv.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), eps,
+                     HAS_BIAS=b_qkv is not None)
+    return q

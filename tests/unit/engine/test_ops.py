@@ -1,0 +1,197 @@
+"""The Triton operators (under TRITON_INTERPRET=1 on CPU) against the PyTorch reference.
+
+Tolerances are relative (‖out − ref‖ / ‖ref‖): the interpreter rounds fp32 → bf16 by truncation, so bf16 results
+may differ from the reference by one unit in the last place.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelscope.engine import reference as ref
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+EPS = 1e-6
+
+
+def close(out: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, roundings: int = 1) -> None:
+    """Relative error within the dtype's tolerance per rounding step that can differ (fused chains have more)."""
+    assert out.shape == want.shape and out.dtype == want.dtype
+    assert torch.isfinite(out.float()).all()
+    err = ((out.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30)).item()
+    assert err <= roundings * TOL[dtype], f"relative error {err:.3g} > {roundings * TOL[dtype]}"
+
+
+def rand(*shape: int, dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
+    return (torch.randn(*shape) * scale).to(dtype)
+
+
+def inv_freq(head_dim: int, theta: float = 10000.0) -> torch.Tensor:
+    return 1.0 / theta ** (torch.arange(0, head_dim, 2).float() / head_dim)
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_elementwise(triton_ops, dtype):
+    x, y = rand(7, 72, dtype=dtype), rand(7, 72, dtype=dtype)
+    close(triton_ops.add(x, y), ref.add(x, y), dtype)
+    out = torch.empty_like(x)
+    assert triton_ops.add(x, y, out=out) is out
+    table = rand(1000, 100, dtype=dtype)[:, :72]  # strided rows
+    ids = torch.tensor([999, 0, 17, 17, 503])
+    assert torch.equal(triton_ops.embedding(ids, table), ref.embedding(ids, table))
+    gate_up = rand(5, 2 * 72 + 8, dtype=dtype)[:, : 2 * 72]  # strided rows
+    close(triton_ops.swiglu(gate_up), ref.swiglu(gate_up), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_norms(triton_ops, dtype):
+    x = rand(5, 80, dtype=dtype)[:, :72]  # strided rows
+    residual, w = rand(5, 72, dtype=dtype), rand(72, dtype=dtype) + 1
+    close(triton_ops.rms_norm(x, w, EPS), ref.rms_norm(x, w, EPS), dtype)
+    normed, new_residual = triton_ops.add_rms_norm(x, residual, w, EPS)
+    want_normed, want_residual = ref.add_rms_norm(x, residual, w, EPS)
+    close(normed, want_normed, dtype)
+    close(new_residual, want_residual, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rope_on_views_of_qkv(triton_ops, dtype):
+    tokens, heads, kv_heads, head_dim = 6, 4, 1, 16
+    qkv = rand(tokens, (heads + 2 * kv_heads) * head_dim, dtype=dtype).view(tokens, heads + 2 * kv_heads, head_dim)
+    q, k = qkv[:, :heads], qkv[:, heads:heads + kv_heads]
+    positions = torch.tensor([0, 1, 5, 77, 1000, 4095])
+    got = triton_ops.rope(q, k, positions, inv_freq(head_dim))
+    want = ref.rope(q, k, positions, inv_freq(head_dim))
+    close(got[0], want[0], dtype)
+    close(got[1], want[1], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tokens", [1, 3, 8, 37])
+def test_linear(triton_ops, dtype, tokens):
+    x = rand(tokens, 80, dtype=dtype)[:, :72]  # strided rows
+    w, b = rand(50, 72, dtype=dtype, scale=0.1), rand(50, dtype=dtype)
+    close(triton_ops.linear(x, w, b), ref.linear(x, w, b), dtype)
+    close(triton_ops.linear(x, w), ref.linear(x, w), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_argmax_first_maximum(triton_ops, dtype):
+    logits = rand(3, 2500, dtype=dtype)
+    logits[1, 7] = logits[1, 2100] = 50.0  # a tie across blocks: the first index wins
+    logits[2, 1030] = logits[2, 1031] = 50.0  # a tie inside one block
+    assert torch.equal(triton_ops.argmax(logits), ref.argmax(logits))
+    assert triton_ops.argmax(logits).tolist()[1:] == [7, 1030]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"),
+                         [(0.0, 0, 1.0), (0.8, 0, 1.0), (0.7, 20, 1.0), (1.0, 0, 0.9), (0.6, 50, 0.8)])
+def test_sample_matches_reference_draws(triton_ops, dtype, temperature, top_k, top_p):
+    logits = rand(3, 1000, dtype=dtype, scale=3.0)
+    got = triton_ops.sample(logits, temperature, top_k, top_p, torch.Generator().manual_seed(3))
+    want = ref.sample(logits, temperature, top_k, top_p, torch.Generator().manual_seed(3))
+    assert got.dtype == torch.int64
+    assert torch.equal(got, want)
+
+
+def test_sample_keeps_ties_and_filters(triton_ops):
+    logits = torch.tensor([[4.0, 3.0, 2.0, 1.0, 0.0] * 20])
+    maxima = set(range(0, 100, 5))
+    # top-k = 1 keeps every copy of the maximum; top-p = 0.5 too (the 4.0 group holds 64% of the mass).
+    assert set(torch.nonzero(ref.filtered_probs(logits, 1.0, 0, 0.5)[0]).flatten().tolist()) == maxima
+    assert set(torch.nonzero(ref.filtered_probs(logits, 1.0, 1, 1.0)[0]).flatten().tolist()) == maxima
+    gen = torch.Generator().manual_seed(0)
+    draws = {triton_ops.sample(logits, 1.0, 1, 1.0, gen).item() for _ in range(4)}
+    draws |= {triton_ops.sample(logits, 1.0, 0, 0.5, gen).item() for _ in range(4)}
+    assert draws <= maxima and len(draws) > 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("batch", "group", "length"), [(1, 1, 37), (3, 4, 37), (1, 2, 130)])
+def test_attention_prefill(triton_ops, dtype, batch, group, length):
+    kv_heads, head_dim = 2, 16
+    heads = kv_heads * group
+    qkv = rand(batch, length, heads + 2 * kv_heads, head_dim, dtype=dtype)  # q, k, v are strided views
+    q, k, v = qkv[:, :, :heads], qkv[:, :, heads:heads + kv_heads], qkv[:, :, heads + kv_heads:]
+    close(triton_ops.attention_prefill(q, k, v, head_dim**-0.5), ref.attention_prefill(q, k, v, head_dim**-0.5),
+          dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("batch", "group"), [(1, 1), (3, 4)])
+def test_attention_decode(triton_ops, dtype, batch, group):
+    slots, kv_heads, head_dim = 150, 2, 16
+    heads = kv_heads * group
+    q = rand(batch, heads, head_dim, dtype=dtype)
+    k_cache, v_cache = rand(batch, slots, kv_heads, head_dim, dtype=dtype), rand(batch, slots, kv_heads, head_dim,
+                                                                                  dtype=dtype)
+    lengths = torch.tensor([1, 150, 64][:batch], dtype=torch.int32)
+    out = torch.empty_like(q)
+    got = triton_ops.attention_decode(q, k_cache, v_cache, lengths, 0.3, out=out)
+    assert got is out
+    close(got, ref.attention_decode(q, k_cache, v_cache, lengths, 0.3), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kv_cache_write(triton_ops, dtype):
+    k_new = rand(3, 5, 4, 8, dtype=dtype)[:, :, :2]  # strided heads → made contiguous
+    v_new = rand(3, 5, 2, 8, dtype=dtype)
+    caches = [rand(3, 20, 2, 8, dtype=dtype) for _ in range(2)]
+    want = [c.clone() for c in caches]
+    triton_ops.kv_cache_write(k_new, v_new, *caches, 11)
+    ref.kv_cache_write(k_new, v_new, *want, 11)
+    assert torch.equal(caches[0], want[0]) and torch.equal(caches[1], want[1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("batch", "group", "bias"), [(1, 1, True), (3, 4, False)])
+def test_norm_qkv_rope_cache(triton_ops, dtype, batch, group, bias):
+    dim, kv_heads, head_dim, slots = 72, 2, 16, 20
+    heads = kv_heads * group
+    rows = (heads + 2 * kv_heads) * head_dim
+    h, norm_w = rand(batch, dim, dtype=dtype), rand(dim, dtype=dtype) + 1
+    w_qkv, b_qkv = rand(rows, dim, dtype=dtype, scale=0.1), rand(rows, dtype=dtype) if bias else None
+    positions = torch.tensor([3, 19, 0][:batch])
+    caches = [rand(batch, slots, kv_heads, head_dim, dtype=dtype) for _ in range(2)]
+    want_caches = [c.clone() for c in caches]
+    args = (h, norm_w, EPS, w_qkv, b_qkv, positions, inv_freq(head_dim))
+    got = triton_ops.norm_qkv_rope_cache(*args, *caches, heads, kv_heads)
+    want = ref.norm_qkv_rope_cache(*args, *want_caches, heads, kv_heads)
+    close(got, want, dtype, roundings=2)
+    close(caches[0], want_caches[0], dtype, roundings=2)
+    close(caches[1], want_caches[1], dtype, roundings=2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_fused_decode_gemvs(triton_ops, dtype, batch):
+    dim, ffn, vocab = 72, 40, 130
+    h, norm_w, residual = rand(batch, dim, dtype=dtype), rand(dim, dtype=dtype) + 1, rand(batch, dim, dtype=dtype)
+    w_o, w_gate_up = rand(dim, 2 * ffn, dtype=dtype, scale=0.1), rand(2 * ffn, dim, dtype=dtype, scale=0.1)
+    w_head = rand(vocab, dim, dtype=dtype, scale=0.1)
+    act = rand(batch, 2 * ffn, dtype=dtype)
+    close(triton_ops.linear_residual(act, w_o, residual), ref.add(residual, ref.linear(act, w_o)), dtype)
+    close(triton_ops.norm_gate_up_swiglu(h, norm_w, EPS, w_gate_up),
+          ref.swiglu(ref.linear(ref.rms_norm(h, norm_w, EPS), w_gate_up)), dtype, roundings=3)
+    close(triton_ops.norm_linear(h, norm_w, EPS, w_head),
+          ref.linear(ref.rms_norm(h, norm_w, EPS), w_head), dtype, roundings=2)
+
+
+def test_torch_backend_is_the_reference(torch_ops):
+    assert torch_ops.linear is ref.linear and torch_ops.norm_qkv_rope_cache is ref.norm_qkv_rope_cache
+
+
+def test_unknown_backend_is_an_engine_error():
+    from kernelscope.engine.errors import EngineError
+    from kernelscope.engine.ops import Ops
+
+    with pytest.raises(EngineError, match="unknown engine backend"):
+        Ops("cuda")

@@ -1,0 +1,117 @@
+"""Every engine kernel compiles for an H100 (sm_90) with the block sizes the launchers pick at qwen2-1.5b shapes,
+without register spills (alignment as a launch at those shapes sees it). Compiling needs no GPU (Triton ships ptxas); the interpreter tests cannot catch
+lowering errors, so this runs the real compiler in a child process (the test session sets TRITON_INTERPRET).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+# kernel → (module, constexprs, pointer dtypes other than bf16, num_warps, num_stages), at qwen2-1.5b shapes.
+KERNELS = {
+    "ks_add": ("elementwise", {"BLOCK": 1024}, {}, 4, 3),
+    "ks_embedding": ("elementwise", {"BLOCK_D": 1024}, {"ids_ptr": "*i64"}, 4, 3),
+    "ks_swiglu": ("elementwise", {"BLOCK": 1024}, {}, 4, 3),
+    "ks_kv_cache_write": ("elementwise", {"BLOCK": 256}, {}, 4, 3),
+    "ks_rms_norm": ("norm", {"HAS_RESIDUAL": True, "BLOCK_D": 2048}, {}, 4, 3),
+    "ks_rope": ("rope", {"BLOCK_HALF": 64}, {"pos_ptr": "*i64", "inv_freq_ptr": "*fp32"}, 4, 3),
+    "ks_argmax": ("sampling", {"BLOCK_V": 8192}, {"out_ptr": "*i64"}, 16, 3),
+    "ks_sample": ("sampling", {"USE_TOP_K": True, "USE_TOP_P": True, "BLOCK_V": 8192},
+                  {"noise_ptr": "*fp32", "out_ptr": "*i64"}, 16, 3),
+    "ks_gemm": ("gemm", {"HAS_BIAS": True, "IEEE": False, "GROUP_M": 8, "BLOCK_M": 128, "BLOCK_N": 128,
+                         "BLOCK_K": 64}, {}, 8, 3),
+    "ks_attn_prefill": ("attention", {"HEAD_DIM": 128, "IEEE": False, "BLOCK_M": 128, "BLOCK_N": 64}, {}, 8, 3),
+    "ks_attn_decode_split": ("attention", {"IEEE": False, "BLOCK_G": 16, "BLOCK_S": 64, "BLOCK_D": 128},
+                             {"len_ptr": "*i64", "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32"}, 4, 2),
+    "ks_attn_decode_combine": ("attention", {"BLOCK_SPLITS": 64, "BLOCK_D": 128},
+                               {"part_o_ptr": "*fp32", "part_lse_ptr": "*fp32"}, 4, 3),
+}
+# The decode GEMVs at batch 1 and 8 with the launcher's own block sizes: kernel → (rows, K, constexprs, pointers).
+GEMVS = {
+    "ks_gemv": (1536, 8960, {"HAS_BIAS": False, "HAS_RESIDUAL": True}, {}),
+    "ks_gemv_head": (151936, 1536, {}, {}),
+    "ks_gemv_gate_up": (8960, 1536, {}, {}),
+    "ks_gemv_qkv": (1024, 1536, {"HAS_BIAS": True}, {"pos_ptr": "*i64", "inv_freq_ptr": "*fp32"}),
+}
+FLOAT_ARGS = {"eps", "scale_log2", "temperature", "top_p"}
+# Integer arguments a real launch at these shapes sees as multiples of 16 (Triton specialises on that).
+ALIGNED_ARGS = {"K", "N", "D", "F", "V", "n", "row_len", "split_len", "HALF"}
+
+
+def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
+    """name → (module, kernel, constexprs, pointer dtypes, num_warps, num_stages)."""
+    import torch
+
+    from kernelscope.engine.kernels.linear import gemv_meta
+
+    found = {name: (module, name, *rest) for name, (module, *rest) in KERNELS.items()}
+    for name, (rows, k, constexprs, pointers) in GEMVS.items():
+        for batch in (1, 8):
+            meta = gemv_meta(batch, rows, k, torch.bfloat16)
+            warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
+            found[f"{name}@B{batch}"] = ("gemv", name, {**constexprs, **meta}, pointers, warps, stages)
+    return found
+
+
+def compile_all(workdir: str) -> dict[str, dict]:
+    """Compile each kernel for sm_90 and read registers and spill stores from ptxas -v."""
+    import importlib
+    import re
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    report = {}
+    for name, (module, kernel_name, constexprs, pointers, warps, stages) in variants().items():
+        kernel = getattr(importlib.import_module(f"kernelscope.engine.kernels.{module}"), kernel_name)
+        signature, attrs = {}, {}
+        for index, arg in enumerate(kernel.arg_names):
+            if arg in constexprs:
+                signature[arg] = "constexpr"
+                continue
+            if arg.endswith("_ptr"):
+                signature[arg] = pointers.get(arg, "*bf16")
+            else:
+                signature[arg] = "fp32" if arg in FLOAT_ARGS else "i32"
+            if arg.endswith("_ptr") or arg.startswith("stride") or arg in ALIGNED_ARGS:
+                attrs[(index,)] = [["tt.divisibility", 16]]
+        compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs),
+                                  target=GPUTarget("cuda", 90, 32), options={"num_warps": warps,
+                                                                             "num_stages": stages})
+        path = os.path.join(workdir, f"{name.replace('@', '_')}.ptx")
+        with open(path, "w") as handle:
+            handle.write(compiled.asm["ptx"])
+        usage = subprocess.run([ptxas, "-v", "--gpu-name", "sm_90a", path, "-o", os.devnull],
+                               capture_output=True, text=True).stderr
+        regs = re.search(r"Used (\d+) registers", usage)
+        spills = re.search(r"(\d+) bytes spill stores", usage)
+        report[name] = {"registers": int(regs.group(1)) if regs else None,
+                        "spill_stores": int(spills.group(1)) if spills else None}
+    return report
+
+
+@pytest.mark.slow
+def test_every_kernel_compiles_for_sm90_without_spills(tmp_path):
+    pytest.importorskip("triton")
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    done = subprocess.run([sys.executable, __file__, str(tmp_path)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(KERNELS) <= set(report) and len(report) == len(KERNELS) + 2 * len(GEMVS)
+    spilling = {name: usage for name, usage in report.items() if usage["spill_stores"] != 0}
+    assert not spilling, f"kernels using local memory (spills): {spilling}"
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as scratch:
+        print(json.dumps(compile_all(sys.argv[1] if len(sys.argv) > 1 else scratch)))

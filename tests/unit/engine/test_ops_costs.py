@@ -1,0 +1,103 @@
+"""Each Triton launch declares its exact cost (kernelscope.engine_costs) under the profiler: check the
+declarations against hand-written formulas (docs/engine.md, "Kernel costs")."""
+
+from __future__ import annotations
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from kernelscope.engine_costs import parse_cost_range
+
+BF16 = torch.bfloat16
+
+
+def declared(fn) -> list[tuple[str, float, float, str]]:
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    costs = [parse_cost_range(event.name) for event in prof.events()]
+    return [cost for cost in costs if cost is not None]
+
+
+def r(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape).to(BF16)
+
+
+def test_linear_costs(triton_ops):
+    x, w, b = r(3, 72), r(50, 72), r(50)
+    # 2–8 tokens run on the tensor cores (bf16 roof), one token on the CUDA cores (fp32).
+    assert declared(lambda: triton_ops.linear(x, w, b)) == [
+        ("ks_gemv", 2 * 3 * 50 * 72 + 3 * 50, 2 * (3 * 72 + 50 * 72 + 3 * 50 + 50), "bf16")]
+    assert declared(lambda: triton_ops.linear(x[:1], w)) == [
+        ("ks_gemv", 2 * 50 * 72, 2 * (72 + 50 * 72 + 50), "fp32")]
+    x = r(37, 72)
+    assert declared(lambda: triton_ops.linear(x, w)) == [
+        ("ks_gemm", 2 * 37 * 50 * 72, 2 * (37 * 72 + 50 * 72 + 37 * 50), "bf16")]
+
+
+def test_elementwise_and_norm_costs(triton_ops):
+    x, y, w = r(5, 72), r(5, 72), r(72)
+    assert declared(lambda: triton_ops.add(x, y)) == [("ks_add", 360, 3 * 360 * 2, "fp32")]
+    assert declared(lambda: triton_ops.rms_norm(x, w, 1e-6)) == [
+        ("ks_rms_norm", 4 * 360, (2 * 360 + 72) * 2, "fp32")]
+    assert declared(lambda: triton_ops.add_rms_norm(x, y, w, 1e-6)) == [
+        ("ks_add_rms_norm", 5 * 360, (4 * 360 + 72) * 2, "fp32")]
+    assert declared(lambda: triton_ops.swiglu(r(5, 80))) == [("ks_swiglu", 5 * 5 * 40, 3 * 5 * 40 * 2, "fp32")]
+    ids = torch.tensor([1, 2, 3])
+    assert declared(lambda: triton_ops.embedding(ids, r(10, 72))) == [
+        ("ks_embedding", 0, 3 * 8 + 2 * 3 * 72 * 2, "fp32")]
+    q, k, positions = r(5, 4, 16), r(5, 2, 16), torch.arange(5)
+    inv_freq = torch.ones(8)
+    assert declared(lambda: triton_ops.rope(q, k, positions, inv_freq)) == [
+        ("ks_rope", 3 * 5 * 6 * 16, 2 * 5 * 6 * 16 * 2 + 5 * 8 + 8 * 4, "fp32")]
+
+
+def test_attention_costs(triton_ops):
+    batch, length, heads, kv_heads, dh = 2, 37, 4, 2, 16
+    q, kv = r(batch, length, heads, dh), r(batch, length, kv_heads, dh)
+    flops = 4 * batch * heads * dh * length * (length + 1) // 2
+    nbytes = (2 * batch * length * heads * dh + 2 * batch * length * kv_heads * dh) * 2
+    assert declared(lambda: triton_ops.attention_prefill(q, kv, kv, 0.25)) == [
+        ("ks_attn_prefill", flops, nbytes, "bf16")]
+    slots = 100
+    qd, cache = r(batch, heads, dh), r(batch, slots, kv_heads, dh)
+    lengths = torch.tensor([10, 90])
+    split, combine = declared(lambda: triton_ops.attention_decode(qd, cache, cache, lengths, 0.25, kv_tokens=100))
+    splits = 2  # ceil(100 slots / 64 per block), under the SM-filling limit
+    part_bytes = batch * heads * splits * (dh + 1) * 4
+    assert split == ("ks_attn_decode_split", 4 * 100 * heads * dh,
+                     batch * heads * dh * 2 + 2 * 100 * kv_heads * dh * 2 + 2 * 8 + part_bytes, "bf16")
+    assert combine == ("ks_attn_decode_combine", 3 * batch * heads * splits * dh,
+                       part_bytes + batch * heads * dh * 2, "fp32")
+
+
+def test_fused_decode_costs(triton_ops):
+    batch, dim, ffn, heads, kv_heads, dh = 3, 72, 40, 4, 2, 16
+    h, norm_w = r(batch, dim), r(dim)
+    norm_flops, norm_bytes = 4 * batch * dim, (batch * dim + dim) * 2
+    w_gu = r(2 * ffn, dim)
+    assert declared(lambda: triton_ops.norm_gate_up_swiglu(h, norm_w, 1e-6, w_gu)) == [
+        ("ks_gemv_gate_up", norm_flops + 2 * batch * 2 * ffn * dim + 5 * batch * ffn,
+         norm_bytes + (2 * ffn * dim + batch * ffn) * 2, "bf16")]
+    w_head = r(100, dim)
+    assert declared(lambda: triton_ops.norm_linear(h, norm_w, 1e-6, w_head)) == [
+        ("ks_gemv_head", norm_flops + 2 * batch * 100 * dim, norm_bytes + (100 * dim + batch * 100) * 2, "bf16")]
+    x, w_o, residual = r(batch, 64), r(dim, 64), r(batch, dim)
+    assert declared(lambda: triton_ops.linear_residual(x, w_o, residual)) == [
+        ("ks_gemv_residual", 2 * batch * dim * 64 + batch * dim,
+         (batch * 64 + dim * 64 + 2 * batch * dim) * 2, "bf16")]
+    rows = (heads + 2 * kv_heads) * dh
+    w_qkv, b_qkv = r(rows, dim), r(rows)
+    cache = r(batch, 8, kv_heads, dh)
+    positions, inv_freq = torch.tensor([0, 1, 2]), torch.ones(dh // 2)
+    flops = norm_flops + 2 * batch * rows * dim + batch * rows + 3 * batch * (heads + kv_heads) * dh
+    nbytes = norm_bytes + (rows * dim + rows + batch * rows) * 2 + batch * 8 + dh // 2 * 4
+    assert declared(lambda: triton_ops.norm_qkv_rope_cache(h, norm_w, 1e-6, w_qkv, b_qkv, positions, inv_freq,
+                                                           cache, cache.clone(), heads, kv_heads)) == [
+        ("ks_gemv_qkv", flops, nbytes, "bf16")]
+
+
+def test_sampling_costs(triton_ops):
+    logits = r(2, 1000)
+    assert declared(lambda: triton_ops.argmax(logits)) == [("ks_argmax", 2000, 2 * (1000 * 2 + 8), "fp32")]
+    (name, flops, nbytes, _), = declared(lambda: triton_ops.sample(logits, 0.7, 10, 0.9, None))
+    assert (name, flops, nbytes) == ("ks_sample", (2 + 32 + 30) * 4 * 2000, 2 * (1000 * (2 + 4) + 8))
