@@ -21,20 +21,18 @@ from .norm import rms_norm
 MAX_GEMV_TOKENS = 8
 
 
-# About 4 programs per SM of an H100 (132 SMs): enough weight loads in flight to stream at full bandwidth.
-_TARGET_PROGRAMS = 528
-
-
 def gemv_config(batch: int, rows: int, k: int) -> tuple[int, int, int, int]:
     """(BLOCK_N, BLOCK_K, num_warps, num_stages) for a GEMV of `batch` tokens over `rows` program rows.
 
-    One token: few rows (o_proj, down: N = D) get narrow, long tiles so that there are still ~4 programs per
-    SM, each loading a weight tile of 4096 elements per step. 2–8 tokens run on the tensor cores (BLOCK_N ≥ 16)
-    with a deeper software pipeline instead. Register use is checked by tests/unit/engine/test_ops_compile.py.
+    One token: long K tiles (2048) and 1–4 rows per program, the fastest of a sweep on an H100 at qwen2-1.5b
+    shapes (benchmarks/engine/ops_check.py --sweep; results/engine-decode-h100-2026-11-22): gate/up went from 66%
+    to 82% of copy bandwidth, lm_head from 95% to 104% (L2 helps), down stayed at 70%. 2–8 tokens run on the
+    tensor cores (BLOCK_N ≥ 16) with a deeper software pipeline instead. Register use is checked by
+    tests/unit/engine/test_ops_compile.py.
     """
     if batch == 1:
-        block_n = min(8, max(1, triton.next_power_of_2(rows // _TARGET_PROGRAMS + 1) // 2))
-        return block_n, max(16, min(4096 // block_n, pow2(k))), 4, 3
+        block_n = 1 if rows <= 1024 else 2 if rows < 4096 else 4
+        return block_n, max(16, min(2048, pow2(k))), 4, 3
     block_n = 16 if rows <= 4096 else 32 if rows <= 16384 else 64
     return block_n, max(16, min(256, pow2(k))), 4, 4
 
