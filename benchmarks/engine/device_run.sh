@@ -22,5 +22,7 @@ timeout 120 python3 -m kernelscope -q profile --backend engine --model qwen2-1.5
 log "profile rc=$? $((SECONDS-t0))s"
 python3 "$here/check.py" "$run" > "$OUT/check.json"; log "check rc=$?"
 cp "$run/summary.json" "$run/run.json" "$OUT/" 2>/dev/null
-tar czf "$OUT/report.tgz" -C "$run" report/report.md report/report.zh.md report/tables 2>/dev/null
-tail -5 "$OUT"/*.log
+tar czf "$OUT/report.tgz" -C "$run" summary.json report/report.md report/report.zh.md report/tables 2>/dev/null
+# The device returns a limited number of files: keep the small ones in one archive.
+tar czf "$OUT/small.tgz" -C "$OUT" steps.txt summary.json ops 2>/dev/null
+for f in "$OUT"/*.log; do tail -n 5 "$f"; done

@@ -111,15 +111,15 @@ class Engine:
                     if graph is not None:
                         graph.replay()
                     else:
-                        self._step(state, cache, sampling, generator, scope)
+                        self._step(state, cache, sampling, generator, scope, kv_tokens=batch * (length + i + 1))
                     out[:, i + 1] = state.token
                 if use_graph and graph is None and i + 1 >= max(eager_steps, 1) and i + 1 < max_new_tokens - 1:
                     graph = self._capture(state, cache, sampling, generator)
         return out.cpu()
 
     def _step(self, state: _DecodeState, cache: KVCache, sampling: Sampling, generator: torch.Generator | None,
-              scope: Scope) -> None:
-        logits = self.model.decode_step(state.token, state.pos_len[0], state.pos_len[1], cache, scope)
+              scope: Scope, kv_tokens: int | None = None) -> None:
+        logits = self.model.decode_step(state.token, state.pos_len[0], state.pos_len[1], cache, scope, kv_tokens)
         sampling.pick(self.ops, logits, state.token, generator)
         state.pos_len.add_(1)
 

@@ -77,8 +77,10 @@ class Decoder:
             return ops.linear(x, w.lm_head)
 
     def decode_step(self, tokens: torch.Tensor, positions: torch.Tensor, lengths: torch.Tensor, cache: KVCache,
-                    scope: Scope = no_scope) -> torch.Tensor:
-        """One token per sequence: tokens [B] at positions [B] (lengths = positions + 1); logits [B, V]."""
+                    scope: Scope = no_scope, kv_tokens: int | None = None) -> torch.Tensor:
+        """One token per sequence: tokens [B] at positions [B] (lengths = positions + 1); logits [B, V].
+        kv_tokens, the host's count of valid cache entries over the batch when it knows it (eager steps), makes
+        the attention's declared cost exact; a captured graph is not profiled and passes none."""
         c, w, ops = self.config, self.weights, self.ops
         batch = tokens.shape[0]
         with scope("model.embed_tokens"):
@@ -89,7 +91,8 @@ class Decoder:
                 q = ops.norm_qkv_rope_cache(h, layer.input_norm, c.rms_norm_eps, layer.w_qkv, layer.b_qkv, positions,
                                             self.inv_freq, cache.keys[i], cache.values[i], c.num_heads,
                                             c.num_kv_heads)
-                attn = ops.attention_decode(q, cache.keys[i], cache.values[i], lengths, self.scale)
+                attn = ops.attention_decode(q, cache.keys[i], cache.values[i], lengths, self.scale,
+                                            kv_tokens=kv_tokens)
                 h = ops.linear_residual(attn.view(batch, c.q_size), layer.w_o, h)
             with scope(prefix + "mlp"):
                 act = ops.norm_gate_up_swiglu(h, layer.post_norm, c.rms_norm_eps, layer.w_gate_up)
