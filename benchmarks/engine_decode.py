@@ -29,6 +29,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import commit  # noqa: E402
 
+from kernelscope.capture import calibrate  # noqa: E402
+from kernelscope.capture.calibrate import median_seconds  # noqa: E402
 from kernelscope.engine.generate import Engine  # noqa: E402
 from kernelscope.engine_costs import parse_cost_range  # noqa: E402
 from kernelscope.workload.model import build_config, resolve_model_source  # noqa: E402
@@ -39,18 +41,8 @@ DTYPE = torch.bfloat16
 # ---- timing helpers
 
 def cuda_time_ms(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
-    """Median device time of fn over repeats (CUDA events)."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    """Median device time of fn over repeats (CUDA events), in ms."""
+    return 1e3 * median_seconds(fn, CUDA, repeats, warmup)
 
 
 def wall_s(fn: Callable[[], Any]) -> float:
@@ -86,21 +78,19 @@ class EventMarker:
         return contextlib.nullcontext()
 
 
+CUDA = torch.device("cuda")
+
 # ---- roofs
 
 def copy_bandwidth() -> dict[str, float]:
     n = 1 << 30  # 1 GiB each way
-    src, dst = torch.empty(n, dtype=torch.uint8, device="cuda"), torch.empty(n, dtype=torch.uint8, device="cuda")
-    src.random_(0, 255)
-    ms = cuda_time_ms(lambda: dst.copy_(src), repeats=20, warmup=3)
-    return {"copy_bytes_read_plus_write": 2 * n, "copy_ms": ms, "copy_bandwidth_GBps": 2 * n / ms / 1e6}
+    bandwidth = calibrate.copy_bandwidth(CUDA, n, repeats=20)
+    return {"copy_bytes_read_plus_write": 2 * n, "copy_ms": 2 * n / bandwidth * 1e3,
+            "copy_bandwidth_GBps": bandwidth / 1e9}
 
 
 def matmul_rate() -> dict[str, float]:
-    n = 8192
-    a, b = (torch.randn(n, n, device="cuda", dtype=DTYPE) for _ in range(2))
-    ms = cuda_time_ms(lambda: a @ b, repeats=20, warmup=3)
-    return {"bf16_matmul_TFLOPs": 2 * n**3 / ms / 1e9}
+    return {"bf16_matmul_TFLOPs": (calibrate.gemm_flops(CUDA, "bf16", 8192, repeats=20) or 0.0) / 1e12}
 
 
 # ---- the engine

@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from collections.abc import Callable, Iterator
 
 import torch
 
+from kernelscope.capture import calibrate
+from kernelscope.capture.calibrate import median_seconds
 from kernelscope.engine import reference as ref
 from kernelscope.engine.kernels import linear as linear_mod
 from kernelscope.engine.ops import Ops
@@ -32,18 +33,7 @@ def rel_err(out: torch.Tensor, want: torch.Tensor) -> float:
 
 
 def median_ms(fn: Callable[[], object], reps: int = 50, warmup: int = 10) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return 1e3 * median_seconds(fn, torch.device(DEV), reps, warmup)
 
 
 def graph_ms(fn: Callable[[], object], calls: int = 24, reps: int = 15) -> float:
@@ -66,10 +56,7 @@ def graph_ms(fn: Callable[[], object], calls: int = 24, reps: int = 15) -> float
 
 def copy_bandwidth() -> float:
     """Device-to-device copy of 1 GiB: bytes read + written per second."""
-    src = torch.randn(256 * 2**20, device=DEV)
-    dst = torch.empty_like(src)
-    ms = median_ms(lambda: dst.copy_(src), reps=30)
-    return 2 * src.nbytes / (ms * 1e-3)
+    return calibrate.copy_bandwidth(torch.device(DEV), 1 << 30, repeats=30)
 
 
 def randn(*shape: int, scale: float = 1.0) -> torch.Tensor:

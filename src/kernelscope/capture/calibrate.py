@@ -15,8 +15,8 @@ import torch
 import kernelscope
 
 
-def _time(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 3) -> float:
-    """Median seconds of fn()."""
+def median_seconds(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 3) -> float:
+    """Median seconds of fn() after warm-up: CUDA events on a GPU, the wall clock on the CPU."""
     for _ in range(warmup):
         fn()
     times = []
@@ -28,7 +28,7 @@ def _time(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int
             fn()
             end.record()
             end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
+            times.append(start.elapsedmedian_seconds(end) / 1e3)
     else:
         for _ in range(repeats):
             t0 = time.perf_counter()
@@ -40,7 +40,7 @@ def _time(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int
 def copy_bandwidth(device: torch.device, nbytes: int, repeats: int) -> float:
     src = torch.rand(nbytes // 4, device=device)
     dst = torch.empty_like(src)
-    seconds = _time(lambda: dst.copy_(src), device, repeats)
+    seconds = median_seconds(lambda: dst.copy_(src), device, repeats)
     return 2 * src.numel() * 4 / seconds
 
 
@@ -59,7 +59,7 @@ def gemm_flops(device: torch.device, precision: str, n: int, repeats: int) -> fl
             previous = torch.backends.cuda.matmul.allow_tf32
             torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
             try:
-                seconds = _time(lambda: torch.mm(a, b), device, repeats)
+                seconds = median_seconds(lambda: torch.mm(a, b), device, repeats)
             finally:
                 torch.backends.cuda.matmul.allow_tf32 = previous
         elif precision == "fp8":
@@ -68,14 +68,14 @@ def gemm_flops(device: torch.device, precision: str, n: int, repeats: int) -> fl
             a = rand(torch.float8_e4m3fn)
             b = rand(torch.float8_e4m3fn).t()  # _scaled_mm wants the second operand column-major
             one = torch.ones((), device=device)
-            seconds = _time(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+            seconds = median_seconds(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
                             device, repeats)
         elif precision == "int8":
             if device.type != "cuda":
                 return None
             a = torch.randint(-64, 64, (n, n), device=device, dtype=torch.int8, generator=gen)
             b = torch.randint(-64, 64, (n, n), device=device, dtype=torch.int8, generator=gen)
-            seconds = _time(lambda: torch._int_mm(a, b), device, repeats)
+            seconds = median_seconds(lambda: torch._int_mm(a, b), device, repeats)
         else:
             return None
     except (RuntimeError, TypeError, NotImplementedError):
