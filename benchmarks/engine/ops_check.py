@@ -148,7 +148,7 @@ def check_ops(tri: Ops) -> dict[str, float | str]:
 
 
 def check_graph(tri: Ops) -> float:
-    """Capture one decode layer (6 launches + argmax) in a CUDA graph; replay must equal eager."""
+    """Capture one decode layer (5 launches + argmax) in a CUDA graph; replay must equal eager."""
     torch.manual_seed(1)
     batch = 4
     inv_freq = 1.0 / (THETA ** (torch.arange(0, DH, 2, device=DEV).float() / DH))

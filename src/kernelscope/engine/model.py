@@ -1,7 +1,7 @@
 """The decoder (Qwen2 / Llama) written against Ops: prefill with unfused ops, decode with fused ops only.
 
-A decode step launches per layer: norm_qkv_rope_cache, attention_decode (split-KV + combine), linear_residual
-(o_proj), norm_gate_up_swiglu, linear_residual (down_proj) = 6 kernels on the triton backend; then the
+A decode step launches per layer: norm_qkv_rope_cache, attention_decode (split-KV, combined by its last program),
+linear_residual (o_proj), norm_gate_up_swiglu, linear_residual (down_proj) = 5 kernels on the triton backend; then the
 embedding before the layers and norm_linear (final norm + lm_head) after them.
 
 `scope(name)` opens a context around each module's launches with its HF-style qualified name, so a profiled

@@ -140,6 +140,28 @@ def test_attention_decode(triton_ops, dtype, batch, group):
     close(got, ref.attention_decode(q, k_cache, v_cache, lengths, 0.3), dtype)
 
 
+@pytest.mark.parametrize(("batch", "group"), [(1, 1), (1, 4), (3, 1), (3, 4)])
+def test_attention_decode_back_to_back(triton_ops, batch, group):
+    """The last split of each (sequence, KV head) combines and resets its counter: calls in a row, with other
+    lengths (other numbers of non-empty splits) and the same output buffer, each write the full right answer."""
+    from kernelscope.engine.kernels.attention import decode_splits, split_counters
+
+    slots, kv_heads, head_dim, dtype = 200, 2, 16, torch.float32
+    assert decode_splits(batch, kv_heads, slots, 64) == 4
+    heads = kv_heads * group
+    k_cache = rand(batch, slots, kv_heads, head_dim, dtype=dtype)
+    v_cache = rand(batch, slots, kv_heads, head_dim, dtype=dtype)
+    out = torch.empty(batch, heads, head_dim, dtype=dtype)
+    counters = split_counters(out.device, batch * kv_heads)
+    for lengths in ([200, 1, 65], [130, 64, 200], [1, 129, 7], [64, 200, 128]):
+        lengths = torch.tensor(lengths[:batch])
+        q = rand(batch, heads, head_dim, dtype=dtype)
+        out.fill_(float("nan"))
+        assert triton_ops.attention_decode(q, k_cache, v_cache, lengths, 0.3, out=out) is out
+        close(out, ref.attention_decode(q, k_cache, v_cache, lengths, 0.3), dtype)
+        assert split_counters(out.device, batch * kv_heads) is counters and not counters.any()
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_kv_cache_write(triton_ops, dtype):
     k_new = rand(3, 5, 4, 8, dtype=dtype)[:, :, :2]  # strided heads → made contiguous

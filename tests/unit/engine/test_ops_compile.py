@@ -27,10 +27,10 @@ KERNELS = {
     "ks_gemm": ("gemm", {"HAS_BIAS": True, "IEEE": False, "GROUP_M": 8, "BLOCK_M": 128, "BLOCK_N": 128,
                          "BLOCK_K": 64}, {}, 8, 3),
     "ks_attn_prefill": ("attention", {"HEAD_DIM": 128, "IEEE": False, "BLOCK_M": 128, "BLOCK_N": 64}, {}, 8, 3),
-    "ks_attn_decode_split": ("attention", {"IEEE": False, "BLOCK_G": 16, "BLOCK_S": 64, "BLOCK_D": 128},
-                             {"len_ptr": "*i64", "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32"}, 4, 2),
-    "ks_attn_decode_combine": ("attention", {"BLOCK_SPLITS": 64, "BLOCK_D": 128},
-                               {"part_o_ptr": "*fp32", "part_lse_ptr": "*fp32"}, 4, 3),
+    "ks_attn_decode_split": ("attention", {"IEEE": False, "BLOCK_G": 16, "BLOCK_S": 64, "BLOCK_D": 128,
+                                           "BLOCK_H": 8, "BLOCK_C": 4},
+                             {"len_ptr": "*i64", "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32",
+                              "count_ptr": "*i32"}, 4, 2),
 }
 # The decode GEMVs at batch 1 and 8 with the launcher's own block sizes: kernel → (rows, K, constexprs, pointers).
 GEMVS = {

@@ -61,13 +61,13 @@ def test_attention_costs(triton_ops):
     slots = 100
     qd, cache = r(batch, heads, dh), r(batch, slots, kv_heads, dh)
     lengths = torch.tensor([10, 90])
-    split, combine = declared(lambda: triton_ops.attention_decode(qd, cache, cache, lengths, 0.25, kv_tokens=100))
     splits = 2  # ceil(100 slots / 64 per block), under the SM-filling limit
     part_bytes = batch * heads * splits * (dh + 1) * 4
-    assert split == ("ks_attn_decode_split", 4 * 100 * heads * dh,
-                     batch * heads * dh * 2 + 2 * 100 * kv_heads * dh * 2 + 2 * 8 + part_bytes, "bf16")
-    assert combine == ("ks_attn_decode_combine", 3 * batch * heads * splits * dh,
-                       part_bytes + batch * heads * dh * 2, "fp32")
+    # One launch: the split-KV partials (written, then read by the combine in the same kernel) and the output.
+    assert declared(lambda: triton_ops.attention_decode(qd, cache, cache, lengths, 0.25, kv_tokens=100)) == [
+        ("ks_attn_decode_split", 4 * 100 * heads * dh + 3 * batch * heads * splits * dh,
+         batch * heads * dh * 2 + 2 * 100 * kv_heads * dh * 2 + 2 * 8 + 2 * part_bytes + batch * heads * dh * 2,
+         "bf16")]
 
 
 def test_fused_decode_costs(triton_ops):

@@ -1,4 +1,4 @@
-"""Attention: causal flash attention for prefill, split-KV decode attention with a combine step (GQA both)."""
+"""Attention: causal flash attention for prefill, split-KV decode attention combined in the same launch (GQA both)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import triton.language as tl
 from kernelscope.engine_costs import declare
 
 from ..errors import EngineError
-from .common import VECTOR, exact_dot, matrix_precision, mma, new_or, pow2
+from .common import exact_dot, matrix_precision, mma, new_or, pow2
 
 _LOG2E = 1.4426950408889634
 
@@ -97,10 +97,17 @@ def attention_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
 
 
 @triton.jit
-def ks_attn_decode_split(q_ptr, kc_ptr, vc_ptr, len_ptr, part_o_ptr, part_lse_ptr, H, HKV, GROUP, HEAD_DIM,
-                         SPLITS, split_len, scale_log2, stride_cb, stride_cs, stride_ch, IEEE: tl.constexpr,
-                         BLOCK_G: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-    """One (sequence, KV head, split): all GROUP query heads of that KV head attend to the split's slots."""
+def ks_attn_decode_split(q_ptr, kc_ptr, vc_ptr, len_ptr, part_o_ptr, part_lse_ptr, count_ptr, o_ptr, H, HKV, GROUP,
+                         HEAD_DIM, SPLITS, split_len, scale_log2, stride_cb, stride_cs, stride_ch, stride_ob,
+                         stride_oh, IEEE: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_S: tl.constexpr,
+                         BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr):
+    """One (sequence, KV head, split): all GROUP query heads of that KV head attend to the split's slots and write
+    their partial output and log-sum-exp; the last split to finish of a (sequence, KV head) combines them all.
+
+    count_ptr holds one counter per (sequence, KV head), zero between launches: each program increments it after
+    its partials (acq_rel, after a CTA barrier so every thread's stores are ordered before the release); the
+    program that sees SPLITS - 1 reads the partials of all splits (acquire) and sets the counter back to 0.
+    """
     bk = tl.program_id(0)
     split = tl.program_id(1)
     b, kv_h = bk // HKV, bk % HKV
@@ -139,21 +146,38 @@ def ks_attn_decode_split(q_ptr, kc_ptr, vc_ptr, len_ptr, part_o_ptr, part_lse_pt
     part = (b * H + heads) * SPLITS + split
     tl.store(part_o_ptr + part[:, None] * HEAD_DIM + ds[None, :], out, mask=g_mask[:, None] & d_mask[None, :])
     tl.store(part_lse_ptr + part, lse, mask=g_mask)
-
-
-@triton.jit
-def ks_attn_decode_combine(part_o_ptr, part_lse_ptr, o_ptr, SPLITS, HEAD_DIM, stride_ob, stride_oh, H,
-                           BLOCK_SPLITS: tl.constexpr, BLOCK_D: tl.constexpr):
-    bh = tl.program_id(0).to(tl.int64)
-    splits = tl.arange(0, BLOCK_SPLITS)
-    ds = tl.arange(0, BLOCK_D)
-    lse = tl.load(part_lse_ptr + bh * SPLITS + splits, mask=splits < SPLITS, other=float("-inf"))
-    weights = tl.exp2(lse - tl.max(lse, axis=0))
-    parts = tl.load(part_o_ptr + (bh * SPLITS + splits[:, None]) * HEAD_DIM + ds[None, :],
-                    mask=(splits[:, None] < SPLITS) & (ds[None, :] < HEAD_DIM), other=0.0)
-    out = tl.sum(parts * weights[:, None], axis=0) / tl.sum(weights, axis=0)
-    tl.store(o_ptr + (bh // H) * stride_ob + (bh % H) * stride_oh + ds, out.to(o_ptr.dtype.element_ty),
-             mask=ds < HEAD_DIM)
+    tl.debug_barrier()
+    finished = tl.atomic_add(count_ptr + bk, 1, sem="acq_rel", scope="gpu")
+    if finished == SPLITS - 1:
+        # Combine the GROUP heads (BLOCK_H ≥ GROUP rows, no tensor-core padding here) over the splits holding
+        # slots (the others have lse = -inf), BLOCK_C splits at a time, each chunk merged into the running result
+        # relative to the running maximum log-sum-exp.
+        active = tl.minimum(tl.cdiv(length, split_len), SPLITS)
+        hs = tl.arange(0, BLOCK_H)
+        cs = tl.arange(0, BLOCK_C)
+        h_mask = hs < GROUP
+        group_heads = kv_h * GROUP + hs
+        part_heads = (b * H + group_heads) * SPLITS
+        best = tl.full((BLOCK_H,), float("-inf"), tl.float32)
+        total = tl.zeros((BLOCK_H,), tl.float32)
+        merged = tl.zeros((BLOCK_H, BLOCK_D), tl.float32)
+        for chunk in range(0, active, BLOCK_C):
+            rows = part_heads[:, None] + (chunk + cs)[None, :]
+            row_mask = h_mask[:, None] & ((chunk + cs) < active)[None, :]
+            lses = tl.load(part_lse_ptr + rows, mask=row_mask, other=float("-inf"))
+            parts = tl.load(part_o_ptr + rows[:, :, None] * HEAD_DIM + ds[None, None, :],
+                            mask=row_mask[:, :, None] & d_mask[None, None, :], other=0.0)
+            new_best = tl.maximum(best, tl.max(lses, axis=1))
+            shift = tl.where(new_best == float("-inf"), 0.0, new_best)  # padding heads: no valid split
+            weights = tl.exp2(lses - shift[:, None])
+            correction = tl.exp2(best - shift)
+            total = total * correction + tl.sum(weights, axis=1)
+            merged = merged * correction[:, None] + tl.sum(parts * weights[:, :, None], axis=1)
+            best = new_best
+        result = merged / total[:, None]
+        tl.store(o_ptr + b.to(tl.int64) * stride_ob + group_heads[:, None] * stride_oh + ds[None, :],
+                 result.to(o_ptr.dtype.element_ty), mask=h_mask[:, None] & d_mask[None, :])
+        tl.store(count_ptr + bk, 0)
 
 
 def decode_splits(batch: int, kv_heads: int, slots: int, block: int) -> int:
@@ -161,10 +185,29 @@ def decode_splits(batch: int, kv_heads: int, slots: int, block: int) -> int:
     return max(1, min(triton.cdiv(slots, block), triton.cdiv(264, batch * kv_heads), 64))
 
 
+# Per (device, batch·KV heads): the split counters of ks_attn_decode_split, zero between launches (the last
+# program of each (sequence, KV head) resets its own). Allocated once, before any CUDA-graph capture, and kept:
+# a captured graph holds their address. Launches that run concurrently on several streams must not share them.
+_SPLIT_COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}
+
+
+def split_counters(device: torch.device, count: int) -> torch.Tensor:
+    """The zeroed int32 counters of `count` (sequence, KV head) pairs on `device`, created on first use."""
+    key = (device, count)
+    counters = _SPLIT_COUNTERS.get(key)
+    if counters is None:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise EngineError(f"attention_decode with {count} (sequence, KV head) pairs must run once eagerly "
+                              "before a CUDA graph captures it (its split counters are allocated then)")
+        counters = _SPLIT_COUNTERS[key] = torch.zeros(count, dtype=torch.int32, device=device)
+    return counters
+
+
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: torch.Tensor,
                      scale: float, out: torch.Tensor | None = None, kv_tokens: int | None = None) -> torch.Tensor:
     """q [B,H,Dh], caches [B,S,Hkv,Dh], lengths [B] valid slots (device) → [B,H,Dh].
 
+    One launch: split-KV partials, combined by the last split of each (sequence, KV head).
     kv_tokens (the host-side sum of lengths, when the caller knows it) only sharpens the declared cost;
     without it the cost assumes every slot is valid.
     """
@@ -178,21 +221,21 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     out = new_or(out, (batch, heads, head_dim), q)
     part_o = torch.empty((batch, heads, splits, head_dim), dtype=torch.float32, device=q.device)
     part_lse = torch.empty((batch, heads, splits), dtype=torch.float32, device=q.device)
+    counters = split_counters(q.device, batch * kv_heads)
     tokens = batch * slots if kv_tokens is None else kv_tokens
     es = q.element_size()
+    block_h, block_d = pow2(group), pow2(head_dim, 16)
+    # The combine reads BLOCK_C splits' partials of the group at once: at most 4096 fp32 values (32 per thread).
+    block_c = max(1, min(pow2(splits), 4096 // (block_h * block_d)))
+    # Costs as the former split + combine pair: partials written, then read by the combine.
     part_bytes = (part_o.numel() + part_lse.numel()) * 4
     split_bytes = q.numel() * es + 2 * tokens * kv_heads * head_dim * es + lengths.numel() * lengths.element_size()
-    with declare("ks_attn_decode_split", 4 * tokens * heads * head_dim, split_bytes + part_bytes,
-                 matrix_precision(q.dtype)):
+    flops = 4 * tokens * heads * head_dim + 3 * batch * heads * splits * head_dim
+    nbytes = split_bytes + 2 * part_bytes + out.numel() * es
+    with declare("ks_attn_decode_split", flops, nbytes, matrix_precision(q.dtype)):
         ks_attn_decode_split[(batch * kv_heads, splits)](
-            q, k_cache, v_cache, lengths, part_o, part_lse, heads, kv_heads, group, head_dim, splits, split_len,
-            scale * _LOG2E, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-            IEEE=exact_dot(q.dtype), BLOCK_G=pow2(group, 16), BLOCK_S=block_s,
-            BLOCK_D=pow2(head_dim, 16), num_warps=4, num_stages=2)
-    with declare("ks_attn_decode_combine", 3 * batch * heads * splits * head_dim, part_bytes + out.numel() * es,
-                 VECTOR):
-        ks_attn_decode_combine[(batch * heads,)](
-            part_o, part_lse, out, splits, head_dim, out.stride(0), out.stride(1), heads,
-            BLOCK_SPLITS=pow2(splits), BLOCK_D=pow2(head_dim))
+            q, k_cache, v_cache, lengths, part_o, part_lse, counters, out, heads, kv_heads, group, head_dim, splits,
+            split_len, scale * _LOG2E, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            out.stride(0), out.stride(1), IEEE=exact_dot(q.dtype), BLOCK_G=pow2(group, 16), BLOCK_S=block_s,
+            BLOCK_D=block_d, BLOCK_H=block_h, BLOCK_C=block_c, num_warps=4, num_stages=2)
     return out
-
