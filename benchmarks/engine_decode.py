@@ -119,7 +119,7 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def engine_prefill(engine: Engine, batch: int, prompt: int, roof_tflops: float) -> dict[str, Any]:
+def engine_prefill(engine: Engine, batch: int, prompt: int, roof_tflops: float | None) -> dict[str, Any]:
     """Prefill alone (timed with events), its FLOPs counted from the shapes, share of the bf16 matmul roof."""
     c = engine.config
     ids = torch.randint(0, c.vocab_size, (batch, prompt), device="cuda")
@@ -132,10 +132,10 @@ def engine_prefill(engine: Engine, batch: int, prompt: int, roof_tflops: float) 
         + c.num_layers * batch * 2 * c.num_heads * c.head_dim * prompt * prompt  # causal QKᵀ + PV ≈ 4·L²/2
     tflops = flops / ms / 1e9
     return {"batch": batch, "prompt": prompt, "prefill_ms": ms, "tokens_per_s": tokens * 1e3 / ms,
-            "flops": flops, "TFLOPs": tflops, "share_of_bf16_roof": tflops / roof_tflops}
+            "flops": flops, "TFLOPs": tflops, "share_of_bf16_roof": tflops / roof_tflops if roof_tflops else None}
 
 
-def kernel_profile(engine: Engine, copy_gbps: float) -> dict[str, Any]:
+def kernel_profile(engine: Engine, copy_gbps: float | None) -> dict[str, Any]:
     """One eager decode step under torch.profiler: device time per kernel name, and per declared engine launch
     (ks.cost ranges) the achieved bandwidth against the measured copy bandwidth."""
     from torch.profiler import ProfilerActivity, profile
@@ -175,7 +175,7 @@ def kernel_profile(engine: Engine, copy_gbps: float) -> dict[str, Any]:
         us = total_us / n
         gbps = nbytes / us / 1e3 if us > 0 else 0.0
         declared_rows.append({"launch": key, "count_per_step": n / steps, "us_each": us, "GBps": gbps,
-                              "share_of_copy_bw": gbps / copy_gbps, "us_per_step": total_us / steps})
+                              "share_of_copy_bw": gbps / copy_gbps if copy_gbps else None, "us_per_step": total_us / steps})
     declared_rows.sort(key=lambda r: -r["us_per_step"])
     return {"kernels_per_step": sum(r["launches_per_step"] for r in kernel_rows),
             "kernel_us_per_step": sum(r["us_per_step"] for r in kernel_rows),
@@ -361,14 +361,15 @@ def main() -> None:
     section(results, "graph_checks_fp32", graph_checks, args.out)
     copy = section(results, "copy_bandwidth", copy_bandwidth, args.out)
     roof = section(results, "bf16_matmul", matmul_rate, args.out)
-    copy_gbps, roof_tflops = copy.get("copy_bandwidth_GBps", 3000.0), roof.get("bf16_matmul_TFLOPs", 800.0)
+    # No assumed roofs: when a roof was not measured in this run, the shares that need it are left out (null).
+    copy_gbps, roof_tflops = copy.get("copy_bandwidth_GBps"), roof.get("bf16_matmul_TFLOPs")
 
     model, engine = build("qwen2-1.5b")
     q: dict[str, Any] = {}
     results["qwen2-1.5b"] = q
     b1 = section(q, "engine_b1", lambda: engine_decode(engine, 1, 128, 256, reps), args.out)
     if "tpot_ms" in b1:
-        b1["bandwidth_utilisation"] = b1["achieved_GBps"] / copy_gbps
+        b1["bandwidth_utilisation"] = b1["achieved_GBps"] / copy_gbps if copy_gbps else None
     section(q, "engine_b1_tpot_by_difference_ms",
             lambda: engine_tpot_by_difference(engine, 1, 128, 256, 32, reps), args.out)
     section(q, "engine_b8", lambda: engine_decode(engine, 8, 128, 256, reps), args.out)
@@ -393,7 +394,7 @@ def main() -> None:
         for batch in (1, 8):
             r = section(llama, f"engine_b{batch}", lambda b=batch: engine_decode(engine, b, 128, 256, 2), args.out)
             if "tpot_ms" in r:
-                r["bandwidth_utilisation"] = r["achieved_GBps"] / copy_gbps
+                r["bandwidth_utilisation"] = r["achieved_GBps"] / copy_gbps if copy_gbps else None
         section(llama, "engine_prefill_b1_2048", lambda: engine_prefill(engine, 1, 2048, roof_tflops), args.out)
         section(llama, "token_equality_vs_transformers", lambda: token_equality(model, engine, 128, 64), args.out)
         section(llama, "teacher_forced_vs_transformers", lambda: teacher_forced(model, engine, 128, 64, True),

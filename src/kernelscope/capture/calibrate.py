@@ -28,7 +28,7 @@ def median_seconds(fn: Callable[[], Any], device: torch.device, repeats: int, wa
             fn()
             end.record()
             end.synchronize()
-            times.append(start.elapsedmedian_seconds(end) / 1e3)
+            times.append(start.elapsed_time(end) / 1e3)
     else:
         for _ in range(repeats):
             t0 = time.perf_counter()
