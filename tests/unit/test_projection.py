@@ -198,9 +198,9 @@ def test_shipped_model_is_calibrated_on_device_runs(name):
 
 def test_every_design_option_has_chinese_words():
     from kernelscope.analyze.whatif import whatif_settings
-    from kernelscope.report.whatif import whatif_messages
+    from kernelscope.report.templating import message_catalog
 
-    terms = whatif_messages("zh")["terms"]
+    terms = message_catalog("whatif", "zh")["terms"]
     words = [w for s in whatif_settings()["scenarios"] for w in (s["name"], s["what"])]
     missing = [w for w in ["as given", *words] if w not in terms]
     assert not missing, missing

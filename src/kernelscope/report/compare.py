@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,11 +15,10 @@ from jinja2 import Environment
 
 from kernelscope import ranges
 from kernelscope.analyze.compare import Comparison, col, delta_col, ratio_col
-from kernelscope.packaged import packaged_toml
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
-from kernelscope.report.templating import template_environment
+from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
 
 LANGUAGES = ("en", "zh")
 MARKDOWN_FILES = {"en": "compare.md", "zh": "compare.zh.md"}
@@ -28,11 +26,6 @@ HTML_FILES = {"en": "compare.html", "zh": "compare.zh.html"}
 TOP_N = 20
 
 Cell = Callable[[dict[str, Any]], str]
-
-
-@cache
-def compare_messages(lang: str) -> dict[str, Any]:
-    return packaged_toml("kernelscope.report", f"messages/compare.{lang}.toml")
 
 
 def ratio(value: float | None) -> str:
@@ -70,7 +63,7 @@ def render_comparison(comparison: Comparison, runs: list[dict[str, Any]], out_di
         text = env.get_template("compare.md.j2").render(**context)
         path = out_dir / MARKDOWN_FILES[lang]
         path.write_text(text, encoding="utf-8")
-        title = env.from_string(compare_messages(lang)["text"]["title"]).render(**context)
+        title = env.from_string(message_catalog("compare", lang)["text"]["title"]).render(**context)
         (out_dir / HTML_FILES[lang]).write_text(markdown_to_html(text, out_dir, lang=lang, title=title),
                                                 encoding="utf-8")
         written += [path, out_dir / HTML_FILES[lang]]
@@ -78,14 +71,14 @@ def render_comparison(comparison: Comparison, runs: list[dict[str, Any]], out_di
 
 
 def _env(lang: str) -> Environment:
-    words = compare_messages(lang)
+    words = message_catalog("compare", lang)
     return template_environment(words, dict(duration=fmt.duration, ratio=ratio, delta=signed_duration,
                                             percent=fmt.percent, code=fmt.code,
                                             term=lambda v: words["terms"].get(v, v)))
 
 
 def _context(c: Comparison, runs: list[dict[str, Any]], top_n: int, lang: str) -> dict[str, Any]:
-    words = compare_messages(lang)
+    words = message_catalog("compare", lang)
     h, terms = words["headers"], words["terms"]
     labels, base = c.labels, c.baseline
     others = labels[1:]
@@ -230,18 +223,12 @@ def _table(df: pl.DataFrame, columns: list[tuple[str, Cell]], numeric_from: int 
 
 
 def _write_csvs(c: Comparison, directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
     frames = {"setup": c.setup, "timings": c.timings, "phases": c.phases, "layers": c.layers, "matched": c.matched,
               "categories": c.categories, "libraries": c.libraries, "changes": c.changes,
               "notes": pl.DataFrame({"note": [n.key for n in c.notes],
                                      "values": [json.dumps(n.values, ensure_ascii=False) for n in c.notes]},
                                     schema={"note": pl.String, "values": pl.String})}
-    paths = []
-    for name, df in frames.items():
-        path = directory / f"{name}.csv"
-        df.write_csv(path)
-        paths.append(path)
-    return paths
+    return write_csv_tables(frames, directory)
 
 
 def _key_figures(c: Comparison, runs: list[dict[str, Any]]) -> dict[str, Any]:

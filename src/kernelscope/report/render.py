@@ -5,7 +5,6 @@ are per language (messages/<lang>.toml); tables and numbers are the same in ever
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +14,11 @@ from jinja2 import Environment
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.tables import ReportTables, report_tables
 from kernelscope.load.profile import Profile
-from kernelscope.packaged import packaged_toml
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.tables_spec import SPECS, table_markdown
-from kernelscope.report.templating import template_environment
+from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
 from kernelscope.report.whatif import projection_section
 
 TOP_N = 20
@@ -36,13 +34,8 @@ CONFIG_KEYS = [
 ]
 
 
-@cache
-def messages(lang: str) -> dict[str, Any]:
-    return packaged_toml("kernelscope.report", f"messages/{lang}.toml")
-
-
 def _env(lang: str) -> Environment:
-    words = messages(lang)
+    words = message_catalog("", lang)
     terms = words["terms"]
     env = template_environment(words, dict(
         duration=fmt.duration, ms=fmt.ms, percent=fmt.percent, ratio=fmt.ratio_percent, number=fmt.number,
@@ -92,13 +85,13 @@ def render_report(
 
 
 def _title(context: dict[str, Any], lang: str) -> str:
-    return _env(lang).from_string(messages(lang)["text"]["title"]).render(**context)
+    return _env(lang).from_string(message_catalog("", lang)["text"]["title"]).render(**context)
 
 
 def _context(profile: Profile, summary: dict[str, Any], tables: ReportTables, top_n: int, lang: str) -> dict[str, Any]:
     run = profile.run
-    headers = messages(lang)["headers"]
-    terms = messages(lang)["terms"]
+    headers = message_catalog("", lang)["headers"]
+    terms = message_catalog("", lang)["terms"]
 
     def table(name: str, df: pl.DataFrame | None, limit: int | None = None) -> str | None:
         if df is None:
@@ -215,7 +208,6 @@ def _findings(tables: ReportTables, lang: str) -> list[dict[str, Any]]:
 
 
 def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
     frames: dict[str, pl.DataFrame] = {"phases": tables.phases, "decode_steps": tables.steps}
     for phase, df in tables.kernels_by_phase.items():
         frames[f"kernels_{phase}"] = df
@@ -248,12 +240,7 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
                 "table": pl.String, "column": pl.String, "rows": pl.String, "agg": pl.String,
                 "derived_from": pl.String, "formula": pl.String}, orient="row",
     )
-    paths = []
-    for name, df in frames.items():
-        path = directory / f"{name}.csv"
-        df.write_csv(path)
-        paths.append(path)
-    return paths
+    return write_csv_tables(frames, directory)
 
 
 def _draw_figures(tables: ReportTables, directory: Path, run: dict[str, Any]) -> dict[str, list[Path]]:

@@ -1,11 +1,36 @@
-"""The Jinja environment every report uses: templates/ with `say(key, **values)`, which renders a sentence of
-the report's words (messages/*.toml) with the template's context."""
+"""What every page (report, comparison, what-if) shares: the Jinja environment over templates/ with
+`say(key, **values)`, which renders a sentence of the page's words (messages/*.toml) with the template's context;
+the word catalogs; the CSV tables beside the page."""
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
 from typing import Any
 
+import polars as pl
 from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
+
+from kernelscope.packaged import packaged_toml
+
+
+@cache
+def message_catalog(kind: str, lang: str) -> dict[str, Any]:
+    """The words of one kind of page in one language: messages/<lang>.toml for the report (kind ""),
+    messages/<kind>.<lang>.toml for the others (compare, whatif)."""
+    name = f"{kind}.{lang}" if kind else lang
+    return packaged_toml("kernelscope.report", f"messages/{name}.toml")
+
+
+def write_csv_tables(frames: dict[str, pl.DataFrame], directory: Path) -> list[Path]:
+    """tables/<name>.csv for every frame; the paths written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, frame in frames.items():
+        path = directory / f"{name}.csv"
+        frame.write_csv(path)
+        paths.append(path)
+    return paths
 
 
 def template_environment(words: dict[str, Any], filters: dict[str, Any]) -> Environment:

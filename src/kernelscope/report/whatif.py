@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +14,10 @@ from jinja2 import Environment
 from kernelscope import ranges
 from kernelscope.analyze.projection import ProjectionModel, Target, default_model
 from kernelscope.analyze.whatif import WhatIf, dominant_groups
-from kernelscope.packaged import packaged_toml
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
-from kernelscope.report.templating import template_environment
+from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
 
 LANGUAGES = ("en", "zh")
 MARKDOWN_FILES = {"en": "whatif.md", "zh": "whatif.zh.md"}
@@ -28,11 +26,6 @@ HTML_FILES = {"en": "whatif.html", "zh": "whatif.zh.html"}
 CALIBRATION_BOUND = 0.15
 
 Cell = Callable[[dict[str, Any]], str]
-
-
-@cache
-def whatif_messages(lang: str) -> dict[str, Any]:
-    return packaged_toml("kernelscope.report", f"messages/whatif.{lang}.toml")
 
 
 def tbs(value: float | None) -> str:
@@ -74,14 +67,14 @@ def render_whatif(study: WhatIf, model: ProjectionModel, run: dict[str, Any], ru
         context["figures"] = figure_links
         text = env.get_template("whatif.md.j2").render(**context)
         (out_dir / MARKDOWN_FILES[lang]).write_text(text, encoding="utf-8")
-        title = env.from_string(whatif_messages(lang)["text"]["title"]).render(**context)
+        title = env.from_string(message_catalog("whatif", lang)["text"]["title"]).render(**context)
         (out_dir / HTML_FILES[lang]).write_text(markdown_to_html(text, out_dir, lang=lang, title=title), encoding="utf-8")
         written += [out_dir / MARKDOWN_FILES[lang], out_dir / HTML_FILES[lang]]
     return written
 
 
 def _env(lang: str) -> Environment:
-    words = whatif_messages(lang)
+    words = message_catalog("whatif", lang)
     return template_environment(words, dict(duration=fmt.duration, times=times, tbs=tbs, tflops=tflops,
                                             percent=fmt.percent, ms=fmt.ms, term=lambda v: words["terms"].get(v, v)))
 
@@ -92,11 +85,9 @@ def calibration_holds(calibration: pl.DataFrame) -> bool:
 
 
 def _context(s: WhatIf, model: ProjectionModel, run: dict[str, Any], run_path: Path, lang: str) -> dict[str, Any]:
-    from kernelscope.report.render import messages  # render imports this module: import at call time
-
-    words = whatif_messages(lang)
+    words = message_catalog("whatif", lang)
     # The report's own terms name phases such as model stages ("SAM encoder"); what-if terms come on top.
-    h, terms = words["headers"], {**messages(lang)["terms"], **words["terms"]}
+    h, terms = words["headers"], {**message_catalog("", lang)["terms"], **words["terms"]}
 
     def term(value: Any) -> str:
         return fmt.plain(terms.get(value, value) if isinstance(value, str) else value)
@@ -224,15 +215,9 @@ def _table(rows: pl.DataFrame | list[dict[str, Any]], columns: list[tuple[str, C
 
 
 def _write_csvs(s: WhatIf, directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
     frames = {"calibration": s.calibration, "phases": s.phases, "groups": s.groups, "kernels": s.kernels,
               "scenarios": s.scenarios, "requirements": s.requirements, "sweeps": s.sweeps}
-    paths = []
-    for name, df in frames.items():
-        if df.width:
-            df.write_csv(directory / f"{name}.csv")
-            paths.append(directory / f"{name}.csv")
-    return paths
+    return write_csv_tables({name: df for name, df in frames.items() if df.width}, directory)  # no sweeps: none
 
 
 def _key_figures(s: WhatIf, run_path: Path) -> dict[str, Any]:
