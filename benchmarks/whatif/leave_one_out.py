@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from kernelscope.analyze.hardware import ceilings_for, find_spec
+from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.projection import (
     Options,
     default_model,
@@ -25,10 +26,9 @@ from kernelscope.analyze.projection import (
     target_from_ceilings,
 )
 from kernelscope.analyze.projection_fit import FitRun, calibration_table, fit_factors, with_fit
-from kernelscope.analyze.tables import with_costs
-from kernelscope.commands.finish import run_ceilings
 from kernelscope.load.calibration import find_calibration_matching
-from kernelscope.load.rundir import read_run
+from kernelscope.load.rundir import read_run, read_run_info
+from kernelscope.pipeline import run_ceilings
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ["h200-qwen2-0.5b-ncu", "h100-qwen2-0.5b-ncu", "h200-qwen2-1.5b-slim", "h100-qwen2-1.5b-b1-slim",
@@ -38,10 +38,9 @@ PAIRS = [("h200-qwen2-0.5b-ncu", "h100-qwen2-0.5b-ncu"), ("h200-qwen2-1.5b-slim"
 
 
 def fit_run(path: Path) -> FitRun:
-    profile = read_run(path)
-    target = target_from_ceilings(run_ceilings(profile))
-    return FitRun(path.name, projection_inputs(with_costs(profile), profile.ncu, default_model()), target,
-                  target.l2_bytes)
+    run = with_costs_and_names(read_run(path))
+    target = target_from_ceilings(run_ceilings(run.info))
+    return FitRun(path.name, projection_inputs(run.kernels, run.ncu, default_model()), target, target.l2_bytes)
 
 
 def main() -> None:
@@ -68,13 +67,13 @@ def main() -> None:
     cross = {}
     for a, b in PAIRS:
         for source_name, other_name in ((a, b), (b, a)):
-            source = read_run(ROOT / "tests/data/runs" / source_name)
+            source = with_costs_and_names(read_run(ROOT / "tests/data/runs" / source_name))
             other = json.loads((ROOT / "tests/data/runs" / other_name / "summary.json").read_text())
-            src_target = target_from_ceilings(run_ceilings(source), model)
-            spec = find_spec(read_run(ROOT / "tests/data/runs" / other_name, tables=False).run["hardware"]["name"])
+            src_target = target_from_ceilings(run_ceilings(source.info), model)
+            spec = find_spec(read_run_info(ROOT / "tests/data/runs" / other_name).hardware.name)
             calibration = find_calibration_matching(spec.match)
-            dst_target = target_from_ceilings(ceilings_for(calibration["device"], calibration), model)
-            inputs = projection_inputs(with_costs(source), source.ncu, model)
+            dst_target = target_from_ceilings(ceilings_for(calibration.device, calibration), model)
+            inputs = projection_inputs(source.kernels, source.ncu, model)
             on_src = phase_projection(project(inputs, src_target, model, Options(), src_target.l2_bytes))
             on_dst = phase_projection(project(inputs, dst_target, model, Options(), src_target.l2_bytes))
             ratios = {}

@@ -34,7 +34,12 @@ class Steps:
         columns.append(TimeElapsedColumn())
         with Progress(*columns, console=self._console, transient=False) as progress:
             task = progress.add_task(description, total=total)
-            yield lambda n=1: progress.advance(task, n)
+            try:
+                yield lambda n=1: progress.advance(task, n)
+            except BaseException:
+                # A failed step leaves no progress line above the error line.
+                progress.update(task, visible=False)
+                raise
             if total is None:
                 progress.update(task, total=1, completed=1)
 

@@ -9,7 +9,7 @@ import pytest
 
 from kernelscope.cli import main
 from kernelscope.commands.export import export_run
-from kernelscope.commands.import_trace import import_traces
+from kernelscope.commands.importers.traces import import_traces
 from tests.conftest import DATA
 
 SOURCE_RUN = DATA / "runs" / "h200-qwen2-0.5b-ncu"

@@ -10,11 +10,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.commands.import_nsys_stats import import_nsys_stats
-from kernelscope.commands.report import rerender
+from kernelscope.commands.importers.nsys_stats import import_nsys_stats
 from kernelscope.errors import UserError
 from kernelscope.load.nsys_stats import read_nsys_stats
 from kernelscope.load.rundir import read_run
+from kernelscope.pipeline import rerender
 
 NSYS = Path(__file__).parents[1] / "data" / "nsys"
 STAGES = {"prefill": NSYS / "prefill.csv", "decode": NSYS / "decode.csv"}
@@ -38,7 +38,8 @@ def test_run_directory_and_metadata(run):
                  "report/tables/kernels_decode.csv"]:
         assert (run / name).is_file(), name
     meta = json.loads((run / "run.json").read_text())
-    assert meta["source"] == "import" and meta["hardware"] == {"device_type": "cuda", "name": None}
+    assert meta["source"] == "import"
+    assert meta["hardware"]["device_type"] == "cuda" and meta["hardware"]["name"] is None
     assert meta["inputs"] == [str(p) for p in STAGES.values()]
     assert meta["trace"]["format"] == "nsys-stats"
     assert [f["report"] for f in meta["trace"]["files"]] == ["cuda_gpu_kern_sum"] * 2

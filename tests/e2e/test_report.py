@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.commands.report import rerender
+from kernelscope.pipeline import rerender
 
 DATA = Path(__file__).parents[1] / "data"
 RUN = DATA / "runs" / "h200-qwen2-0.5b-ncu"

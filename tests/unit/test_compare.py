@@ -10,16 +10,18 @@ import polars as pl
 import pytest
 
 from kernelscope.analyze.compare import col, compare, delta_col, prepare, ratio_col
-from kernelscope.analyze.tables import with_kernel_catalog
-from kernelscope.load.profile import Profile
-from kernelscope.load.rundir import read_run
+from kernelscope.analyze.naming import with_kernel_catalog
+from kernelscope.contracts.run import Run
+from kernelscope.contracts.run_info import RunInfo
+from kernelscope.contracts.summary import Summary
+from kernelscope.load.rundir import read_run, read_summary
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 H200, H100 = RUNS / "h200-qwen2-0.5b-ncu", RUNS / "h100-qwen2-0.5b-ncu"
 
 
 def _view(label: str, path: Path):
-    return prepare(label, read_run(path), json.loads((path / "summary.json").read_text()))
+    return prepare(label, read_run(path), read_summary(path))
 
 
 @pytest.fixture(scope="module")
@@ -89,11 +91,13 @@ def _run(label: str, rows: list[tuple[str, str, str | None, int | None, str, int
     kernels = with_kernel_catalog(pl.DataFrame(records, schema_overrides={
         "module": pl.String, "top_op": pl.String, "op": pl.String, "step": pl.Int64, "layer": pl.Int64,
         "flops": pl.Float64, "bytes_moved": pl.Float64}))
-    run = {"workload": {"model": model, "batch_size": 1, "prompt_len": 16}, "hardware": {"name": "GPU"}}
+    run = {"source": "profile", "schema_version": 1, "workload": {"model": model, "batch_size": 1, "prompt_len": 16},
+           "hardware": {"name": "GPU"}}
     if layer_type:
         run["model"] = {"layer_types": {"0": layer_type}}
-    summary = {"kernel_count": kernels.height, "device_time_us": kernels["dur_ns"].sum() / 1e3}
-    return prepare(label, Profile(kernels=kernels, ops=pl.DataFrame(), run=run), summary)
+    summary = Summary(kernel_count=kernels.height, device_time_us=kernels["dur_ns"].sum() / 1e3)
+    info = RunInfo.from_json(json.dumps(run))
+    return prepare(label, Run(kernels=kernels, ops=pl.DataFrame(), info=info), summary)
 
 
 NVJET = "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"

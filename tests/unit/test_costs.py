@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from kernelscope.analyze.costs import op_cost
+from kernelscope.analyze.op_costs import op_cost
 
 
 def _dims(*tensors):

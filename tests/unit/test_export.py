@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from kernelscope.commands.export import export_run
-from kernelscope.commands.import_trace import import_traces
+from kernelscope.commands.importers.traces import import_traces
 from kernelscope.errors import UserError
 from tests.conftest import DATA, write_trace
 

@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 
 from kernelscope.analyze.attribution import attribute
-from kernelscope.commands.import_trace import _hardware_from_trace
 from kernelscope.errors import UserError
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.nsys_sqlite import export_nsys_rep, is_nsys_sqlite, load_nsys_sqlite
+from kernelscope.load.sources import hardware_from_properties
 from tests.conftest import KINETO
 from tests.nsys_sqlite_writer import VARIANTS, global_tid, short_kernel_name, write_nsys_sqlite
 
@@ -114,9 +114,9 @@ def test_device_properties_feed_the_import_hardware(kineto, exports, variant):
     meta = load_nsys_sqlite(exports[variant]).meta
     props = meta["device_properties"][0]
     assert props["name"] == "NVIDIA H200" and props["numSms"] == 132
-    hardware = _hardware_from_trace(props, "cuda")
-    assert hardware["compute_capability"] == "9.0"
-    assert hardware["memory_bytes"] == kineto.meta["device_properties"][0]["totalGlobalMem"]
+    hardware = hardware_from_properties(meta["device_properties"], "cuda")
+    assert hardware.compute_capability == "9.0"
+    assert hardware.memory_bytes == kineto.meta["device_properties"][0]["totalGlobalMem"]
     assert meta["source_format"] == "nsys-sqlite"
     assert meta["event_count"] == 4148 + 4421 + 1281
     assert meta["schema_version"] == ("3.16.1" if variant == "current" else None)

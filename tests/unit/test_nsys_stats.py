@@ -14,10 +14,12 @@ from kernelscope.analyze.kernel_stats import STAT_COLUMNS, kernel_summary
 from kernelscope.analyze.launches import launch_count
 from kernelscope.analyze.phases import phase_table, step_table
 from kernelscope.analyze.summary import summarize
-from kernelscope.commands.import_nsys_stats import phase_from_file_name, summary_kernels
+from kernelscope.commands.importers.nsys_stats import phase_from_file_name, summary_kernels
+from kernelscope.contracts.run import Run
+from kernelscope.contracts.run_info import RunInfo
+from kernelscope.contracts.tables import conform_kernels
 from kernelscope.errors import UserError
 from kernelscope.load.nsys_stats import is_nsys_stats, read_nsys_stats
-from kernelscope.load.profile import Profile, with_instances
 from kernelscope.load.rundir import read_run
 
 DATA = Path(__file__).parents[1] / "data"
@@ -210,11 +212,11 @@ def test_not_utf8_is_a_clear_error(tmp_path):
 
 
 def _summary_kernels(table: pl.DataFrame, phase: str = "decode") -> pl.DataFrame:
-    return table.select(
+    return conform_kernels(table.select(
         "name", pl.lit("kernel").alias("kind"), pl.col("total_ns").alias("dur_ns"), "instances",
         "min_ns", "max_ns", "med_ns", "stddev_ns", pl.lit(phase).alias("phase"),
         pl.lit(None, dtype=pl.Int64).alias("step"), pl.lit(None, dtype=pl.Int64).alias("start_ns"),
-    )
+    ))
 
 
 def test_kernel_summary_of_summary_rows_reproduces_the_input(tmp_path):
@@ -276,9 +278,9 @@ def test_kineto_run_gives_the_same_kernel_summary_as_counting_rows():
 
 def test_instances_default_to_one():
     k = pl.DataFrame({"name": ["a", "a", "b"], "dur_ns": [1, 2, 3], "instances": [None, 4, None]})
-    assert with_instances(k)["instances"].to_list() == [1, 4, 1]
-    assert with_instances(k.drop("instances"))["instances"].to_list() == [1, 1, 1]
-    assert with_instances(k).select(launch_count()).item() == 6
+    assert conform_kernels(k)["instances"].to_list() == [1, 4, 1]
+    assert conform_kernels(k.drop("instances"))["instances"].to_list() == [1, 1, 1]
+    assert conform_kernels(k).select(launch_count()).item() == 6
 
 
 def test_phases_of_summary_rows_claim_no_steps(tmp_path):
@@ -289,18 +291,17 @@ def test_phases_of_summary_rows_claim_no_steps(tmp_path):
                    "mean_launch_ns"):
         assert row[column] is None, column
     assert step_table(kernels).height == 0
-    summary = summarize(Profile(kernels=kernels.with_columns(
-        pl.lit(None, dtype=pl.String).alias("module"), pl.lit(None, dtype=pl.String).alias("op")),
-        ops=pl.DataFrame(), run={"source": "import"}))
-    assert summary["kernel_count"] == 850 and summary["kernel_rows"] == 3
-    assert summary["phases"]["decode"]["steps"] is None
-    assert summary["phases"]["decode"]["device_time_per_step_us"] is None
-    assert math.isclose(summary["device_time_us"], 7000.0)
+    summary = summarize(Run(kernels=kernels, ops=pl.DataFrame(),
+                            info=RunInfo(source="import", schema_version=1)))
+    assert summary.kernel_count == 850 and summary.kernel_rows == 3
+    assert summary.phases["decode"].steps is None
+    assert summary.phases["decode"].device_time_per_step_us is None
+    assert math.isclose(summary.device_time_us, 7000.0)
 
 
 def test_phases_and_steps_from_kernelscope_nvtx_ranges(tmp_path):
     kernels, meta = summary_kernels(write(tmp_path, "run_nvtx_kern_sum.csv", NVTX_KERN_SUM_CSV))
-    assert meta["report"] == "nvtx_kern_sum" and meta["phase_from"] == "nvtx"
+    assert meta.report == "nvtx_kern_sum" and meta.phase_from == "nvtx"
     # module-range rows are dropped (their kernels are counted under the phase range); rows outside every range stay
     assert kernels.height == 5
     assert kernels["phase"].to_list() == ["decode", "decode", "decode", "prefill", "unknown"]
@@ -322,7 +323,7 @@ def test_nested_foreign_nvtx_ranges_are_refused(tmp_path):
         summary_kernels(path)
     flat = write(tmp_path, "decode_flat.csv", text.replace("nvjet_tst_64x8_64x16_4x1_v_bz_TNT\"\n", "x\"\n", 1))
     kernels, meta = summary_kernels(flat)
-    assert kernels["phase"].to_list() == ["decode", "decode"] and meta["phase_from"] == "file name"
+    assert kernels["phase"].to_list() == ["decode", "decode"] and meta.phase_from == "file name"
 
 
 @pytest.mark.parametrize(("name", "phase"), [

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.projection import (
     GroupFactors,
     Options,
@@ -24,11 +25,11 @@ from kernelscope.analyze.projection import (
     target_from_ceilings,
 )
 from kernelscope.analyze.projection_fit import FitRun, calibration_table, fit_factors
-from kernelscope.analyze.tables import with_costs
-from kernelscope.commands.finish import run_ceilings
+from kernelscope.contracts.tables import conform_kernels
 from kernelscope.errors import UserError
 from kernelscope.load.rundir import read_run
 from kernelscope.load.targets import parse_settings, parse_sweep, read_spec_file
+from kernelscope.pipeline import run_ceilings
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 
@@ -46,7 +47,7 @@ def _kernels(rows: list[dict]) -> pl.DataFrame:
             "bytes_moved": None, "precision": "bf16", "category": "GEMM", "grid_x": 1, "grid_y": 1, "grid_z": 1,
             "block_x": 1, "block_y": 1, "block_z": 1}
     frame = pl.DataFrame([base | r for r in rows], schema_overrides={"flops": pl.Float64, "bytes_moved": pl.Float64})
-    return projection_inputs(frame, None, MODEL)
+    return projection_inputs(conform_kernels(frame), None, MODEL)
 
 
 def test_memory_compute_latency_and_carried_kernels():
@@ -124,7 +125,7 @@ def test_fit_recovers_known_factors():
     frame = pl.DataFrame({"name": "k", "kind": "kernel", "phase": "decode", "step": 0, "dur_ns": dur.round().astype(int),
                           "flops": flops, "bytes_moved": bytes_, "precision": "bf16", "category": "GEMM",
                           "grid_x": 1, "grid_y": 1, "grid_z": 1, "block_x": 1, "block_y": 1, "block_z": 1})
-    inputs = projection_inputs(frame, None, MODEL)
+    inputs = projection_inputs(conform_kernels(frame), None, MODEL)
     fit = fit_factors([FitRun("synthetic", inputs, TARGET, None)], grid_points=40, efficiency_min=0.25)
     got = fit.factors["matmul"]
     assert got.memory_efficiency == pytest.approx(e_mem, rel=1e-3)
@@ -176,10 +177,10 @@ def test_bad_spec_files(tmp_path):
 
 
 def _fit_run(path: Path) -> FitRun:
-    profile = read_run(path)
+    run = with_costs_and_names(read_run(path))
     model = default_model()
-    target = target_from_ceilings(run_ceilings(profile), model)
-    return FitRun(path.name, projection_inputs(with_costs(profile), profile.ncu, model), target, target.l2_bytes)
+    target = target_from_ceilings(run_ceilings(run.info), model)
+    return FitRun(path.name, projection_inputs(run.kernels, run.ncu, model), target, target.l2_bytes)
 
 
 @pytest.mark.parametrize("name", ["h200-qwen2-0.5b-ncu", "h100-qwen2-0.5b-ncu", "h200-qwen2-1.5b-slim",

@@ -5,9 +5,11 @@ import polars as pl
 import pytest
 
 from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.costs import kernel_costs
 from kernelscope.analyze.hardware import ceilings_for, load_specs, match_spec
+from kernelscope.analyze.kernel_costs import kernel_costs
 from kernelscope.analyze.roofline import class_table, cost_coverage, place_on_roofline
+from kernelscope.contracts.calibration import Calibration
+from kernelscope.contracts.tables import conform_kernels
 from kernelscope.load.kineto import load_kineto
 from kernelscope.report import figures
 
@@ -37,7 +39,7 @@ def test_device_names_match_their_entry(device, key):
 
 
 def test_measured_ceilings_take_precedence():
-    calibration = {"copy_bandwidth": 4.3e12, "gemm_flops": {"bf16": 7.9e14, "fp8": None}}
+    calibration = Calibration(device="NVIDIA H200", copy_bandwidth=4.3e12, gemm_flops={"bf16": 7.9e14, "fp8": None})
     c = ceilings_for("NVIDIA H200", calibration)
     assert c.bandwidth == 4.3e12 and c.source["bandwidth"] == "measured"
     assert c.flops["bf16"] == 7.9e14 and c.source["bf16"] == "measured"
@@ -51,7 +53,7 @@ def _kernel(dur_ns, flops, nbytes, precision="bf16"):
 
 
 def test_classification_rule():
-    c = ceilings_for("NVIDIA H200", {"copy_bandwidth": 4e12, "gemm_flops": {"bf16": 8e14}})
+    c = ceilings_for("NVIDIA H200", Calibration(device="NVIDIA H200", copy_bandwidth=4e12, gemm_flops={"bf16": 8e14}))
     rows = [
         _kernel(10_000, 1e6, 30e6),        # 3.0 TB/s at intensity 0.03: 75% of the memory roof
         _kernel(1_000_000, 7e11, 1e8),     # 700 TFLOP/s at intensity 7000: 87.5% of compute
@@ -59,7 +61,7 @@ def test_classification_rule():
         _kernel(50_000, 1e3, 1e6),         # 20 GB/s for 50 µs: balanced
         _kernel(1_000, None, None),        # no cost model
     ]
-    k = place_on_roofline(pl.DataFrame(rows), c)
+    k = place_on_roofline(conform_kernels(pl.DataFrame(rows)), c)
     assert k["roofline_class"].to_list() == ["memory-bound", "compute-bound", "latency-bound", "balanced",
                                              "unclassified"]
     assert k["memory_roof_pct"][0] == pytest.approx(75.0)

@@ -7,12 +7,13 @@ import pytest
 from kernelscope.analyze.kernel_stats import kernel_summary
 from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
 from kernelscope.analyze.phases import phase_table
+from kernelscope.contracts.tables import conform_kernels
 
 
 def kernels(rows):
     cols = ["name", "phase", "step", "module", "layer", "dur_ns", "start_ns"]
     df = pl.DataFrame(rows, schema=cols, orient="row")
-    return df.with_columns(pl.lit("kernel").alias("kind"))
+    return conform_kernels(df.with_columns(pl.lit("kernel").alias("kind")))
 
 
 ROWS = [

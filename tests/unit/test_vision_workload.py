@@ -8,6 +8,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from kernelscope import ranges
 from kernelscope.analyze.phases import ordered_phases, phase_table, step_counts, step_table
+from kernelscope.contracts.tables import conform_kernels
 from kernelscope.errors import UserError
 from kernelscope.workload.annotate import GenerationAnnotator
 from kernelscope.workload.generation import (
@@ -67,15 +68,15 @@ def test_synthetic_pages_are_deterministic_and_vary_in_shape():
 
 def test_processor_inputs_hold_the_image_tokens_of_each_page(pages, tiny):
     _, config = tiny
-    assert [image["crops"] for image in pages.images] == [6, 2, 0]
+    assert [image.crops for image in pages.images] == [6, 2, 0]
     for tensors, image in zip(pages.generations, pages.images, strict=True):
         # 256 tokens for the 1024-pixel global view, 144 per 768-pixel crop, one separator.
-        assert image["image_tokens"] == 256 + 144 * image["crops"] + 1
-        assert int((tensors["input_ids"] == config.image_token_id).sum()) == image["image_tokens"]
+        assert image.image_tokens == 256 + 144 * image.crops + 1
+        assert int((tensors["input_ids"] == config.image_token_id).sum()) == image.image_tokens
         assert tensors["input_ids"][0, 0] == config.text_config.bos_token_id
         assert tensors["pixel_values"].shape == (1, 3, 1024, 1024)
-        assert ("pixel_values_local" in tensors) == (image["crops"] > 0)
-    assert pages.prompt_len == pages.images[2]["prompt_tokens"] + 288  # median: the 2-crop page
+        assert ("pixel_values_local" in tensors) == (image.crops > 0)
+    assert pages.prompt_len == pages.images[2].prompt_tokens + 288  # median: the 2-crop page
 
 
 def test_stage_ranges_are_phases_and_change_no_token(tiny, pages):
@@ -98,11 +99,10 @@ def test_stage_ranges_are_phases_and_change_no_token(tiny, pages):
 def test_stage_layers_have_their_own_types(tiny):
     model, config = tiny
     info = describe_model(model, config, stage_modules(model, vision_spec(config)))
-    assert list(info["stages"]) == STAGES
-    assert info["stages"]["sam_encoder"]["layer_types"] == {"0": "DeepseekOcr2SamVisionLayer",
-                                                            "1": "DeepseekOcr2SamVisionLayer"}
-    assert info["stages"]["vision_encoder"]["layer_prefix"] == "model.vision_tower.vision_encoder.layers"
-    assert info["layer_types"]["0"] == "DeepseekOcr2TextDecoderLayer (DeepseekOcr2TextMLP)"
+    assert list(info.stages) == STAGES
+    assert info.stages["sam_encoder"].layer_types == {0: "DeepseekOcr2SamVisionLayer", 1: "DeepseekOcr2SamVisionLayer"}
+    assert info.stages["vision_encoder"].layer_prefix == "model.vision_tower.vision_encoder.layers"
+    assert info.layer_types[0] == "DeepseekOcr2TextDecoderLayer (DeepseekOcr2TextMLP)"
 
 
 def test_sampling_is_seeded_and_greedy_is_the_default(tiny, pages):
@@ -176,21 +176,22 @@ def test_phase_steps_count_generations():
     # Two generations (images): stage and prefill once each, decode steps 0-1 each.
     rows = [("sam", None, 0, 10), ("sam", None, 1, 30), ("prefill", None, 0, 50), ("prefill", None, 1, 60),
             ("decode", 0, 0, 70), ("decode", 1, 0, 80), ("decode", 0, 1, 90), ("decode", 1, 1, 100)]
-    kernels = pl.DataFrame(
+    kernels = conform_kernels(pl.DataFrame(
         [{"phase": p, "step": s, "generation": g, "start_ns": 10 * i, "dur_ns": d, "device": 0,
           "launch_dur_ns": 1} for i, (p, s, g, d) in enumerate(rows)],
         schema={"phase": pl.String, "step": pl.Int64, "generation": pl.Int64, "start_ns": pl.Int64,
                 "dur_ns": pl.Int64, "device": pl.Int64, "launch_dur_ns": pl.Int64},
-    )
+    ))
+    one_generation = kernels.with_columns(pl.lit(None, dtype=pl.Int64).alias("generation"))
     table = phase_table(kernels)
     assert table["phase"].to_list() == ["sam", "prefill", "decode"]
     assert table["steps"].to_list() == [2, 2, 4]
     assert table["device_time_per_step_ns"].to_list() == [20, 55, 85]
     assert step_table(kernels).columns == ["generation", "step", "kernel_count", "device_time_ns"]
-    assert phase_table(kernels.drop("generation"))["steps"].to_list() == [1, 1, 2]
+    assert phase_table(one_generation)["steps"].to_list() == [1, 1, 2]
     # Every per-step figure elsewhere (accelerator needs, what-if) divides by the same counts.
     assert step_counts(kernels) == {"sam": 2, "prefill": 2, "decode": 4}
-    assert step_counts(kernels.drop("generation")) == {"sam": 1, "prefill": 1, "decode": 2}
+    assert step_counts(one_generation) == {"sam": 1, "prefill": 1, "decode": 2}
 
 
 def test_range_names():

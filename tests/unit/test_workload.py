@@ -44,7 +44,7 @@ def test_layer_types_tell_dense_from_moe(tiny):
     assert types == {0: "DeepseekV3DecoderLayer (DeepseekV3MLP)", 1: "DeepseekV3DecoderLayer (DeepseekV3MoE)",
                      2: "DeepseekV3DecoderLayer (DeepseekV3MoE)"}
     info = describe_model(model, config)
-    assert info["num_layers"] == 3 and info["parameters"] == sum(p.numel() for p in model.parameters())
+    assert info.num_layers == 3 and info.parameters == sum(p.numel() for p in model.parameters())
 
 
 def test_annotation_changes_no_token_and_marks_every_step(tiny):

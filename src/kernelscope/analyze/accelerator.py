@@ -5,13 +5,13 @@ Everything comes from the run's analytic costs, timings and model config."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.hardware import Ceilings
 from kernelscope.analyze.phases import step_counts
+from kernelscope.contracts.run_info import RunInfo, Workload
 
 # Kernel categories a fixed-function block next to the matrix engine could run (no large matrix products).
 FIXED_FUNCTION_CATEGORIES = ["norm", "activation", "rope", "softmax", "sampling", "elementwise", "copy/cast",
@@ -41,20 +41,19 @@ class AcceleratorNeeds:
     l2_bytes: float | None = None
 
 
-def accelerator_needs(kernels: pl.DataFrame, run: dict[str, Any], ceilings: Ceilings | None,
+def accelerator_needs(kernels: pl.DataFrame, info: RunInfo, ceilings: Ceilings | None,
                       categories: dict[str, pl.DataFrame], layer_types: dict[int, str]) -> AcceleratorNeeds:
     needs = AcceleratorNeeds()
-    timings = (run.get("timings") or {}).get("plain") or {}
-    needs.tpot_ms, needs.ttft_ms = timings.get("tpot_ms"), timings.get("ttft_ms")
+    needs.tpot_ms, needs.ttft_ms = info.plain_timings.tpot_ms, info.plain_timings.ttft_ms
     decode = kernels.filter(pl.col("phase") == ranges.DECODE)
     prefill = kernels.filter(pl.col("phase") == ranges.PREFILL)
-    if decode.height and "bytes_moved" in decode.columns:
+    if decode.height:
         steps = step_counts(decode).get(ranges.DECODE, 1)
         needs.decode_bytes_per_step = float(decode["bytes_moved"].sum()) / steps
         needs.decode_flops_per_step = float(decode["flops"].sum()) / steps
         if ceilings is not None and ceilings.bandwidth:
             needs.bandwidth_floor_tpot_ms = 1e3 * needs.decode_bytes_per_step / ceilings.bandwidth
-    if prefill.height and "flops" in prefill.columns:
+    if prefill.height:
         needs.prefill_flops = float(prefill["flops"].sum())
         needs.prefill_bytes = float(prefill["bytes_moved"].sum())
     needs.requirements = _requirements(needs)
@@ -63,9 +62,8 @@ def accelerator_needs(kernels: pl.DataFrame, run: dict[str, Any], ceilings: Ceil
         needs.fixed_function = mix.filter(pl.col("category").is_in(FIXED_FUNCTION_CATEGORIES))
         needs.fixed_function_pct = float(needs.fixed_function["time_pct"].sum())
     needs.weights_per_layer, needs.weight_bytes_per_step = _weights(decode, layer_types)
-    needs.kv_bytes_per_token, needs.kv_bytes_at_context, needs.context_tokens = _kv(run)
-    needs.l2_bytes = (ceilings.spec.l2_bytes if ceilings and ceilings.spec else None) or (
-        (run.get("hardware") or {}).get("l2_cache_bytes"))
+    needs.kv_bytes_per_token, needs.kv_bytes_at_context, needs.context_tokens = _kv(info)
+    needs.l2_bytes = (ceilings.spec.l2_bytes if ceilings and ceilings.spec else None) or info.hardware.l2_cache_bytes
     return needs
 
 
@@ -90,7 +88,7 @@ def _requirements(needs: AcceleratorNeeds) -> pl.DataFrame:
 def _weights(decode: pl.DataFrame, layer_types: dict[int, str]) -> tuple[pl.DataFrame, float | None]:
     """Bytes the matrix products of one layer read per decode step (at batch 1, the layer's weights), per
     layer type: the mean over its layers."""
-    if not decode.height or "category" not in decode.columns:
+    if not decode.height:
         return pl.DataFrame(), None
     steps = step_counts(decode).get(ranges.DECODE, 1)
     matmul = decode.filter(pl.col("category").is_in(["GEMM", "GEMV"]) & pl.col("bytes_moved").is_not_null())
@@ -110,13 +108,13 @@ def _weights(decode: pl.DataFrame, layer_types: dict[int, str]) -> tuple[pl.Data
     return per_layer, total
 
 
-def _kv(run: dict[str, Any]) -> tuple[float | None, float | None, int | None]:
+def _kv(info: RunInfo) -> tuple[float | None, float | None, int | None]:
     """KV-cache bytes per token: keys and values for every layer and KV head (MLA models: the compressed
     latent plus the rotary key per layer)."""
-    config = (run.get("model") or {}).get("config") or {}
-    workload = run.get("workload") or {}
+    config = info.model.config if info.model is not None else {}
+    workload = info.workload or Workload()
     layers = config.get("num_hidden_layers")
-    size = DTYPE_BYTES.get(workload.get("dtype") or "", 2)
+    size = DTYPE_BYTES.get(workload.dtype or "", 2)
     if not layers:
         return None, None, None
     if config.get("kv_lora_rank"):
@@ -128,6 +126,6 @@ def _kv(run: dict[str, Any]) -> tuple[float | None, float | None, int | None]:
             return None, None, None
         per_layer = 2 * heads * head_dim
     per_token = float(per_layer * layers * size)
-    context = (workload.get("prompt_len") or 0) + (workload.get("new_tokens") or 0)
-    batch = workload.get("batch_size") or 1
+    context = (workload.prompt_len or 0) + (workload.new_tokens or 0)
+    batch = workload.batch_size or 1
     return per_token, per_token * context * batch, context or None

@@ -16,13 +16,15 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.intervals import NestedIntervals
+from kernelscope.contracts.tables import conform_kernels, conform_ops
 from kernelscope.load.kineto import TraceTables
 
 _LAYER_PATTERN = r"(?:^|\.)(\d+)(?:\.|$)"
 
 
 def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Returns (kernels, ops): kernels sorted by start with attribution columns; ops with op_id, depth."""
+    """Returns (kernels, ops): kernels sorted by start with attribution columns; ops with op_id, depth. Both
+    have every column of their schema (contracts.tables)."""
     ops = tables.ops.with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
     threads = _thread_codes(ops, tables.launches)
     ops = ops.join(threads, on=["pid", "tid"], how="left")
@@ -77,7 +79,7 @@ def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.col("module").str.extract(_LAYER_PATTERN, 1).cast(pl.Int64).alias("layer"),
     )
     kernels = kernels.sort("start_ns").with_row_index("kernel_id").with_columns(pl.col("kernel_id").cast(pl.Int64))
-    return kernels.drop("thread"), ops.drop("thread")
+    return conform_kernels(kernels.drop("thread")), conform_ops(ops.drop("thread"))
 
 
 def _with_declared_ops(kernels: pl.DataFrame, declared: pl.DataFrame, span: int, thread_code: np.ndarray,

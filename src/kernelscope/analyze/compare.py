@@ -9,26 +9,27 @@ that runs with different numbers of steps compare; per-layer rows are per layer 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.launches import launch_count
 from kernelscope.analyze.layers import OUTSIDE, layer_breakdown, with_layer_columns
 from kernelscope.analyze.phases import PHASE_ORDER, phase_table
-from kernelscope.analyze.tables import with_costs
-from kernelscope.load.profile import Profile, with_instances
-from kernelscope.packaged import packaged_toml
+from kernelscope.contracts.run import Run
+from kernelscope.contracts.run_info import RunInfo
+from kernelscope.contracts.summary import Summary
+from kernelscope.load import knowledge
 
 ALIGNED_LAYER_TYPE = "decoder layer"
 
 
-@cache
 def compare_rules() -> dict[str, Any]:
-    return packaged_toml("kernelscope.data", "compare.toml")
+    return knowledge.compare_rules()
 
 
 @dataclass
@@ -36,12 +37,37 @@ class RunView:
     """One run prepared for comparison: its kernels with catalog, layer and matching columns."""
 
     label: str
-    profile: Profile
-    summary: dict[str, Any]
+    run: Run
+    summary: Summary
     kernels: pl.DataFrame
     phases: pl.DataFrame
     steps: dict[str, int]
     has_modules: bool
+
+
+@dataclass(frozen=True)
+class ComparedRun:
+    """A run as the comparison lists it (compare.json "runs")."""
+
+    label: str
+    path: str
+    model: str | None
+    device: str | None
+    dtype: str | None
+    batch_size: int | None
+    prompt_len: int | None
+    new_tokens: int | None
+    kernels: int
+
+    @classmethod
+    def of(cls, view: RunView, path: str) -> ComparedRun:
+        info = view.run.info
+        workload = info.workload
+        return cls(label=view.label, path=path, model=workload.model if workload else None,
+                   device=info.hardware.name, dtype=workload.dtype if workload else None,
+                   batch_size=workload.batch_size if workload else None,
+                   prompt_len=workload.prompt_len if workload else None,
+                   new_tokens=workload.new_tokens if workload else None, kernels=view.summary.kernel_count)
 
 
 @dataclass
@@ -84,19 +110,20 @@ def delta_col(label: str, base: str) -> str:
     return f"delta_ns[{label}-{base}]"
 
 
-def prepare(label: str, profile: Profile, summary: dict[str, Any]) -> RunView:
-    kernels = with_instances(with_costs(profile))
+def prepare(label: str, run: Run, summary: Summary) -> RunView:
+    run = with_costs_and_names(run)
+    kernels = run.kernels
     phases = phase_table(kernels)
     steps = {row["phase"]: row["steps"] for row in phases.iter_rows(named=True)}
     groups = compare_rules()["category_groups"]
-    kernels = with_layer_columns(kernels, profile.layer_types).with_columns(
+    kernels = with_layer_columns(kernels, run.info.layer_types).with_columns(
         pl.col("category").fill_null("other").replace(groups).alias("group"),
         pl.when(pl.col("module").is_not_null()).then(pl.col("layer_module"))
         .when(pl.col("top_op").is_not_null()).then(pl.format("op {}", pl.col("top_op")))
         .otherwise(pl.format("kernel {}", pl.col("friendly_name"))).alias("match_module"),
     )
     has_modules = bool(kernels["module"].is_not_null().any())
-    return RunView(label, profile, summary, kernels, phases, steps, has_modules)
+    return RunView(label, run, summary, kernels, phases, steps, has_modules)
 
 
 def compare(views: list[RunView]) -> Comparison:
@@ -126,40 +153,47 @@ def compare(views: list[RunView]) -> Comparison:
 
 # --- setup and timings -------------------------------------------------------------------------------------
 
-SETUP_ITEMS: list[tuple[str, str, str]] = [
-    # (item, section of run.json, key)
-    ("source", "", "source"),
-    ("backend", "workload", "backend"),
-    ("model", "workload", "model"),
-    ("model_type", "model", "model_type"),
-    ("parameters", "model", "parameters"),
-    ("num_layers", "model", "num_layers"),
-    ("dtype", "workload", "dtype"),
-    ("batch_size", "workload", "batch_size"),
-    ("prompt_len", "workload", "prompt_len"),
-    ("new_tokens", "workload", "new_tokens"),
-    ("device", "hardware", "name"),
-    ("device_count", "hardware", "count"),
-    ("sm_count", "hardware", "sm_count"),
-    ("compute_capability", "hardware", "compute_capability"),
-    ("memory_bytes", "hardware", "memory_bytes"),
-    ("driver_version", "hardware", "driver_version"),
-    ("torch", "software", "torch"),
-    ("cuda", "software", "cuda"),
-    ("transformers", "software", "transformers"),
-    ("kernelscope", "software", "kernelscope"),
-    ("created", "", "created"),
+def _workload(key: str) -> Callable[[RunInfo], Any]:
+    return lambda info: getattr(info.workload, key) if info.workload is not None else None
+
+
+def _model(key: str) -> Callable[[RunInfo], Any]:
+    return lambda info: getattr(info.model, key) if info.model is not None else None
+
+
+SETUP_ITEMS: list[tuple[str, Callable[[RunInfo], Any]]] = [
+    # (item, how to read it from run.json)
+    ("source", lambda info: info.source),
+    ("backend", _workload("backend")),
+    ("model", _workload("model")),
+    ("model_type", _model("model_type")),
+    ("parameters", _model("parameters")),
+    ("num_layers", _model("num_layers")),
+    ("dtype", _workload("dtype")),
+    ("batch_size", _workload("batch_size")),
+    ("prompt_len", _workload("prompt_len")),
+    ("new_tokens", _workload("new_tokens")),
+    ("device", lambda info: info.hardware.name),
+    ("device_count", lambda info: info.hardware.count),
+    ("sm_count", lambda info: info.hardware.sm_count),
+    ("compute_capability", lambda info: info.hardware.compute_capability),
+    ("memory_bytes", lambda info: info.hardware.memory_bytes),
+    ("driver_version", lambda info: info.hardware.driver_version),
+    ("torch", lambda info: info.software.torch),
+    ("cuda", lambda info: info.software.cuda),
+    ("transformers", lambda info: info.software.transformers),
+    ("kernelscope", lambda info: info.software.kernelscope),
+    ("created", lambda info: info.created),
 ]
 
 
 def setup_table(views: list[RunView]) -> pl.DataFrame:
     """item, one text column per run, and whether the runs differ in it. Items no run has are left out."""
     rows = []
-    for item, section, key in SETUP_ITEMS:
+    for item, read in SETUP_ITEMS:
         values = []
         for v in views:
-            holder = v.profile.run.get(section) if section else v.profile.run
-            value = (holder or {}).get(key)
+            value = read(v.run.info)
             values.append(None if value is None else str(value))
         if all(x is None for x in values):
             continue
@@ -189,9 +223,9 @@ def timings_table(views: list[RunView]) -> pl.DataFrame:
         values: list[float | None] = []
         for v in views:
             if where == "timings":
-                value = ((v.profile.run.get("timings") or {}).get("plain") or {}).get(key)
+                value = getattr(v.run.info.plain_timings, key)
             else:
-                value = v.summary.get(key)
+                value = getattr(v.summary, key)
                 value = value / 1e3 if value is not None and key == "device_time_us" else value
             values.append(None if value is None else float(value))
         rows.append({"metric": metric, **{col("value", v.label): x for v, x in zip(views, values, strict=True)}})
@@ -240,7 +274,7 @@ def _run_layers(v: RunView) -> pl.DataFrame:
     if not known.height:
         return empty
     added = ["layer_type", "layer_module", "aligned_layer_type", "group", "match_module"]
-    breakdown = layer_breakdown(known.drop(added), v.profile.layer_types, v.steps)
+    breakdown = layer_breakdown(known.drop(added), v.run.info.layer_types, v.steps)
     groups = known.group_by("name").agg(pl.col("group").first(), pl.col("friendly_name").first())
     aligned = v.kernels.select("layer_type", "aligned_layer_type").unique("layer_type")
     rows = (
@@ -389,7 +423,7 @@ def _align_layer_types(views: list[RunView], notes: list[Note]) -> None:
 
 def comparability_notes(views: list[RunView], phase_names: list[str]) -> list[Note]:
     notes: list[Note] = []
-    models = [(v.profile.run.get("workload") or {}).get("model") for v in views]
+    models = [_workload("model")(v.run.info) for v in views]
     if len({m for m in models if m}) > 1:
         notes.append(Note("models_differ", {"models": ", ".join(f"{v.label}: {m}" for v, m in zip(views, models, strict=True))}))
     for phase in phase_names:
@@ -409,7 +443,7 @@ def comparability_notes(views: list[RunView], phase_names: list[str]) -> list[No
     if len({s for s in decode_steps if s}) > 1:
         notes.append(Note("steps_differ", {"steps": ", ".join(f"{v.label}: {s if s else '–'}" for v, s in zip(views, decode_steps, strict=True))}))
     for key in ("batch_size", "prompt_len"):
-        values = [(v.profile.run.get("workload") or {}).get(key) for v in views]
+        values = [_workload(key)(v.run.info) for v in views]
         if len({x for x in values if x is not None}) > 1:
             notes.append(Note(f"{key}_differs", {"settings": ", ".join(f"{v.label}: {x if x is not None else '–'}" for v, x in zip(views, values, strict=True))}))
     return notes

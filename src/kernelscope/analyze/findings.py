@@ -9,13 +9,13 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.packaged import packaged_toml
+from kernelscope.contracts.run_info import RunInfo
+from kernelscope.load import knowledge
 
 FUSABLE = ["elementwise", "activation", "norm", "rope", "copy/cast", "concat", "softmax"]
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne}
@@ -41,9 +41,8 @@ class Finding:
     rule: dict[str, Any] = field(default_factory=dict)
 
 
-@cache
 def load_rules() -> list[dict[str, Any]]:
-    return packaged_toml("kernelscope.data", "findings.toml")["finding"]
+    return knowledge.findings()
 
 
 def _from_table(df: pl.DataFrame | None, table: str, column: str, rows: dict[str, list[Any]] | None = None,
@@ -64,34 +63,34 @@ def _derived(name: str, value: float | None, parts: tuple[str, ...], formula: st
     return Metric(value, derived_from=parts, formula=formula)
 
 
-def compute_metrics(tables: Any, run: dict[str, Any]) -> dict[str, Metric]:
-    """Numbers the rules can use. `tables` is an analyze.tables.ReportTables."""
+def compute_metrics(tables: Any, info: RunInfo) -> dict[str, Metric]:
+    """Numbers the rules can use. `tables` is an analyze.report_tables.ReportTables."""
     m: dict[str, Metric] = {}
-    workload = run.get("workload") or {}
-    m["batch_size"] = Metric(workload.get("batch_size"), formula="run.json workload.batch_size")
-    timings = (run.get("timings") or {}).get("plain") or {}
-    m["tpot_ms"] = Metric(timings.get("tpot_ms"), formula="run.json timings.plain.tpot_ms")
+    batch_size = info.workload.batch_size if info.workload is not None else None
+    m["batch_size"] = Metric(batch_size, formula="run.json workload.batch_size")
+    m["tpot_ms"] = Metric(info.plain_timings.tpot_ms, formula="run.json timings.plain.tpot_ms")
     stages = [p for p in tables.phases["phase"].to_list() if p not in (*ranges.STEP_PHASES, ranges.UNKNOWN)]
     for phase in (ranges.PREFILL, ranges.DECODE, *stages):
-        cats = tables.categories.get(phase)
+        of_phase = tables.by_phase.get(phase)
+        cats = of_phase.categories if of_phase is not None else None
         t = f"categories_{phase}"
         m[f"{phase}_matmul_pct"] = _from_table(cats, t, "time_pct", {"category": ["GEMM", "GEMV"]})
         m[f"{phase}_gemv_pct"] = _from_table(cats, t, "time_pct", {"category": ["GEMV"]})
         m[f"{phase}_fusable_pct"] = _from_table(cats, t, "time_pct", {"category": FUSABLE})
         m[f"{phase}_copy_pct"] = _from_table(cats, t, "time_pct", {"category": ["copy/cast", "concat"]})
         m[f"{phase}_attention_pct"] = _from_table(cats, t, "time_pct", {"category": ["attention", "attention-combine"]})
-        kernels = tables.kernels_by_phase.get(phase)
+        kernels = of_phase.kernels if of_phase is not None else None
         attention = kernels.filter(pl.col("category") == "attention") if kernels is not None else None
         m[f"{phase}_attention_kernel"] = _from_table(attention, f"kernels_{phase}", "label", {"category": ["attention"]},
                                                      agg="first")
         m[f"{phase}_attention_library"] = _from_table(attention, f"kernels_{phase}", "library",
                                                       {"category": ["attention"]}, agg="first")
-        classes = tables.classes.get(phase)
+        classes = of_phase.classes if of_phase is not None else None
         c = f"roofline_classes_{phase}"
         m[f"{phase}_memory_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["memory-bound"]})
         m[f"{phase}_latency_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["latency-bound"]})
         m[f"{phase}_compute_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["compute-bound"]})
-        far = _from_table(tables.roofline_kernels.get(phase), f"roofline_kernels_{phase}", "dur_ns",
+        far = _from_table(of_phase.roofline_kernels if of_phase is not None else None, f"roofline_kernels_{phase}", "dur_ns",
                           {"compute_side_far": [True]})
         phase_ns = _from_table(tables.phases, "phases", "device_time_ns", {"phase": [phase]}, agg="first")
         m[f"{phase}_compute_far_ns"] = far
@@ -116,13 +115,13 @@ def compute_metrics(tables: Any, run: dict[str, Any]) -> dict[str, Metric]:
     m["decode_host_ms_per_step"] = _derived("decode_host_ms_per_step", overhead,
                                             ("tpot_ms", "decode_device_ns_per_step"),
                                             "tpot_ms − decode_device_ns_per_step / 1e6")
-    if tables.measured_classes is not None:
+    if tables.measured is not None:
         overall = {"measured_class": ["overall"]}
-        classes = tables.measured_classes
+        classes = tables.measured.classes
         m["measured_l2_hit_pct"] = _from_table(classes, "ncu_classes", "l2_hit_rate_pct", overall, agg="first")
         m["measured_occupancy_pct"] = _from_table(classes, "ncu_classes", "achieved_occupancy_pct", overall, agg="first")
         m["measured_kernels"] = _from_table(classes, "ncu_classes", "kernels", overall, agg="first")
-        low = tables.measured_kernels.filter(pl.col("achieved_occupancy_pct") < 25)
+        low = tables.measured.kernels.filter(pl.col("achieved_occupancy_pct") < 25)
         m["low_occupancy_kernels"] = Metric(float(low.height), "ncu_kernels", "achieved_occupancy_pct",
                                             agg="count_below_25")
     return m

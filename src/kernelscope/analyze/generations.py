@@ -3,22 +3,19 @@ every phase, beside what run.json says of the image and its unprofiled latencies
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 
-from kernelscope.analyze.phases import GENERATION, with_generation
-from kernelscope.load.profile import with_instances
+from kernelscope.analyze.phases import GENERATION
+from kernelscope.contracts.run_info import ImageTimings, RunInfo
 
 MEAN = "mean"
 
 
-def generation_table(kernels: pl.DataFrame, phases: list[str], run: dict[str, Any]) -> pl.DataFrame | None:
+def generation_table(kernels: pl.DataFrame, phases: list[str], info: RunInfo) -> pl.DataFrame | None:
     """Rows: generation (image index; null on the mean row), source, size, crops, prompt_tokens, one device-time
     column per phase (ns, in report order), device_time_ns (all phases), ttft_ms and e2e_ms (medians of the
     unprofiled plain runs of that image). None on runs without per-image generations."""
-    images = (run.get("workload") or {}).get("images")
-    kernels = with_generation(with_instances(kernels))
+    images = info.images
     if not images or kernels[GENERATION].is_null().all():
         return None
     per_phase = (
@@ -29,16 +26,17 @@ def generation_table(kernels: pl.DataFrame, phases: list[str], run: dict[str, An
     )
     present = [p for p in phases if p in per_phase.columns]
     per_phase = per_phase.with_columns(pl.col(present).fill_null(0)).select(GENERATION, *present)
-    timings = ((run.get("timings") or {}).get("images")) or [{} for _ in images]
+    recorded = info.timings.images if info.timings is not None else None
+    timings = recorded if isinstance(recorded, list) else [ImageTimings() for _ in images]
     described = pl.DataFrame(
         [{
-            GENERATION: image["index"],
-            "source": image.get("source"),
-            "size": f"{image.get('width')}×{image.get('height')}",
-            "crops": image.get("crops"),
-            "prompt_tokens": image.get("prompt_tokens"),
-            "ttft_ms": timing.get("ttft_ms"),
-            "e2e_ms": timing.get("e2e_ms"),
+            GENERATION: image.index,
+            "source": image.source,
+            "size": f"{image.width}×{image.height}",
+            "crops": image.crops,
+            "prompt_tokens": image.prompt_tokens,
+            "ttft_ms": timing.ttft_ms,
+            "e2e_ms": timing.e2e_ms,
         } for image, timing in zip(images, timings, strict=False)],
         schema={GENERATION: pl.Int64, "source": pl.String, "size": pl.String, "crops": pl.Int64,
                 "prompt_tokens": pl.Int64, "ttft_ms": pl.Float64, "e2e_ms": pl.Float64},

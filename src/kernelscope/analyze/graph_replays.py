@@ -17,23 +17,19 @@ from typing import Any
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.contracts.run_info import GraphReplays, UnattributedReplays
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
 COPIED = ("module", "layer", "op", "top_op")
 
 
-def attribute_graph_replays(kernels: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Returns the kernels with replay kernels attributed, and a report of what was done (empty when the run
-    replays no graph): replays, kernels, attributed_replays, attributed_kernels, unattributed (reasons)."""
-    if "launch_api" not in kernels.columns:
-        return kernels, {}
-    if "generation" not in kernels.columns:
-        kernels, info = attribute_graph_replays(kernels.with_columns(pl.lit(None, dtype=pl.Int64).alias("generation")))
-        return kernels.drop("generation"), info
+def attribute_graph_replays(kernels: pl.DataFrame) -> tuple[pl.DataFrame, GraphReplays | None]:
+    """`kernels` as attribution gives them (analyze.attribution.attribute). Returns the kernels with replay
+    kernels attributed, and a report of what was done (None when the run replays no graph)."""
     is_graph = pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS).fill_null(False)
     graph = kernels.filter(is_graph).sort("start_ns")
     if graph.height == 0:
-        return kernels, {}
+        return kernels, None
     eager = kernels.filter(~is_graph & (pl.col("phase") == ranges.DECODE) & pl.col("step").is_not_null())
     steps = (eager.sort("start_ns").group_by("generation", "step", maintain_order=True)
              .agg(pl.col("name"), pl.col("kernel_id")).sort("step", descending=True))
@@ -54,14 +50,14 @@ def attribute_graph_replays(kernels: pl.DataFrame) -> tuple[pl.DataFrame, dict[s
         else:
             pairs.extend(zip(ids, found, strict=True))
 
-    info = {
-        "replays": replays.height,
-        "kernels": graph.height,
-        "attributed_replays": replays.height - sum(len(v) for v in reasons.values()),
-        "attributed_kernels": len(pairs),
-        "unattributed": [{"reason": reason, "replays": len(sizes), "kernels": sum(sizes)}
-                         for reason, sizes in reasons.items()],
-    }
+    info = GraphReplays(
+        replays=replays.height,
+        kernels=graph.height,
+        attributed_replays=replays.height - sum(len(v) for v in reasons.values()),
+        attributed_kernels=len(pairs),
+        unattributed=[UnattributedReplays(reason=reason, replays=len(sizes), kernels=sum(sizes))
+                      for reason, sizes in reasons.items()],
+    )
     return _copy_from(kernels, pairs), info
 
 

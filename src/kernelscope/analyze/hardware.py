@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
 
-from kernelscope.packaged import packaged_toml
+from kernelscope.contracts.calibration import Calibration
+from kernelscope.load import knowledge
 
 PRECISIONS = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 
@@ -42,7 +42,7 @@ class Ceilings:
     flops: dict[str, float]
     source: dict[str, str]
     spec: HardwareSpec | None = None
-    calibration: dict[str, Any] | None = None
+    calibration: Calibration | None = None
 
     def peak(self, precision: str) -> float | None:
         return self.flops.get(precision) or (self.flops.get("fp32") if precision == "tf32" else None)
@@ -54,7 +54,7 @@ class Ceilings:
 
 @cache
 def load_specs() -> dict[str, HardwareSpec]:
-    table = packaged_toml("kernelscope.data", "hardware.toml")
+    table = knowledge.hardware()
     return {
         key: HardwareSpec(
             key=key, name=d["name"], match=d["match"], vendor=d["vendor"], architecture=d["architecture"],
@@ -67,9 +67,8 @@ def load_specs() -> dict[str, HardwareSpec]:
     }
 
 
-@cache
 def classification_rule() -> dict[str, float]:
-    rule = packaged_toml("kernelscope.data", "hardware.toml")["classification"]
+    rule = knowledge.hardware()["classification"]
     return {k: float(v) for k, v in rule.items()}
 
 
@@ -87,7 +86,7 @@ def find_spec(name: str) -> HardwareSpec | None:
     return load_specs().get(name.lower()) or match_spec(name)
 
 
-def ceilings_for(device_name: str | None, calibration: dict[str, Any] | None = None) -> Ceilings | None:
+def ceilings_for(device_name: str | None, calibration: Calibration | None = None) -> Ceilings | None:
     """Measured ceilings where a calibration of this device is given, datasheet values for the rest."""
     spec = match_spec(device_name)
     if spec is None and calibration is None:
@@ -97,10 +96,10 @@ def ceilings_for(device_name: str | None, calibration: dict[str, Any] | None = N
     bandwidth = spec.memory_bandwidth if spec else 0.0
     source["bandwidth"] = "datasheet" if spec else "none"
     if calibration:
-        if calibration.get("copy_bandwidth"):
-            bandwidth = float(calibration["copy_bandwidth"])
+        if calibration.copy_bandwidth:
+            bandwidth = float(calibration.copy_bandwidth)
             source["bandwidth"] = "measured"
-        for key, value in (calibration.get("gemm_flops") or {}).items():
+        for key, value in calibration.gemm_flops.items():
             if value:
                 flops[key] = float(value)
                 source[key] = "measured"

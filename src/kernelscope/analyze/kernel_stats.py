@@ -12,10 +12,8 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.launches import launches
-from kernelscope.load.profile import with_instances
 
 STAT_COLUMNS = ["time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns"]
-SUMMARY_COLUMNS = ["min_ns", "max_ns", "med_ns", "stddev_ns"]  # kernels.parquet columns of summary rows
 
 
 def kernel_summary(kernels: pl.DataFrame, by: list[str] | None = None) -> pl.DataFrame:
@@ -23,9 +21,7 @@ def kernel_summary(kernels: pl.DataFrame, by: list[str] | None = None) -> pl.Dat
     the group's device time. stddev is the sample standard deviation (0 for one instance)."""
     by = by or []
     keys = [*by, "name"]
-    k = with_instances(kernels).with_columns(
-        pl.lit(None, dtype=pl.Float64).alias(c) for c in SUMMARY_COLUMNS if c not in kernels.columns
-    )
+    k = kernels
     dur = pl.col("dur_ns")
     n = launches()
     single = n == 1

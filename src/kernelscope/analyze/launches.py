@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from kernelscope.load.profile import INSTANCES
+from kernelscope.contracts.tables import INSTANCES
 
 
 def launches() -> pl.Expr:
-    """Per row: the launches it stands for (needs the `instances` column, see with_instances)."""
+    """Per row: the launches it stands for."""
     return pl.col(INSTANCES).fill_null(1)
 
 
@@ -24,4 +24,4 @@ def launch_count() -> pl.Expr:
 
 def has_timeline(kernels: pl.DataFrame) -> bool:
     """Whether any row has a start time: summaries of launches (nsys stats imports) have none."""
-    return "start_ns" in kernels.columns and kernels.height > 0 and kernels["start_ns"].is_not_null().any()
+    return kernels.height > 0 and kernels["start_ns"].is_not_null().any()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.launches import launch_count
-from kernelscope.load.profile import with_instances
 
 OUTSIDE = "outside layers"
 LAYER_ITSELF = "(layer)"
@@ -41,7 +40,7 @@ def with_layer_columns(kernels: pl.DataFrame, layer_types: dict[int, str]) -> pl
 def layer_breakdown(kernels: pl.DataFrame, layer_types: dict[int, str], steps: dict[str, int]) -> pl.DataFrame:
     """Rows: phase, layer_type, layer_module, kernel name → per_layer_step_ns (time per layer per step),
     launches_per_layer_step, layers (how many layers of the type), total_ns. Ordered as executed."""
-    k = with_layer_columns(with_instances(kernels), layer_types)
+    k = with_layer_columns(kernels, layer_types)
     layer_counts = _layer_counts(k, layer_types)
     step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
                                schema={"phase": pl.String, "steps": pl.Int64})
@@ -91,7 +90,7 @@ def layer_type_totals(breakdown: pl.DataFrame) -> pl.DataFrame:
 
 def per_layer_times(kernels: pl.DataFrame, layer_types: dict[int, str], steps: dict[str, int]) -> pl.DataFrame:
     """Per phase and layer index: device time per step and its type."""
-    k = with_layer_columns(with_instances(kernels).filter(pl.col("layer").is_not_null()), layer_types)
+    k = with_layer_columns(kernels.filter(pl.col("layer").is_not_null()), layer_types)
     step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
                                schema={"phase": pl.String, "steps": pl.Int64})
     return (

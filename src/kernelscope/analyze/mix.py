@@ -6,14 +6,13 @@ import polars as pl
 
 from kernelscope.analyze.kernel_stats import kernel_summary
 from kernelscope.analyze.launches import launch_count
-from kernelscope.load.profile import with_instances
 
 
 def mix_table(kernels: pl.DataFrame, column: str) -> pl.DataFrame:
     """Per value of `column` (category or library): kernels (distinct names), launches, device time, share."""
     total = kernels["dur_ns"].sum() or 1
     return (
-        with_instances(kernels).group_by(column)
+        kernels.group_by(column)
         .agg(pl.col("name").n_unique().alias("kernels"), launch_count().alias("launches"),
              pl.col("dur_ns").sum().alias("total_ns"))
         .with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"))
@@ -23,13 +22,10 @@ def mix_table(kernels: pl.DataFrame, column: str) -> pl.DataFrame:
 
 def longest_launches(kernels: pl.DataFrame, top: int) -> pl.DataFrame:
     """Kernels by their longest single launch (with median and count), the shape of a top-by-duration table.
-    Longest and median launch are those of kernel_summary (null where a summary row does not give them)."""
+    Longest and median launch are those of kernel_summary (null where a summary row does not give them).
+    kernels are placed on the roofline (analyze.roofline.place_on_roofline)."""
     stats = kernel_summary(kernels).select("name", "max_ns", "med_ns", "instances")
-    classes = (
-        kernels.group_by("name").agg(pl.col("roofline_class").first())
-        if "roofline_class" in kernels.columns
-        else stats.select("name", pl.lit(None, dtype=pl.String).alias("roofline_class"))
-    )
+    classes = kernels.group_by("name").agg(pl.col("roofline_class").first())
     return (
         stats.join(classes, on="name", how="left", maintain_order="left")
         .sort("max_ns", descending=True, nulls_last=True, maintain_order=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.launches import launches
-from kernelscope.load.profile import with_instances
 
 FOLLOWER_NAME = r"splitKreduce|splitkv_combine|_combine_kernel|[Ss]tage_?2|stage2"
 FOLLOWER_CATEGORIES = ["attention-combine"]
@@ -20,11 +19,8 @@ FOLLOWER_CATEGORIES = ["attention-combine"]
 
 def assign_groups(kernels: pl.DataFrame) -> pl.DataFrame:
     """Adds group_id: the same value for the kernels of one op instance."""
-    k = with_instances(kernels).sort("start_ns", nulls_last=True)
-    label = "friendly_name" if "friendly_name" in k.columns else "name"
-    follower = pl.col("name").str.contains(FOLLOWER_NAME)
-    if "category" in k.columns:
-        follower = follower | pl.col("category").is_in(FOLLOWER_CATEGORIES)
+    k = kernels.sort("start_ns", nulls_last=True)
+    follower = pl.col("name").str.contains(FOLLOWER_NAME) | pl.col("category").is_in(FOLLOWER_CATEGORIES).fill_null(False)
     # Without an op instance: start a new group unless this kernel follows another on its stream.
     starts = (~follower | (pl.col("stream") != pl.col("stream").shift(1)) | pl.col("start_ns").is_null()).fill_null(True)
     fallback = starts.cast(pl.Int64).cum_sum()
@@ -33,15 +29,13 @@ def assign_groups(kernels: pl.DataFrame) -> pl.DataFrame:
         .then(pl.format("op{}", pl.col("top_op_id")))
         .otherwise(pl.format("seq{}", fallback))
         .alias("group_id"),
-        pl.col(label).alias("_label"),
+        pl.coalesce("friendly_name", "name").alias("_label"),
     )
 
 
 def op_group_table(kernels: pl.DataFrame) -> pl.DataFrame:
     """Per group signature (outermost op + its kernels in launch order): instances, kernels per instance,
     total time, share of the phase and time per instance. Sorted by total time."""
-    if "top_op_id" not in kernels.columns:
-        kernels = kernels.with_columns(pl.lit(None, dtype=pl.Int64).alias("top_op_id"))
     grouped = assign_groups(kernels.filter(pl.col("kind") == "kernel"))
     instances = grouped.group_by("group_id", maintain_order=True).agg(
         pl.col("top_op").first().fill_null("(no framework op)").alias("op"),

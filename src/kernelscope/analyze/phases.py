@@ -7,7 +7,6 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.launches import launch_count
-from kernelscope.load.profile import with_instances
 
 PHASE_ORDER = [ranges.PREFILL, ranges.DECODE, ranges.UNKNOWN]
 GENERATION = "generation"
@@ -31,7 +30,6 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
     of one generation per image. Steps stay null where they are unknown (decode without step numbers; phases of
     summary rows, which have no timeline), and so do the per-step figures. Span (first start to last end, per
     generation, summed), GPU busy and gaps need start times: null for summary rows."""
-    kernels = with_generation(with_instances(kernels))
     total = kernels["dur_ns"].sum() or 1
     has_step = pl.col("step").is_not_null()
     decode_steps = pl.struct(GENERATION, "step").filter(has_step).n_unique()
@@ -66,11 +64,7 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
         [(phase, busy_ns(group)) for (phase,), group in kernels.group_by("phase")],
         schema={"phase": pl.String, "busy_ns": pl.Int64}, orient="row",
     )
-    launch = (
-        kernels.group_by("phase").agg(pl.col("launch_dur_ns").mean().alias("mean_launch_ns"))
-        if "launch_dur_ns" in kernels.columns
-        else table.select("phase", pl.lit(None, dtype=pl.Float64).alias("mean_launch_ns"))
-    )
+    launch = kernels.group_by("phase").agg(pl.col("launch_dur_ns").mean().alias("mean_launch_ns"))
     table = table.join(busy, on="phase", how="left").join(launch, on="phase", how="left").with_columns(
         (100.0 * pl.col("busy_ns") / pl.col("span_ns")).alias("busy_pct"),
         ((pl.col("span_ns") - pl.col("busy_ns")) / pl.col("kernel_count")).alias("mean_gap_ns"),
@@ -85,8 +79,7 @@ def busy_ns(kernels: pl.DataFrame) -> int | None:
     if kernels.height == 0:
         return None
     total = 0
-    by_device = kernels.group_by("device") if "device" in kernels.columns else [((None,), kernels)]
-    for _, group in by_device:
+    for _, group in kernels.group_by("device"):
         order = group.sort("start_ns")
         start = order["start_ns"].to_numpy()
         end = start + order["dur_ns"].to_numpy()
@@ -102,8 +95,8 @@ def busy_ns(kernels: pl.DataFrame) -> int | None:
 def step_table(kernels: pl.DataFrame) -> pl.DataFrame:
     """Device time and launch count of each decode step (rows without a step number are left out); on runs of
     several generations, per generation and step."""
-    kernels = with_instances(kernels)
-    several = GENERATION in kernels.columns and kernels[GENERATION].drop_nulls().n_unique() > 1
+    kernels = kernels
+    several = kernels[GENERATION].drop_nulls().n_unique() > 1
     keys = [GENERATION, "step"] if several else ["step"]
     return (
         kernels.filter((pl.col("phase") == ranges.DECODE) & pl.col("step").is_not_null())
@@ -116,7 +109,6 @@ def step_table(kernels: pl.DataFrame) -> pl.DataFrame:
 def step_counts(kernels: pl.DataFrame) -> dict[str, int]:
     """Steps per phase as the phase table counts them, at least 1: decode its distinct (generation, step) pairs,
     every other phase one per generation. Per-step figures anywhere divide by these."""
-    kernels = with_generation(kernels)
     if not kernels.height:
         return {}
     table = kernels.group_by("phase").agg(
@@ -127,13 +119,6 @@ def step_counts(kernels: pl.DataFrame) -> dict[str, int]:
         phase: max(int(decode_steps if phase == ranges.DECODE else generations), 1)
         for phase, decode_steps, generations in table.iter_rows()
     }
-
-
-def with_generation(kernels: pl.DataFrame) -> pl.DataFrame:
-    """kernels with an int64 `generation` column (null on runs of one generation and on older runs)."""
-    if GENERATION in kernels.columns or kernels.width == 0:
-        return kernels
-    return kernels.with_columns(pl.lit(None, dtype=pl.Int64).alias(GENERATION))
 
 
 def _ordered(table: pl.DataFrame) -> pl.DataFrame:

@@ -24,8 +24,7 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.hardware import Ceilings
 from kernelscope.analyze.phases import ordered_phases, step_counts
-from kernelscope.load.profile import with_instances
-from kernelscope.packaged import packaged_toml
+from kernelscope.load import knowledge
 
 BOUNDS = ["memory", "compute", "latency", "carried", "fused"]
 
@@ -68,7 +67,8 @@ def parse_model(data: dict[str, Any]) -> ProjectionModel:
 
 @cache
 def default_model() -> ProjectionModel:
-    return parse_model(packaged_toml("kernelscope.data", "projection.toml"))
+    """The shipped model (data/projection.toml), parsed once."""
+    return parse_model(knowledge.projection_model())
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def projection_inputs(kernels: pl.DataFrame, ncu: pl.DataFrame | None, model: Pr
     """The run's kernels with their kind of work (`group`), the bytes the projection uses (`bytes_used`:
     Nsight Compute's DRAM bytes where it measured the same phase, name and launch configuration, else the
     analytic bytes; `bytes_source` says which) and whether a cost model covers them (`modelled`)."""
-    k = with_instances(kernels).with_columns(
+    k = kernels.with_columns(
         pl.col("category").fill_null("other").replace_strict(model.groups, default="other").alias("group"))
     k = k.with_columns(pl.col("bytes_moved").alias("bytes_used"),
                        pl.when(pl.col("bytes_moved").is_not_null()).then(pl.lit("analytic")).alias("bytes_source"))

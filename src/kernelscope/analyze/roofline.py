@@ -17,7 +17,6 @@ import polars as pl
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.launches import launch_count
-from kernelscope.load.profile import with_instances
 
 CLASSES = ["memory-bound", "compute-bound", "balanced", "latency-bound", "unclassified"]
 
@@ -73,7 +72,7 @@ def class_table(kernels: pl.DataFrame) -> pl.DataFrame:
     """Per class: kernel launches, distinct kernels, device time and its share, the mean launch duration, and
     per-class means of the metrics the trace supports (the means weight every kernels row equally)."""
     total = kernels["dur_ns"].sum() or 1
-    table = with_instances(kernels).group_by("roofline_class").agg(
+    table = kernels.group_by("roofline_class").agg(
         launch_count().alias("launches"),
         pl.col("name").n_unique().alias("kernels"),
         pl.col("dur_ns").sum().alias("total_ns"),
@@ -101,7 +100,7 @@ def cost_coverage(kernels: pl.DataFrame) -> float:
 def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
     """One roofline point per kernel name: totals of FLOPs, bytes and time, the rates they imply, the class
     that holds most of its time, and a group (category) for colouring."""
-    placed = with_instances(kernels).filter(pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
+    placed = kernels.filter(pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
     dominant = (
         placed.group_by("name", "roofline_class").agg(pl.col("dur_ns").sum().alias("_t"))
         .sort("_t", descending=True).unique("name", keep="first").select("name", "roofline_class")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import polars as pl
@@ -24,12 +23,21 @@ from kernelscope.analyze.projection import (
     requirement,
     sweep,
 )
-from kernelscope.packaged import packaged_toml
+from kernelscope.contracts.run_info import RunInfo
+from kernelscope.load import knowledge
 
 
-@cache
 def whatif_settings() -> dict[str, Any]:
-    return packaged_toml("kernelscope.data", "whatif.toml")
+    return knowledge.whatif_settings()
+
+
+@dataclass(frozen=True)
+class MeasuredLatency:
+    """What the run measured around its kernels: TPOT, TTFT and the host time per decode step."""
+
+    tpot_ms: float | None = None
+    ttft_ms: float | None = None
+    host_ms: float | None = None
 
 
 @dataclass
@@ -44,18 +52,18 @@ class WhatIf:
     scenarios: pl.DataFrame  # what each design option buys (decode and prefill per step)
     requirements: pl.DataFrame  # latency goal → bandwidth / compute needed on the target
     sweeps: pl.DataFrame  # parameter, value, phase, group, projected_per_step_ns
-    timings: dict[str, Any] = field(default_factory=dict)  # measured TPOT / TTFT and host overhead
+    timings: MeasuredLatency = field(default_factory=lambda: MeasuredLatency())
 
 
 def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: ProjectionModel, options: Options,
-            source_l2_bytes: float | None, run: dict[str, Any],
+            source_l2_bytes: float | None, info: RunInfo,
             sweeps: list[tuple[str, list[float]]] | None = None) -> WhatIf:
     settings = whatif_settings()
     on_source = project(inputs, source, model, Options(), source_l2_bytes)
     on_target = project(inputs, target, model, options, source_l2_bytes)
     calibration = phase_projection(on_source)
     phases = _phase_table(calibration, phase_projection(on_target))
-    timings = _timings(run, calibration)
+    timings = _timings(info, calibration)
     requirements = _requirements(inputs, target, model, options, source_l2_bytes, phases, settings)
     chosen = sweeps if sweeps is not None else default_sweeps(target, settings)
     sweep_tables = [sweep(inputs, target, model, options, parameter, values, source_l2_bytes,
@@ -84,15 +92,15 @@ def _phase_table(calibration: pl.DataFrame, target: pl.DataFrame) -> pl.DataFram
     )
 
 
-def _timings(run: dict[str, Any], calibration: pl.DataFrame) -> dict[str, Any]:
+def _timings(info: RunInfo, calibration: pl.DataFrame) -> MeasuredLatency:
     """Measured TPOT and TTFT and the host time around the kernels (TPOT minus decode device time per step):
     what a target would add on top of its device time if the host side stayed as it was."""
-    plain = (run.get("timings") or {}).get("plain") or {}
+    plain = info.plain_timings
     decode = calibration.filter(pl.col("phase") == ranges.DECODE)
-    out: dict[str, Any] = {"tpot_ms": plain.get("tpot_ms"), "ttft_ms": plain.get("ttft_ms"), "host_ms": None}
-    if plain.get("tpot_ms") is not None and decode.height:
-        out["host_ms"] = max(plain["tpot_ms"] - decode["measured_per_step_ns"][0] / 1e6, 0.0)
-    return out
+    host = None
+    if plain.tpot_ms is not None and decode.height:
+        host = max(plain.tpot_ms - decode["measured_per_step_ns"][0] / 1e6, 0.0)
+    return MeasuredLatency(tpot_ms=plain.tpot_ms, ttft_ms=plain.ttft_ms, host_ms=host)
 
 
 def _kernel_table(projected: pl.DataFrame, top: int) -> pl.DataFrame:

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 import kernelscope
+from kernelscope.contracts.calibration import Calibration
 
 
 def median_seconds(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 3) -> float:
@@ -83,7 +84,7 @@ def gemm_flops(device: torch.device, precision: str, n: int, repeats: int) -> fl
     return 2.0 * n**3 / seconds
 
 
-def calibrate(device: torch.device, quick: bool = False) -> dict[str, Any]:
+def calibrate(device: torch.device, quick: bool = False) -> Calibration:
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         free, _ = torch.cuda.mem_get_info(device)
@@ -93,23 +94,21 @@ def calibrate(device: torch.device, quick: bool = False) -> dict[str, Any]:
     else:
         from kernelscope.capture.environment import describe_hardware
 
-        name = describe_hardware(device)["name"]
+        name = describe_hardware(device).name or "cpu"
         copy_bytes = 64 << 20 if quick else 512 << 20
         n, repeats = (512, 3) if quick else (2048, 5)
         precisions = ["fp32", "bf16"]
-    result: dict[str, Any] = {
-        "device": name,
-        "device_type": device.type,
-        "date": date.today().isoformat(),
-        "kernelscope": kernelscope.__version__,
-        "torch": torch.__version__,
-        "copy_bytes": copy_bytes,
-        "copy_bandwidth": copy_bandwidth(device, copy_bytes, repeats),
-        "gemm_n": n,
-        "repeats": repeats,
-        "gemm_flops": {p: gemm_flops(device, p, n, repeats) for p in precisions},
-        "method": "median of repeats after warm-up; copy counts bytes read + written; GEMM n×n×n on random data",
-    }
-    if device.type == "cpu":
-        result["threads"] = torch.get_num_threads()
-    return result
+    return Calibration(
+        device=name,
+        device_type=device.type,
+        date=date.today().isoformat(),
+        kernelscope=kernelscope.__version__,
+        torch=str(torch.__version__),
+        copy_bytes=copy_bytes,
+        copy_bandwidth=copy_bandwidth(device, copy_bytes, repeats),
+        gemm_n=n,
+        repeats=repeats,
+        gemm_flops={p: gemm_flops(device, p, n, repeats) for p in precisions},
+        method="median of repeats after warm-up; copy counts bytes read + written; GEMM n×n×n on random data",
+        threads=torch.get_num_threads() if device.type == "cpu" else None,
+    )

@@ -8,47 +8,41 @@ import shutil
 import subprocess
 import sys
 from importlib import metadata
-from typing import Any
 
 import torch
 
 import kernelscope
+from kernelscope.contracts.run_info import Hardware, Software
 
 
-def describe_hardware(device: torch.device) -> dict[str, Any]:
-    info: dict[str, Any] = {"device_type": device.type, "cpu": _cpu_model(), "cpu_cores": os.cpu_count()}
+def describe_hardware(device: torch.device) -> Hardware:
+    cpu = _cpu_model()
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        info.update(
-            {
-                "name": props.name,
-                "count": torch.cuda.device_count(),
-                "memory_bytes": props.total_memory,
-                "sm_count": props.multi_processor_count,
-                "compute_capability": f"{props.major}.{props.minor}",
-                "l2_cache_bytes": getattr(props, "L2_cache_size", None),
-                "driver_version": _nvidia_driver(),
-            }
+        return Hardware(
+            device_type="cuda", cpu=cpu, cpu_cores=os.cpu_count(), name=props.name, count=torch.cuda.device_count(),
+            memory_bytes=props.total_memory, sm_count=props.multi_processor_count,
+            compute_capability=f"{props.major}.{props.minor}", l2_cache_bytes=getattr(props, "L2_cache_size", None),
+            driver_version=_nvidia_driver(),
         )
-    else:
-        info.update({"name": info["cpu"], "count": 1, "threads": torch.get_num_threads()})
-    return info
+    return Hardware(device_type=device.type, cpu=cpu, cpu_cores=os.cpu_count(), name=cpu, count=1,
+                    threads=torch.get_num_threads())
 
 
-def describe_software() -> dict[str, Any]:
-    return {
-        "kernelscope": kernelscope.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
-        "transformers": _version("transformers"),
-        "triton": _version("triton"),
-        "polars": _version("polars"),
-        "msgspec": _version("msgspec"),
-        "argv": sys.argv,
-    }
+def describe_software() -> Software:
+    return Software(
+        kernelscope=kernelscope.__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        torch=str(torch.__version__),
+        cuda=torch.version.cuda,
+        cudnn=torch.backends.cudnn.version() if torch.cuda.is_available() else None,
+        transformers=_version("transformers"),
+        triton=_version("triton"),
+        polars=_version("polars"),
+        msgspec=_version("msgspec"),
+        argv=list(sys.argv),
+    )
 
 
 def _version(package: str) -> str | None:

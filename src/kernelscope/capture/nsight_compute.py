@@ -10,7 +10,11 @@ import subprocess
 from pathlib import Path
 
 from kernelscope.errors import UserError
-from kernelscope.load.ncu import TENSOR_OPS
+
+# Tensor-core work: the per-source-type totals `sm__ops_path_tensor_src_<type>[_dst_<type>].sum` (the `_op_*`
+# and `_sparsity_*` variants split the same work further and would count it twice). Requested here, read by
+# load/ncu.py.
+TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_src_[a-z0-9]+(?:_dst_[a-z0-9]+)?\.sum$")
 
 DEFAULT_SECTIONS = ["SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "SpeedOfLight_RooflineChart",
                     "SchedulerStats", "LaunchStats"]

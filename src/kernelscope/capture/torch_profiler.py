@@ -12,12 +12,11 @@ from typing import TypeVar
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from kernelscope.contracts.run_info import Capture
+
 T = TypeVar("T")
 
-CAPTURE_SETTINGS = {"activities": None, "record_shapes": True, "with_stack": False, "profile_memory": False}
-
-
-def record(fn: Callable[[], T], device: torch.device, trace_json: Path) -> tuple[T, dict]:
+def record(fn: Callable[[], T], device: torch.device, trace_json: Path) -> tuple[T, Capture]:
     """Run fn under torch.profiler and write the raw Kineto JSON to trace_json. Returns fn's result and
     the capture settings (with the profiled wall time)."""
     activities = [ProfilerActivity.CPU]
@@ -30,7 +29,8 @@ def record(fn: Callable[[], T], device: torch.device, trace_json: Path) -> tuple
             torch.cuda.synchronize()
     wall_ms = (time.perf_counter() - started) * 1e3
     prof.export_chrome_trace(str(trace_json))
-    settings = dict(CAPTURE_SETTINGS, activities=[a.name for a in activities], profiled_wall_ms=wall_ms)
+    settings = Capture(activities=[a.name for a in activities], record_shapes=True, with_stack=False,
+                       profile_memory=False, profiled_wall_ms=wall_ms)
     return result, settings
 
 

@@ -8,12 +8,13 @@
   annotation ranges, and flow arrows from launch to kernel. Every kernel's args carry kernelscope's attribution
   (`ks.phase`, `ks.module`, …). `kernelscope import` reads the file back into a run with the same kernels.
 
-The tables and the trace are built in report/kern_sum.py and report/perfetto.py; this module picks the file and
+The tables and the trace are built in export/kern_sum.py and export/perfetto.py; this module picks the file and
 writes it atomically.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import io
 import os
@@ -23,9 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kernelscope.errors import UserError
-from kernelscope.load import rundir
-from kernelscope.report.kern_sum import kern_sum_table, write_kern_sum_csv
-from kernelscope.report.perfetto import write_trace
+from kernelscope.filenames import safe_component
 
 KERN_SUM = "kern-sum"
 KERN_SUM_NVTX = "kern-sum-nvtx"
@@ -35,33 +34,59 @@ FORMATS = (KERN_SUM, KERN_SUM_NVTX, PERFETTO)
 EXPORT_DIR = "export"
 _DEFAULT_NAMES = {KERN_SUM: "kern_sum.csv", KERN_SUM_NVTX: "kern_sum_nvtx.csv", PERFETTO: "trace.perfetto.json.gz"}
 
+HELP = "write a run's kernels as an nsys kernel summary (CSV) or a Perfetto trace"
+DESCRIPTION = (
+    "kern-sum: nsys stats cuda_gpu_kern_sum's columns (CSV) plus library, category and friendly name; "
+    "kern-sum-nvtx: the same per phase range; perfetto: a Chrome / Perfetto trace (gzipped JSON) whose "
+    "kernels carry kernelscope's attribution in their args, readable again by `kernelscope import`. "
+    "Default file: RUN/export/. See docs/export.md."
+)
 
-def export_run(run: Path, fmt: str, out: Path | None, phase: str | None = None) -> Path:
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, metavar="RUN", help="run directory")
+    parser.add_argument("--format", required=True, choices=FORMATS, dest="fmt", help="what to write")
+    parser.add_argument("--out", type=Path, help="file to write, or a directory for the default file name")
+    parser.add_argument("--phase", help="kern-sum formats: this phase only (prefill, decode, or a model stage)")
+
+
+def run(args: argparse.Namespace, steps) -> int:
+    with steps.step(f"Exporting {args.fmt}"):
+        path = export_run(args.run, args.fmt, args.out, phase=args.phase)
+    print(path.resolve())
+    return 0
+
+
+def export_run(run_dir: Path, fmt: str, out: Path | None, phase: str | None = None) -> Path:
     """Write the run in format `fmt` to `out` (a file, or a directory to put the default file name in;
     default: RUN/export/<name>) and return the file written. Nothing half-written is left on failure."""
+    from kernelscope.export.kern_sum import kern_sum_table, write_kern_sum_csv
+    from kernelscope.export.perfetto import write_trace
+    from kernelscope.load import rundir
+
     if fmt not in FORMATS:
         raise UserError(f"unknown export format {fmt!r} (choose one of: {', '.join(FORMATS)})")
     if fmt == PERFETTO and phase is not None:
         raise UserError(f"--phase applies to the {KERN_SUM} formats only, not to {PERFETTO}")
-    profile = rundir.read_run(run)
-    target = _target(run, fmt, out, phase)
+    run = rundir.read_run(run_dir)
+    target = _target(run_dir, fmt, out, phase)
     if fmt == PERFETTO:
-        if profile.kernels.height and profile.kernels["start_ns"].is_null().all():
-            raise UserError(f"{run}: its kernels have no start times (a summary import); a trace needs them")
-        _write_atomically(target, lambda f: write_trace(profile, f, trace_name=run.resolve().name), compress=True)
+        if run.kernels.height and run.kernels["start_ns"].is_null().all():
+            raise UserError(f"{run_dir}: its kernels have no start times (a summary import); a trace needs them")
+        _write_atomically(target, lambda f: write_trace(run, f, trace_name=run_dir.resolve().name), compress=True)
     else:
-        table = kern_sum_table(profile.kernels, phase, nvtx=fmt == KERN_SUM_NVTX, source=str(run))
+        table = kern_sum_table(run.kernels, phase, nvtx=fmt == KERN_SUM_NVTX, source=str(run_dir))
         _write_atomically(target, lambda f: f.write(write_kern_sum_csv(table)))
     return target
 
 
-def _target(run: Path, fmt: str, out: Path | None, phase: str | None) -> Path:
+def _target(run_dir: Path, fmt: str, out: Path | None, phase: str | None) -> Path:
     name = _DEFAULT_NAMES[fmt]
     if phase is not None:
         stem, suffix = name.rsplit(".", 1)
-        name = f"{stem}_{phase}.{suffix}"
+        name = f"{stem}_{safe_component(phase)}.{suffix}"
     if out is None:
-        return run / EXPORT_DIR / name
+        return run_dir / EXPORT_DIR / name
     return out / name if out.is_dir() else out
 
 

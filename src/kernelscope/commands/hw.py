@@ -1,24 +1,68 @@
-"""`kernelscope hw list | show NAME | calibrate`: the hardware database and measured ceilings."""
+"""`kernelscope hw list | show NAME | calibrate | fit`: the hardware database and measured ceilings."""
 
 from __future__ import annotations
 
-import json
+import argparse
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import polars as pl
-
-from kernelscope.analyze.hardware import find_spec, load_specs
-from kernelscope.analyze.projection import default_model, projection_inputs, target_from_ceilings
-from kernelscope.analyze.projection_fit import FitRun, calibration_table, fit_factors, with_fit
-from kernelscope.analyze.tables import with_costs
-from kernelscope.commands.finish import run_ceilings
 from kernelscope.errors import UserError
-from kernelscope.load import rundir
-from kernelscope.load.calibration import calibration_dirs, device_slug, find_calibration
-from kernelscope.load.targets import model_toml
+
+if TYPE_CHECKING:
+    from kernelscope.contracts.calibration import Calibration
+
+HELP = "hardware database and measured ceilings"
+DESCRIPTION = "Datasheet peaks of known devices, and ceilings measured on this machine."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="hw_command", required=True, metavar="ACTION")
+    actions.add_parser("list", help="list known devices", description="List the devices of the hardware database.")
+    show = actions.add_parser("show", help="one device's specs and measurements",
+                              description="Show a device's datasheet values, sources and any measured ceilings.")
+    show.add_argument("name", help="a key from `hw list` (e.g. h100-sxm) or a device name (e.g. 'NVIDIA H200')")
+    cal = actions.add_parser(
+        "calibrate", help="measure copy bandwidth and GEMM throughput here",
+        description=(
+            "Measure achievable copy bandwidth (bytes read + written) and large-GEMM throughput per dtype on the "
+            "present device (a GPU, or the CPU), and store them; reports then use them instead of datasheet peaks."
+        ),
+    )
+    cal.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available, else cpu)")
+    cal.add_argument("--out", type=Path, help="where to write the JSON (default: $KERNELSCOPE_CALIBRATION_DIR or "
+                                              "~/.cache/kernelscope/calibration)")
+    cal.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
+    fit = actions.add_parser(
+        "fit", help="fit the what-if projection model on measured runs",
+        description=(
+            "Fit the projection model's per-kernel latency and efficiencies per kind of work (and each device's "
+            "latency scale) on GPU run directories, print each run projected onto its own device, and write the "
+            "model (TOML) for `kernelscope whatif --model`."
+        ),
+    )
+    fit.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="GPU run directories")
+    fit.add_argument("--out", type=Path, help="where to write the model (default: print the calibration only)")
+
+
+def run(args: argparse.Namespace, steps) -> int:
+    if args.hw_command == "list":
+        print(list_specs())
+    elif args.hw_command == "show":
+        print(show_spec(args.name))
+    elif args.hw_command == "fit":
+        with steps.step(f"Fitting the projection model on {len(args.runs)} runs"):
+            text, written = fit_projection(args.runs, args.out)
+        print(text)
+        if written:
+            print(written)
+    else:
+        with steps.step("Measuring copy bandwidth and GEMM throughput"):
+            result, path = run_calibration(args.device, args.out, args.quick)
+        print(describe_calibration(result))
+        print(path)
+    return 0
 
 
 def _tera(value: float | None) -> str:
@@ -26,6 +70,8 @@ def _tera(value: float | None) -> str:
 
 
 def list_specs() -> str:
+    from kernelscope.analyze.hardware import load_specs
+
     header = f"{'key':16s} {'name':34s} {'TB/s':>6s} {'BF16 TF':>8s} {'FP8 TF':>8s} {'FP32 TF':>8s} {'ridge':>6s} {'L2 MB':>6s}"
     lines = [header, "-" * len(header)]
     for spec in load_specs().values():
@@ -40,6 +86,9 @@ def list_specs() -> str:
 
 
 def show_spec(name: str) -> str:
+    from kernelscope.analyze.hardware import find_spec
+    from kernelscope.load.calibration import find_calibration
+
     spec = find_spec(name)
     if spec is None:
         raise UserError(f"hw show: no device matches '{name}' (see `kernelscope hw list`)")
@@ -55,52 +104,71 @@ def show_spec(name: str) -> str:
     lines += [f"    - {s}" for s in spec.sources]
     calibration = find_calibration(spec.name)
     if calibration:
-        lines.append(f"  measured ({calibration.get('date')}, {calibration['path']})")
-        lines.append(f"    copy bandwidth {calibration['copy_bandwidth'] / 1e12:.2f} TB/s")
-        for key, value in (calibration.get("gemm_flops") or {}).items():
+        lines.append(f"  measured ({calibration.date}, {calibration.path})")
+        lines.append(f"    copy bandwidth {calibration.copy_bandwidth / 1e12:.2f} TB/s")
+        for key, value in calibration.gemm_flops.items():
             if value:
                 lines.append(f"    {key:12s} {value / 1e12:10.1f} TFLOP/s")
     return "\n".join(lines)
 
 
-def run_calibration(device_name: str | None, out: Path | None, quick: bool) -> tuple[dict[str, Any], Path]:
+def run_calibration(device_name: str | None, out: Path | None, quick: bool) -> tuple[Calibration, Path]:
     from kernelscope.capture.calibrate import calibrate
-    from kernelscope.commands.profile import resolve_device
+    from kernelscope.load.calibration import write_calibration
+    from kernelscope.workload.devices import resolve_device
 
-    device = resolve_device(device_name)
-    result = calibrate(device, quick=quick)
-    target = out or calibration_dirs()[0] / f"{device_slug(result['device'])}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return result, target
+    result = calibrate(resolve_device(device_name), quick=quick)
+    return result, write_calibration(result, out)
 
 
-def describe_calibration(result: dict[str, Any]) -> str:
-    lines = [f"{result['device']}: copy {result['copy_bandwidth'] / 1e12:.3f} TB/s (read + write)"]
-    for key, value in result["gemm_flops"].items():
+def describe_calibration(result: Calibration) -> str:
+    lines = [f"{result.device}: copy {result.copy_bandwidth / 1e12:.3f} TB/s (read + write)"]
+    for key, value in result.gemm_flops.items():
         lines.append(f"  GEMM {key:5s} {'not supported' if value is None else f'{value / 1e12:.1f} TFLOP/s'}")
     return "\n".join(lines)
 
 
 def fit_projection(runs: list[Path], out: Path | None) -> tuple[str, Path | None]:
     """Fit the what-if projection model on GPU runs; the calibration table as text, and the model file written."""
+    from kernelscope.analyze.projection import default_model
+    from kernelscope.analyze.projection_fit import FitRun, fit_factors, with_fit
+
     model = default_model()
     settings = model.fit
-    fit_runs = []
-    for path in runs:
-        profile = rundir.read_run(path)
-        ceilings = run_ceilings(profile)
-        if ceilings is None or not ceilings.bandwidth or (profile.run.get("hardware") or {}).get("device_type") == "cpu":
-            raise UserError(f"{path}: not a GPU run with known ceilings; cannot fit on it")
-        target = target_from_ceilings(ceilings)
-        fit_runs.append(FitRun(str(path), projection_inputs(with_costs(profile), profile.ncu, model), target,
-                               target.l2_bytes))
+    fit_runs = [_fit_run(path, model) for path in runs]
     fit = fit_factors(fit_runs, grid_points=int(settings.get("grid_points", 40)),
                       efficiency_min=float(settings.get("efficiency_min", 0.05)),
                       efficiency_max=float(settings.get("efficiency_max", 1.5)))
     fitted = with_fit(model, fit)
     scaled = [FitRun(r.label, r.inputs, r.target.changed(latency_scale=fit.device_latency.get(r.target.name, 1.0)),
                      r.l2_bytes) for r in fit_runs]
+    text = _calibration_text(scaled, fitted, fit)
+    if out is None:
+        return text, None
+    return text, _write_model(out, fitted, fit, settings, runs)
+
+
+def _fit_run(path: Path, model):
+    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.projection import projection_inputs, target_from_ceilings
+    from kernelscope.analyze.projection_fit import FitRun
+    from kernelscope.load import rundir
+    from kernelscope.pipeline import run_ceilings
+
+    run = rundir.read_run(path)
+    ceilings = run_ceilings(run.info)
+    if ceilings is None or not ceilings.bandwidth or run.info.is_cpu:
+        raise UserError(f"{path}: not a GPU run with known ceilings; cannot fit on it")
+    target = target_from_ceilings(ceilings)
+    run = with_costs_and_names(run)
+    return FitRun(str(path), projection_inputs(run.kernels, run.ncu, model), target, target.l2_bytes)
+
+
+def _calibration_text(scaled, fitted, fit) -> str:
+    import polars as pl
+
+    from kernelscope.analyze.projection_fit import calibration_table
+
     table = calibration_table(scaled, fitted)
     lines = [f"{'run':60s} {'phase':8s} {'measured/step':>14s} {'model/step':>12s} {'ratio':>6s}"]
     for row in table.filter(pl.col("phase") != "unknown").iter_rows(named=True):
@@ -109,8 +177,23 @@ def fit_projection(runs: list[Path], out: Path | None) -> tuple[str, Path | None
     for group, f in sorted(fit.factors.items()):
         lines.append(f"{group:12s} latency {f.latency_ns:8.1f} ns  memory efficiency {f.memory_efficiency:.3f}  "
                      f"compute efficiency {f.compute_efficiency:.3f}")
-    if out is None:
-        return "\n".join(lines), None
+    return "\n".join(lines)
+
+
+MODEL_HEADER = (
+    "The projection model of `kernelscope whatif` (docs/whatif.md), written by `kernelscope hw fit`.\n"
+    "projected = latency_ns · latency_scale + max(bytes / (bandwidth · memory_efficiency),\n"
+    "                                             flops / (peak[precision] · compute_efficiency))\n"
+    "[groups]: catalog category → kind of work (others: \"other\"). [what_if]: kinds folded away by fusion,\n"
+    "kinds whose bytes a decode step re-reads (weights, KV cache), on-chip bandwidth ÷ DRAM bandwidth.\n"
+    "[fit]: the search bounds and the runs fitted. [device_latency]: per fitted device, its per-kernel\n"
+    "latency relative to the factors' (geometric mean 1). [factors.*]: per kind of work."
+)
+
+
+def _write_model(out: Path, fitted, fit, settings: dict, runs: list[Path]) -> Path:
+    from kernelscope.load.targets import model_toml
+
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 timeout=5).stdout.strip()
@@ -126,15 +209,6 @@ def fit_projection(runs: list[Path], out: Path | None) -> tuple[str, Path | None
         "factors": {g: {"latency_ns": f.latency_ns, "memory_efficiency": f.memory_efficiency,
                         "compute_efficiency": f.compute_efficiency} for g, f in fitted.factors.items()},
     }
-    header = ("The projection model of `kernelscope whatif` (docs/whatif.md), written by `kernelscope hw fit`.\n"
-              "projected = latency_ns · latency_scale + max(bytes / (bandwidth · memory_efficiency),\n"
-              "                                             flops / (peak[precision] · compute_efficiency))\n"
-              "[groups]: catalog category → kind of work (others: \"other\"). [what_if]: kinds folded away by fusion,\n"
-              "kinds whose bytes a decode step re-reads (weights, KV cache), on-chip bandwidth ÷ DRAM bandwidth.\n"
-              "[fit]: the search bounds and the runs fitted. [device_latency]: per fitted device, its per-kernel\n"
-              "latency relative to the factors' (geometric mean 1). [factors.*]: per kind of work.")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(model_toml(data, header), encoding="utf-8")
-    return "\n".join(lines), out
-
-
+    out.write_text(model_toml(data, MODEL_HEADER), encoding="utf-8")
+    return out

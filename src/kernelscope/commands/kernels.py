@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from kernelscope.analyze.catalog import KernelInfo, classify
 from kernelscope.errors import UserError
+
+if TYPE_CHECKING:
+    from kernelscope.analyze.catalog import KernelInfo
+
+HELP = "name kernels: library, category, friendly name, description"
+DESCRIPTION = ("Look kernel names up in the kernel catalog (any profiler's spelling: Kineto, Nsight, base or "
+               "mangled). Names come from the arguments, or one per line on stdin when none are given.")
 
 _COLUMNS = ("library", "category", "friendly name", "description")
 _MAX_FRIENDLY = 60  # keep the table readable; --json has every character
@@ -22,10 +31,14 @@ def read_names(arguments: list[str], stdin_lines: Iterable[str] | None) -> list[
 
 
 def as_json_lines(names: list[str]) -> str:
+    from kernelscope.analyze.catalog import classify
+
     return "\n".join(json.dumps({"name": name, **_fields(classify(name))}, ensure_ascii=False) for name in names)
 
 
 def as_table(names: list[str]) -> str:
+    from kernelscope.analyze.catalog import classify
+
     rows = [_cells(classify(name)) for name in names]
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(_COLUMNS[:-1])]
     header = _line(_COLUMNS, widths)
@@ -46,3 +59,14 @@ def _cells(info: KernelInfo) -> tuple[str, str, str, str]:
     if len(friendly) > _MAX_FRIENDLY:
         friendly = friendly[: _MAX_FRIENDLY - 1] + "…"
     return info.library, info.category, friendly, info.description
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("names", nargs="*", metavar="NAME", help="kernel names (default: read stdin)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per name instead of a table")
+
+
+def run(args: argparse.Namespace, steps) -> int:
+    names = read_names(args.names, None if args.names or sys.stdin.isatty() else sys.stdin)
+    print(as_json_lines(names) if args.json else as_table(names))
+    return 0

@@ -6,112 +6,149 @@ configuration, with --clock-control none. The report is re-rendered with the mea
 
 from __future__ import annotations
 
-import json
-import shutil
+import argparse
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from kernelscope import ranges
-from kernelscope.analyze.kernel_stats import kernel_summary
-from kernelscope.analyze.measured import join_measurements, kernel_name_regex
-from kernelscope.analyze.phases import ordered_phases
-from kernelscope.capture import nsight_compute as nc
-from kernelscope.commands.report import rerender
+from kernelscope.commands.arguments import positive_int
 from kernelscope.errors import UserError
-from kernelscope.load import rundir
-from kernelscope.load.ncu import read_ncu_csv
+
+if TYPE_CHECKING:
+    from kernelscope.contracts.run import Run
+
+HELP = "measure the top kernels of a run with Nsight Compute"
+DESCRIPTION = (
+    "Re-run a run's workload under Nsight Compute, gated on the phase's NVTX ranges and on the top kernels' "
+    "names, profile the first launches of each launch configuration (--clock-control none), and add the "
+    "counters to the run (ncu.parquet, ncu_metrics.parquet, ncu/) and its report."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, metavar="RUN", help="run directory made by `kernelscope profile` on a GPU")
+    parser.add_argument("--top", type=positive_int, default=20,
+                        help="kernels by total time in the phase (default 20)")
+    parser.add_argument("--phase", default="decode",
+                        help="a phase of the run: prefill, decode, or a model stage such as sam_encoder "
+                             "(default decode)")
+    parser.add_argument("--launches", type=positive_int, default=3,
+                        help="launches profiled per launch configuration (default 3)")
+    parser.add_argument("--sections", help="comma-separated ncu sections (default: SpeedOfLight, "
+                        "MemoryWorkloadAnalysis, Occupancy, SpeedOfLight_RooflineChart, SchedulerStats, LaunchStats)")
+    parser.add_argument("--timeout", type=positive_int, default=1800,
+                        help="seconds before ncu is stopped (default 1800)")
+
+
+def run(args: argparse.Namespace, steps) -> int:
+    sections = [x.strip() for x in args.sections.split(",") if x.strip()] if args.sections else None
+    path = run_ncu(args.run, top=args.top, phase=args.phase, launches=args.launches, sections=sections,
+                   timeout=args.timeout, steps=steps)
+    print(path.resolve())
+    return 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to measure: the phase's top kernels and the NVTX ranges that gate the replay."""
+
+    phase: str
+    kernels: list[str]
+    include: list[str]
+    exclude: list[str]
 
 
 def run_ncu(run_path: Path, top: int = 20, phase: str = ranges.DECODE, launches: int = 3,
             sections: list[str] | None = None, timeout: float = 1800, steps=None) -> Path:
-    profile = rundir.read_run(run_path)
-    if profile.run.get("source") != "profile":
+    from kernelscope.capture import nsight_compute as nc
+    from kernelscope.load import rundir
+    from kernelscope.progress import SILENT
+
+    steps = steps or SILENT
+    run = rundir.read_run(run_path)
+    plan = _plan(run_path, run, top, phase, launches)
+    ncu = nc.find_ncu()
+    metrics = nc.choose_metrics(nc.available_metrics(ncu))
+    sections = sections or nc.DEFAULT_SECTIONS
+    with tempfile.TemporaryDirectory(prefix=".ncu.partial-", dir=run_path) as tmp:
+        staging = Path(tmp)
+        report = staging / "profile.ncu-rep"
+        started = time.perf_counter()
+        with steps.step(f"Nsight Compute: top {len(plan.kernels)} {phase} kernels, {launches} launch(es) per "
+                        "configuration"):
+            nc.profile_command(
+                ncu, report, [sys.executable, "-m", "kernelscope.commands.replay", str(run_path.resolve())],
+                nvtx_include=plan.include, nvtx_exclude=plan.exclude, kernel_regex=_kernel_regex(plan.kernels),
+                launches=launches, sections=sections, metrics=metrics, timeout=timeout,
+            )
+        wall = time.perf_counter() - started
+        if not report.exists():
+            raise UserError("ncu profiled no kernel: the NVTX or kernel-name filters matched nothing")
+        _install(run_path, run, plan, staging, report, ncu,
+                 dict(top=top, launches_per_config=launches, sections=sections, metrics=metrics, wall_s=wall))
+    return run_path
+
+
+def _plan(run_path: Path, run: Run, top: int, phase: str, launches: int) -> Plan:
+    import polars as pl
+
+    from kernelscope.analyze.kernel_stats import kernel_summary
+    from kernelscope.analyze.phases import ordered_phases
+
+    if run.info.source != "profile":
         raise UserError(f"{run_path}: `kernelscope ncu` re-runs the workload, so it needs a run made by "
                         "`kernelscope profile` (import Nsight Compute exports made elsewhere with `kernelscope import`)")
-    if (profile.run.get("hardware") or {}).get("device_type") != "cuda":
+    if run.info.hardware.device_type != "cuda":
         raise UserError(f"{run_path}: a CPU run has no GPU kernels to measure")
-    present = ordered_phases([p for p in profile.kernels["phase"].unique().to_list() if p != ranges.UNKNOWN])
+    present = ordered_phases([p for p in run.kernels["phase"].unique().to_list() if p != ranges.UNKNOWN])
     if phase not in present:
         raise UserError(f"{run_path}: no phase '{phase}' in this run (its phases: {', '.join(present) or 'none'})")
     import torch
 
     if not torch.cuda.is_available():
         raise UserError("no CUDA GPU is available here: `kernelscope ncu` re-runs the workload on a GPU")
-    kernels = profile.kernels.filter((pl.col("phase") == phase) & (pl.col("kind") == "kernel"))
+    kernels = run.kernels.filter((pl.col("phase") == phase) & (pl.col("kind") == "kernel"))
     if kernels.height == 0:
         raise UserError(f"{run_path}: no kernels in phase '{phase}'")
     chosen = kernel_summary(kernels).head(top)["name"].to_list()
-    step_count = kernels["step"].n_unique() if phase == ranges.DECODE else 1
     if phase == ranges.DECODE:
+        step_count = kernels["step"].n_unique()
         include = [f"{ranges.phase_range(phase, i)}/" for i in range(min(step_count, launches))]
     else:
         include = [f"{ranges.phase_range(phase)}/"]
     # Model stages (vision encoders) run inside prefill's range, each in its own: leave them out of prefill.
     exclude = [f"{ranges.phase_range(p)}/" for p in present if p not in ranges.STEP_PHASES] \
         if phase == ranges.PREFILL else []
-    ncu = nc.find_ncu()
-    metrics = nc.choose_metrics(nc.available_metrics(ncu))
-    sections = sections or nc.DEFAULT_SECTIONS
-    staging = Path(tempfile.mkdtemp(prefix=".ncu.partial-", dir=run_path))
-    try:
-        report = staging / "profile.ncu-rep"
-        started = time.perf_counter()
-        with _step(steps, f"Nsight Compute: top {len(chosen)} {phase} kernels, {launches} launch(es) per configuration"):
-            nc.profile_command(
-                ncu, report, [sys.executable, "-m", "kernelscope.commands.replay", str(run_path.resolve())],
-                nvtx_include=include, nvtx_exclude=exclude, kernel_regex=kernel_name_regex(chosen), launches=launches,
-                sections=sections, metrics=metrics, timeout=timeout,
-            )
-        wall = time.perf_counter() - started
-        if not report.exists():
-            raise UserError("ncu profiled no kernel: the NVTX or kernel-name filters matched nothing")
-        raw = nc.export_csv(ncu, report, "raw", staging / "raw.csv")
-        nc.export_csv(ncu, report, "details", staging / "details.csv")
-        tables = read_ncu_csv(raw)
-        joined = join_measurements(profile.kernels, tables.launches, phase)
-        joined = joined.with_columns(pl.col("name").is_in(chosen).alias("top_kernel"))
-        joined.write_parquet(staging / rundir.NCU)
-        tables.metrics.write_parquet(staging / rundir.NCU_METRICS)
-        settings = {"phase": phase, "top": top, "launches_per_config": launches, "sections": sections,
-                    "metrics": metrics, "nvtx_include": include, "nvtx_exclude": exclude, "kernels": chosen,
-                    "wall_s": wall,
-                    "profiled_launches": tables.launches.height,
-                    "matched_launches": int(joined["name"].is_not_null().sum()), "ncu": ncu}
-        _install(run_path, staging, settings)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    rerender(run_path, 20)
-    return run_path
+    return Plan(phase=phase, kernels=chosen, include=include, exclude=exclude)
 
 
-def _install(run_path: Path, staging: Path, settings: dict) -> None:
-    """Move the results into the run directory and record the settings in run.json."""
-    ncu_dir = run_path / "ncu"
-    if ncu_dir.exists():
-        shutil.rmtree(ncu_dir)
-    ncu_dir.mkdir()
-    for name in ("profile.ncu-rep", "raw.csv", "details.csv"):
-        shutil.move(staging / name, ncu_dir / name)
-    for name in (rundir.NCU, rundir.NCU_METRICS):
-        shutil.move(staging / name, run_path / name)
-    shutil.rmtree(staging, ignore_errors=True)
-    run_json = run_path / rundir.RUN_JSON
-    run = json.loads(run_json.read_text(encoding="utf-8"))
-    run["ncu"] = settings
-    rundir.write_json(run_json, run)
+def _kernel_regex(names: list[str]) -> str:
+    from kernelscope.analyze.measured import kernel_name_regex
+
+    return kernel_name_regex(names)
 
 
-class _step:
-    def __init__(self, steps, text: str) -> None:
-        self._context = steps.step(text) if steps is not None else None
+def _install(run_path: Path, run: Run, plan: Plan, staging: Path, report: Path, ncu: str, settings: dict) -> None:
+    """Join the measurements with the run's kernels and add them, the settings and ncu's files to the run."""
+    import polars as pl
 
-    def __enter__(self):
-        return self._context.__enter__() if self._context else None
+    from kernelscope.analyze.measured import join_measurements
+    from kernelscope.capture import nsight_compute as nc
+    from kernelscope.contracts.run_info import NcuInfo
+    from kernelscope.load.ncu import read_ncu_csv
+    from kernelscope.pipeline import add_measurements
 
-    def __exit__(self, *exc):
-        return self._context.__exit__(*exc) if self._context else False
+    raw = nc.export_csv(ncu, report, "raw", staging / "raw.csv")
+    details = nc.export_csv(ncu, report, "details", staging / "details.csv")
+    tables = read_ncu_csv(raw)
+    joined = join_measurements(run.kernels, tables.launches, plan.phase).with_columns(
+        pl.col("name").is_in(plan.kernels).alias("top_kernel"))
+    info = NcuInfo(phase=plan.phase, kernels=plan.kernels, nvtx_include=plan.include, nvtx_exclude=plan.exclude,
+                   profiled_launches=tables.launches.height, matched_launches=int(joined["name"].is_not_null().sum()),
+                   ncu=ncu, **settings)
+    add_measurements(run_path, joined, tables.metrics, info,
+                     files={"profile.ncu-rep": report, "raw.csv": raw, "details.csv": details})

@@ -1,48 +1,76 @@
-"""`kernelscope profile`: run a model, record it, attribute every kernel, write a run directory."""
+"""`kernelscope profile`: run a model, record it, attribute every kernel, write a run directory.
+
+The steps: plan the workload (device, model, inputs; bad arguments fail before anything is built), build a
+workload session (transformers or kernelscope's engine, workload/session.py), time it without the profiler,
+record one more run with torch.profiler (capture/), read and attribute the trace (load/, analyze/), and write the
+run directory with its report (pipeline.py). Heavy libraries are imported inside the functions that need them.
+"""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.graph_replays import attribute_graph_replays
-from kernelscope.capture.environment import describe_hardware, describe_software
-from kernelscope.capture.torch_profiler import gzip_file, record
-from kernelscope.commands.finish import write_run_directory
+from kernelscope.commands.arguments import add_output_args, positive_int
 from kernelscope.errors import UserError
-from kernelscope.load import rundir
-from kernelscope.load.kineto import load_kineto
-from kernelscope.load.profile import Profile
-from kernelscope.progress import SILENT, Steps
-from kernelscope.workload.annotate import GenerationAnnotator
-from kernelscope.workload.engine_backend import EngineWorkload
-from kernelscope.workload.generation import (
-    GenerationSettings,
-    RunTimes,
-    decoding_description,
-    summarize_times,
-    timed_generate,
-)
-from kernelscope.workload.inputs import ImageRequest, WorkloadInputs, text_inputs, vision_inputs
-from kernelscope.workload.model import (
-    build_config,
-    build_model,
-    dtype_name,
-    max_positions,
-    parse_dtype,
-    resolve_model_source,
-)
-from kernelscope.workload.structure import describe_model
-from kernelscope.workload.vision import ImageSettings, stage_modules, vision_spec
+
+if TYPE_CHECKING:
+    import torch
+
+    from kernelscope.contracts.run import Run
+    from kernelscope.contracts.run_info import Workload
+    from kernelscope.workload.generation import GenerationSettings
+    from kernelscope.workload.inputs import ImageRequest, WorkloadInputs
+    from kernelscope.workload.model import ModelSource
+    from kernelscope.workload.session import WorkloadSession
+    from kernelscope.workload.timing import TimedRuns
 
 GPU_DEFAULT_MODEL = "qwen2-1.5b"
-BACKENDS = ("hf", "engine")
 CPU_DEFAULT_MODEL = "tiny"
+BACKENDS = ("hf", "engine")
+
+HELP = "run a model, record every kernel, write a run directory and a report"
+DESCRIPTION = (
+    "Run a model with transformers generate() (or kernelscope's engine: --backend engine), record it "
+    "with torch.profiler, attribute every kernel to phase / decode step / layer / module / op, and write a run "
+    "directory with a report. Defaults: on a CUDA GPU qwen2-1.5b in bfloat16; on CPU the tiny preset in float32; "
+    "batch 1, prompt 128, 64 new tokens."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="preset name (see `kernelscope presets`) or a local HF checkpoint directory")
+    p.add_argument("--backend", choices=BACKENDS, default="hf",
+                   help="hf: transformers generate() (default); engine: kernelscope's own engine (Qwen2 and Llama; "
+                        "Triton kernels and a CUDA-graph decode on GPU, PyTorch reference ops on CPU)")
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available, else cpu)")
+    p.add_argument("--dtype", help="bfloat16/bf16, float16/fp16 or float32/fp32 (default: bf16 on GPU, fp32 on CPU)")
+    p.add_argument("--batch-size", type=positive_int, default=1, help="sequences per batch (default 1)")
+    p.add_argument("--prompt-len", type=positive_int,
+                   help="prompt tokens (default 128; vision models: the processor's)")
+    p.add_argument("--new-tokens", type=positive_int, default=64, help="tokens to generate, EOS ignored (default 64)")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="0: greedy (default); above 0: sample at this temperature, seeded by --seed")
+    p.add_argument("--no-repeat-ngram-size", type=positive_int, default=0, metavar="N",
+                   help="ban repeated N-grams as transformers does (default 0: off)")
+    p.add_argument("--warmup", type=positive_int, default=1, help="unprofiled warm-up generations (default 1)")
+    p.add_argument("--repeats", type=positive_int, default=3,
+                   help="timed generations per mode, without the profiler; medians are reported (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random weights and prompt ids (default 0)")
+    v = p.add_argument_group("images (vision models such as deepseek-ocr-2; see docs/ocr.md)")
+    v.add_argument("--image", nargs="+", type=Path, default=[], metavar="PATH", dest="image_paths",
+                   help="image files or directories of them: one generation per image")
+    v.add_argument("--images", type=positive_int, metavar="N",
+                   help="synthetic document pages drawn from --seed, one generation each (default 1)")
+    v.add_argument("--base-size", type=positive_int, default=1024, help="side of the global view (default 1024)")
+    v.add_argument("--image-size", type=positive_int, default=768,
+                   help="side of each crop, the processor's tile_size (default 768)")
+    v.add_argument("--crop-mode", action=argparse.BooleanOptionalAction, default=True,
+                   help="also cut large images into crops (default: on)")
+    add_output_args(p)
 
 
 @dataclass(frozen=True)
@@ -69,31 +97,73 @@ class ProfileOptions:
     report: bool = True
     languages: tuple[str, ...] = ("en", "zh")
 
-
-def resolve_device(name: str | None) -> torch.device:
-    if name is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"--device: unknown device '{name}' (use cpu, cuda or cuda:N)") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UserError("--device cuda: no CUDA GPU is available to this process")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise UserError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) present")
-    elif device.type != "cpu":
-        raise UserError(f"--device: unsupported device type '{device.type}' (use cpu or cuda)")
-    return device
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ProfileOptions:
+        return cls(
+            model=args.model, backend=args.backend, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+            prompt_len=args.prompt_len, new_tokens=args.new_tokens, warmup=args.warmup, repeats=args.repeats,
+            seed=args.seed, temperature=args.temperature, no_repeat_ngram_size=args.no_repeat_ngram_size,
+            image_paths=tuple(args.image_paths), images=args.images, base_size=args.base_size,
+            image_size=args.image_size, crop_mode=args.crop_mode,
+            out=args.out, runs_dir=args.runs_dir, report=not args.no_report, languages=args.lang,
+        )
 
 
-def run_profile(options: ProfileOptions, steps: Steps = SILENT) -> Path:
+def run(args: argparse.Namespace, steps) -> int:
+    print(run_profile(ProfileOptions.from_args(args), steps))
+    return 0
+
+
+@dataclass
+class Plan:
+    """Everything decided before a model is built: where, what, with which inputs, into which directory."""
+
+    device: torch.device
+    dtype: torch.dtype
+    model_name: str
+    source: ModelSource
+    config: Any
+    settings: GenerationSettings
+    inputs: WorkloadInputs
+    request: ImageRequest
+    target: Path
+
+    @property
+    def per_image(self) -> bool:
+        return self.inputs.spec is not None
+
+
+def run_profile(options: ProfileOptions, steps=None) -> Path:
+    from kernelscope.load import rundir
+    from kernelscope.pipeline import write_run_directory
+    from kernelscope.progress import SILENT
+
+    steps = steps or SILENT
+    plan = _plan(options, steps)
+    session = _build_session(plan, options, steps)
+    timed = _time(session, options, plan.per_image, steps)
+    with rundir.staged_directory(plan.target) as tmp:
+        run = _record(session, plan, options, timed, tmp, steps)
+        with steps.step("Writing tables and report"):
+            write_run_directory(tmp, run, report=options.report, languages=options.languages)
+    return plan.target.resolve()
+
+
+def _plan(options: ProfileOptions, steps) -> Plan:
+    """Check the options and prepare the inputs; nothing is built yet, so bad input fails fast."""
+    import torch
+
+    from kernelscope.capture.environment import describe_hardware
+    from kernelscope.load import rundir
+    from kernelscope.workload.devices import resolve_device
+    from kernelscope.workload.engine_backend import EngineWorkload
+    from kernelscope.workload.model import build_config, parse_dtype, resolve_model_source
+
     if options.warmup < 0 or options.repeats < 1:
         raise UserError("--warmup must be ≥ 0 and --repeats ≥ 1")
     if options.backend not in BACKENDS:
         raise UserError(f"--backend: unknown backend '{options.backend}' (choose from {', '.join(BACKENDS)})")
-    engine = options.backend == "engine"
-    if engine and options.no_repeat_ngram_size:
+    if options.backend == "engine" and options.no_repeat_ngram_size:
         raise UserError("--no-repeat-ngram-size: not supported by --backend engine")
     device = resolve_device(options.device)
     if device.type == "cuda" and device.index is not None:
@@ -102,8 +172,24 @@ def run_profile(options: ProfileOptions, steps: Steps = SILENT) -> Path:
     dtype = parse_dtype(options.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
     source = resolve_model_source(model_name)
     config = build_config(source)
-    if engine:
+    if options.backend == "engine":
         EngineWorkload.check(config, source.name)
+    settings, inputs, request = _inputs(options, config, source, device, dtype, steps)
+    target = options.out or rundir.default_run_path(options.runs_dir, source.name,
+                                                    describe_hardware(device).name or device.type)
+    if target.exists():
+        raise UserError(f"{target}: already exists (choose another --out or remove it)")
+    return Plan(device, dtype, model_name, source, config, settings, inputs, request, target)
+
+
+def _inputs(options: ProfileOptions, config: Any, source: ModelSource, device: torch.device, dtype: torch.dtype,
+            steps) -> tuple[GenerationSettings, WorkloadInputs, ImageRequest]:
+    """Generation settings and inputs: a random prompt, or one generation per image through the processor."""
+    from kernelscope.workload.generation import GenerationSettings
+    from kernelscope.workload.inputs import ImageRequest, text_inputs, vision_inputs
+    from kernelscope.workload.model import max_positions
+    from kernelscope.workload.vision import ImageSettings, vision_spec
+
     spec = vision_spec(config)
     request = ImageRequest(tuple(options.image_paths), options.images,
                            ImageSettings(options.base_size, options.image_size, options.crop_mode))
@@ -111,165 +197,127 @@ def run_profile(options: ProfileOptions, steps: Steps = SILENT) -> Path:
                                   options.temperature, options.no_repeat_ngram_size)
     settings.validate(max_positions(config))
     if spec is None:
-        inputs = text_inputs(settings, config, device, request, source.name)
-    else:
-        if options.batch_size != 1 or options.prompt_len is not None:
-            raise UserError(f"--batch-size/--prompt-len: {spec.name} runs one generation per image, its prompt "
-                            "made by the processor (use --images N or --image PATH…)")
-        with steps.step(f"Preparing images for {spec.name}"):
-            inputs = vision_inputs(spec, config, source.checkpoint, request, options.seed, device, dtype)
-        for image in inputs.images:
-            settings.validate_length(image["prompt_tokens"], max_positions(config), f"{image['source']}: prompt")
-        settings = GenerationSettings(1, inputs.prompt_len, options.new_tokens, options.seed, options.temperature,
-                                      options.no_repeat_ngram_size)
-    hardware = describe_hardware(device)
-    target = options.out or rundir.default_run_path(options.runs_dir, source.name, hardware.get("name") or device.type)
-    if target.exists():
-        raise UserError(f"{target}: already exists (choose another --out or remove it)")
+        return settings, text_inputs(settings, config, device, request, source.name), request
+    if options.batch_size != 1 or options.prompt_len is not None:
+        raise UserError(f"--batch-size/--prompt-len: {spec.name} runs one generation per image, its prompt "
+                        "made by the processor (use --images N or --image PATH…)")
+    with steps.step(f"Preparing images for {spec.name}"):
+        inputs = vision_inputs(spec, config, source.checkpoint, request, options.seed, device, dtype)
+    for image in inputs.images or []:
+        settings.validate_length(image.prompt_tokens or 0, max_positions(config), f"{image.source}: prompt")
+    settings = GenerationSettings(1, inputs.prompt_len, options.new_tokens, options.seed, options.temperature,
+                                  options.no_repeat_ngram_size)
+    return settings, inputs, request
 
-    with steps.step(f"Building {source.name} ({source.kind}, {dtype_name(dtype)}) on {device}"):
+
+def _build_session(plan: Plan, options: ProfileOptions, steps) -> WorkloadSession:
+    import torch
+
+    from kernelscope.workload.engine_backend import EngineWorkload
+    from kernelscope.workload.model import build_model, dtype_name
+    from kernelscope.workload.session import EngineSession, HFSession
+    from kernelscope.workload.vision import stage_modules
+
+    source = plan.source
+    with steps.step(f"Building {source.name} ({source.kind}, {dtype_name(plan.dtype)}) on {plan.device}"):
         torch.manual_seed(options.seed)
-        if engine:
-            workload = EngineWorkload.build(source, config, device, dtype, settings.prompt_len + settings.new_tokens)
-            model_info = workload.describe(config)
-        else:
-            model = build_model(source, config, device, dtype)
-            if spec is not None:
-                inputs.stages = stage_modules(model, spec)
-            model_info = describe_model(model, config, inputs.stages)
-    count = len(inputs.generations)
-    per_image = spec is not None
+        if options.backend == "engine":
+            max_len = plan.settings.prompt_len + plan.settings.new_tokens
+            engine = EngineWorkload.build(source, plan.config, plan.device, plan.dtype, max_len)
+            return EngineSession(engine, plan.inputs, plan.settings, engine.describe(plan.config))
+        model = build_model(source, plan.config, plan.device, plan.dtype)
+        if plan.inputs.spec is not None:
+            plan.inputs.stages = stage_modules(model, plan.inputs.spec)
+        return HFSession.build(model, plan.config, plan.inputs, plan.settings)
 
-    def one(index: int, annotated: bool) -> tuple[torch.Tensor, RunTimes]:
-        if engine:
-            return workload.generate(inputs.generations[index], settings, annotated)
-        annotator = GenerationAnnotator(model, stages=inputs.stages, generation=index if per_image else None) \
-            if annotated else None
-        return timed_generate(model, inputs.generations[index], settings, annotator)
 
+def _time(session: WorkloadSession, options: ProfileOptions, per_image: bool, steps) -> TimedRuns:
+    from kernelscope.workload.timing import time_generations, warm_up
+
+    count = session.generations
     with steps.step("Warm-up", total=options.warmup * count) as advance:
-        for _ in range(options.warmup):
-            for index in range(count):
-                one(index, annotated=False)
-                advance()
-    plain_runs: list[list[RunTimes]] = [[] for _ in range(count)]
-    annotated_runs: list[list[RunTimes]] = [[] for _ in range(count)]
-    tokens_plain: list[torch.Tensor] = []
-    first_plain: list[torch.Tensor] = []
-    tokens_match = True
-    tokens_repeatable: bool | None = None  # plain runs of one input agree with each other (needs ≥ 2 repeats)
+        warm_up(session, options.warmup, advance)
     with steps.step("Timing without the profiler", total=2 * options.repeats * count) as advance:
-        # Alternate plain and annotated runs so drifts (clocks, caches) hit both alike.
-        for _ in range(options.repeats):
-            tokens_plain = []
-            for index in range(count):
-                plain, times = one(index, annotated=False)
-                plain_runs[index].append(times)
-                advance()
-                annotated, times = one(index, annotated=True)
-                annotated_runs[index].append(times)
-                advance()
-                tokens_plain.append(plain)
-                tokens_match = tokens_match and bool(torch.equal(plain, annotated))
-            if first_plain:
-                same = all(bool(torch.equal(a, b)) for a, b in zip(first_plain, tokens_plain, strict=True))
-                tokens_repeatable = same and tokens_repeatable is not False
-            else:
-                first_plain = tokens_plain
-    timings = _timings(plain_runs, annotated_runs, tokens_match, per_image)
-    timings["tokens_repeatable"] = tokens_repeatable
-
-    with rundir.staged_directory(target) as tmp:
-        trace_json = tmp / "trace.json"
-        what = f"{count} generations (one per image)" if per_image else "one generation"
-        with steps.step(f"Profiling {what} with torch.profiler"):
-            profiled, capture = record(lambda: [one(index, annotated=True) for index in range(count)], device,
-                                       trace_json)
-        capture["nvtx"] = device.type == "cuda"
-        timings["profiled_tokens_match"] = all(
-            bool(torch.equal(plain, tokens)) for plain, (tokens, _) in zip(tokens_plain, profiled, strict=True))
-        json_bytes = trace_json.stat().st_size
-        with steps.step(f"Loading and attributing the trace ({json_bytes / 1e6:.1f} MB)"):
-            tables = load_kineto(trace_json)
-            kernels, ops = attribute(tables)
-            kernels, graph_replays = attribute_graph_replays(kernels)
-        with steps.step("Compressing the trace"):
-            # A trace of many generations runs to gigabytes: compress it fast rather than small.
-            gzip_file(trace_json, tmp / rundir.TRACE, level=1 if json_bytes > 256e6 else 6)
-            trace_json.unlink()
-        run = {
-            "source": "profile",
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "workload": {**_workload(options, source, model_name, settings, dtype, device, inputs, request),
-                         **({"backend": "engine", "backend_description": workload.description()} if engine else {})},
-            "model": model_info,
-            "hardware": hardware,
-            "software": describe_software(),
-            "capture": capture,
-            "timings": timings,
-            "trace": _trace_info(tables.meta, json_bytes),
-            **({"graph_replays": graph_replays} if graph_replays else {}),
-        }
-        with steps.step("Writing tables and report"):
-            write_run_directory(tmp, Profile(kernels=kernels, ops=ops, run=run), report=options.report,
-                                languages=options.languages)
-    return target.resolve()
+        return time_generations(session, options.repeats, per_image, advance)
 
 
-def _timings(plain: list[list[RunTimes]], annotated: list[list[RunTimes]], tokens_match: bool,
-             per_image: bool) -> dict[str, Any]:
-    """Medians over every timed generation (of every image); per image too on runs of one generation per image."""
-    plain_summary = summarize_times([t for runs in plain for t in runs])
-    annotated_summary = summarize_times([t for runs in annotated for t in runs])
-    overhead = 100.0 * (annotated_summary["e2e_ms"] / plain_summary["e2e_ms"] - 1.0)
-    timings = {
-        "plain": plain_summary,
-        "annotated": annotated_summary,
-        "annotation_overhead_pct": overhead,
-        "tokens_match": bool(tokens_match),
-    }
-    if per_image:
-        keep = ("ttft_ms", "tpot_ms", "e2e_ms", "repeats")
-        timings["images"] = [{key: summarize_times(runs)[key] for key in keep} for runs in plain]
-    return timings
+def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed: TimedRuns, tmp: Path,
+            steps) -> Run:
+    """One more run of every generation under torch.profiler; its trace read, attributed and kept (gzipped)."""
+    import msgspec
+    import torch
+
+    from kernelscope.analyze.attribution import attribute
+    from kernelscope.analyze.graph_replays import attribute_graph_replays
+    from kernelscope.capture.environment import describe_hardware, describe_software
+    from kernelscope.capture.torch_profiler import gzip_file, record
+    from kernelscope.contracts.run import Run
+    from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
+    from kernelscope.load import rundir
+    from kernelscope.load.kineto import load_kineto
+    from kernelscope.load.sources import profiled_trace
+
+    trace_json = tmp / "trace.json"
+    count = session.generations
+    what = f"{count} generations (one per image)" if plan.per_image else "one generation"
+    with steps.step(f"Profiling {what} with torch.profiler"):
+        profiled, capture = record(lambda: [session.generate(i, annotated=True) for i in range(count)],
+                                   plan.device, trace_json)
+    matched = all(bool(torch.equal(plain, tokens))
+                  for plain, (tokens, _) in zip(timed.last_plain_tokens, profiled, strict=True))
+    json_bytes = trace_json.stat().st_size
+    with steps.step(f"Loading and attributing the trace ({json_bytes / 1e6:.1f} MB)"):
+        tables = load_kineto(trace_json)
+        kernels, ops = attribute(tables)
+        kernels, graph_replays = attribute_graph_replays(kernels)
+    with steps.step("Compressing the trace"):
+        # A trace of many generations runs to gigabytes: compress it fast rather than small.
+        gzip_file(trace_json, tmp / rundir.TRACE, level=1 if json_bytes > 256e6 else 6)
+        trace_json.unlink()
+    info = RunInfo(
+        schema_version=SCHEMA_VERSION,
+        source="profile",
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        workload=_workload(options, plan, session),
+        model=session.model_info,
+        hardware=describe_hardware(plan.device),
+        software=describe_software(),
+        capture=msgspec.structs.replace(capture, nvtx=plan.device.type == "cuda"),
+        timings=msgspec.structs.replace(timed.timings, profiled_tokens_match=matched),
+        trace=profiled_trace(tables.meta, json_bytes, rundir.TRACE),
+        graph_replays=graph_replays,
+    )
+    return Run(info=info, kernels=kernels, ops=ops)
 
 
-def _workload(
-    options: ProfileOptions,
-    source: Any,
-    model_name: str,
-    settings: GenerationSettings,
-    dtype: torch.dtype,
-    device: torch.device,
-    inputs: WorkloadInputs,
-    request: ImageRequest,
-) -> dict[str, Any]:
-    vision = {**inputs.workload_keys(), **request.describe()} if inputs.spec is not None else {}
-    return {
-        "backend": "hf",
-        "backend_description": "transformers generate()",
-        "model": model_name,
-        "model_source": source.kind if source.checkpoint is None else f"checkpoint {source.checkpoint}",
-        "model_path": str(source.checkpoint.resolve()) if source.checkpoint is not None else None,
-        "dtype": dtype_name(dtype),
-        "device": str(device),
-        "batch_size": settings.batch_size,
-        "prompt_len": settings.prompt_len,
-        "new_tokens": settings.new_tokens,
-        "decoding": decoding_description(settings),
-        "temperature": settings.temperature,
-        "no_repeat_ngram_size": settings.no_repeat_ngram_size,
-        "seed": settings.seed,
-        "warmup": options.warmup,
-        "repeats": options.repeats,
-        **vision,
-    }
+def _workload(options: ProfileOptions, plan: Plan, session: WorkloadSession) -> Workload:
+    import msgspec
 
+    from kernelscope.contracts.run_info import Workload
+    from kernelscope.workload.generation import decoding_description
+    from kernelscope.workload.model import dtype_name
 
-def _trace_info(meta: dict[str, Any], json_bytes: int) -> dict[str, Any]:
-    keep = ("event_count", "schema_version", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
-            "base_time_ns", "origin_us", "device_properties")
-    info = {key: meta.get(key) for key in keep}
-    info["json_bytes"] = json_bytes
-    info["file"] = rundir.TRACE
-    return info
+    source, settings = plan.source, plan.settings
+    vision: dict[str, Any] = {}
+    if plan.per_image:
+        vision = {"prompt": plan.inputs.spec.prompt, "images": plan.inputs.images or [],
+                  "stages": list(plan.inputs.stages.values()), **plan.request.describe()}
+    workload = Workload(
+        backend=session.backend,
+        backend_description=session.description,
+        model=plan.model_name,
+        model_source=source.kind if source.checkpoint is None else f"checkpoint {source.checkpoint}",
+        model_path=str(source.checkpoint.resolve()) if source.checkpoint is not None else None,
+        dtype=dtype_name(plan.dtype),
+        device=str(plan.device),
+        batch_size=settings.batch_size,
+        prompt_len=settings.prompt_len,
+        new_tokens=settings.new_tokens,
+        decoding=decoding_description(settings),
+        temperature=settings.temperature,
+        no_repeat_ngram_size=settings.no_repeat_ngram_size,
+        seed=settings.seed,
+        warmup=options.warmup,
+        repeats=options.repeats,
+    )
+    return msgspec.structs.replace(workload, **vision)

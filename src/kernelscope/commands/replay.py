@@ -22,25 +22,24 @@ from kernelscope.workload.vision import stage_modules, vision_spec
 def replay(run_path: Path, warmup: int = 1) -> None:
     """The run's generation again; on a run of one generation per image, the first image's only (its kernels
     come first in every phase of the run, which is what Nsight Compute's measurements are matched against)."""
-    run = rundir.read_run_json(run_path)
-    workload = run.get("workload")
-    if run.get("source") != "profile" or not workload:
+    info = rundir.read_run_info(run_path)
+    workload = info.workload
+    if info.source != "profile" or workload is None or workload.model is None:
         raise UserError(f"{run_path}: only runs made by `kernelscope profile` can be re-run")
-    source = resolve_model_source(workload.get("model_path") or workload["model"])
-    device = torch.device(workload["device"])
-    dtype = parse_dtype(workload["dtype"])
+    source = resolve_model_source(workload.model_path or workload.model)
+    device = torch.device(workload.device or "cpu")
+    dtype = parse_dtype(workload.dtype or "float32")
     config = build_config(source)
-    settings = GenerationSettings(workload["batch_size"], workload["prompt_len"], workload["new_tokens"],
-                                  workload["seed"], workload.get("temperature", 0.0),
-                                  workload.get("no_repeat_ngram_size", 0))
+    settings = GenerationSettings(workload.batch_size or 1, workload.prompt_len or 1, workload.new_tokens or 1,
+                                  workload.seed, workload.temperature, workload.no_repeat_ngram_size)
     spec = vision_spec(config)
-    if spec is not None and workload.get("images"):
+    if spec is not None and workload.image_list:
         inputs = vision_inputs(spec, config, source.checkpoint, ImageRequest.from_workload(workload),
-                               workload["seed"], device, dtype, limit=1).generations[0]
+                               workload.seed, device, dtype, limit=1).generations[0]
     else:
         inputs = make_prompt(settings, config.vocab_size, device)
-    torch.manual_seed(workload["seed"])
-    if workload.get("backend") == "engine":
+    torch.manual_seed(workload.seed)
+    if workload.backend == "engine":
         _replay_engine(source, config, device, dtype, inputs, settings, warmup)
         return
     model = build_model(source, config, device, dtype)

@@ -2,31 +2,28 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import argparse
 from pathlib import Path
 
-from kernelscope.analyze.summary import summarize
-from kernelscope.analyze.tables import with_costs
-from kernelscope.commands.finish import run_ceilings
-from kernelscope.load import rundir
-from kernelscope.report.render import LANGUAGES, render_report
+from kernelscope.commands.arguments import add_lang_arg, positive_int
+
+HELP = "re-render a run's report from its stored tables"
+DESCRIPTION = "Re-render report/ of a run directory from its tables, without profiling again."
 
 
-def rerender(run_path: Path, top_n: int, languages: tuple[str, ...] = LANGUAGES) -> Path:
-    profile = rundir.read_run(run_path)
-    profile.kernels = with_costs(profile)
-    summary = summarize(profile)
-    final = run_path / rundir.REPORT_DIR
-    # Render next to the old report and swap, so a failure leaves the old one intact.
-    staging = Path(tempfile.mkdtemp(prefix=".report.partial-", dir=run_path))
-    try:
-        render_report(profile, summary, staging, top_n=top_n, ceilings=run_ceilings(profile), languages=languages)
-        rundir.write_json(run_path / rundir.SUMMARY_JSON, summary)
-        if final.exists():
-            shutil.rmtree(final)
-        staging.rename(final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return final / "report.md"
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, metavar="RUN", help="run directory")
+    parser.add_argument("--top", type=positive_int, default=20,
+                        help="kernels per phase in the top tables (default 20)")
+    add_lang_arg(parser)
+
+
+def run(args: argparse.Namespace, steps) -> int:
+    from kernelscope.load.rundir import read_run_info
+    from kernelscope.pipeline import rerender
+
+    read_run_info(args.run)  # a bad run directory fails before any progress display
+    with steps.step("Rendering the report"):
+        rerender(args.run, args.top, args.lang)
+    print(args.run.resolve())
+    return 0

@@ -3,42 +3,81 @@ write the study (docs/whatif.md)."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kernelscope.analyze.hardware import ceilings_for, find_spec
-from kernelscope.analyze.projection import (
-    Options,
-    ProjectionModel,
-    Target,
-    default_model,
-    parse_model,
-    projection_inputs,
-    target_from_ceilings,
-    vary,
-)
-from kernelscope.analyze.tables import with_costs
-from kernelscope.analyze.whatif import what_if
-from kernelscope.commands.finish import run_ceilings
+from kernelscope.commands.arguments import add_lang_arg
 from kernelscope.errors import UserError
-from kernelscope.load import rundir
-from kernelscope.load.calibration import find_calibration_matching
-from kernelscope.load.targets import parse_settings, parse_sweep, read_model_file, read_spec_file
-from kernelscope.report.whatif import LANGUAGES, render_whatif
+from kernelscope.filenames import safe_component
+
+if TYPE_CHECKING:
+    from kernelscope.analyze.projection import ProjectionModel, Target
+
+HELP = "project a measured run onto other hardware, real or hypothetical"
+DESCRIPTION = (
+    "Project every kernel of a measured GPU run onto a target (a known device, a SPEC.toml, and/or --set "
+    "values) with the fitted projection model; shows the calibration on the measuring device, the "
+    "projection per phase and kind of work, what each design option buys, the bandwidth and compute that "
+    "latency goals need, and sweeps. Writes whatif.md / whatif.zh.md, HTML, figures, tables/*.csv and "
+    "whatif.json into RUN/whatif/<target>/ (or --out). See docs/whatif.md."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, metavar="RUN", help="run directory of a GPU run")
+    parser.add_argument("--hw", metavar="NAME|SPEC.toml",
+                        help="target: a key or name from `kernelscope hw list`, or a TOML spec "
+                             "(default: the run's device)")
+    parser.add_argument("--set", dest="settings", metavar="K=V,…",
+                        help="change the target: bw=2TB/s, bf16=400TFLOPS (any precision), sram=256MB, "
+                             "sram_bw=20TB/s, l2=128MB, latency=0.5 (per-kernel latency scale), fuse=yes, "
+                             "weights=fp8|int8|fp4")
+    parser.add_argument("--sweep", action="append", metavar="K=START:STOP:N",
+                        help="vary one quantity (bw in TB/s, precisions in TFLOP/s, sram/l2 in MB); repeatable "
+                             "(default: bandwidth and BF16 compute from 0.25× to 4× the target's)")
+    parser.add_argument("--model", type=Path, dest="model_file", metavar="FILE",
+                        help="projection model from `kernelscope hw fit` (default: the shipped one)")
+    parser.add_argument("--out", type=Path, help="directory to create (default: RUN/whatif/<target>, replaced)")
+    add_lang_arg(parser)
+
+
+def run(args: argparse.Namespace, steps) -> int:
+    with steps.step("Projecting"):
+        path = run_whatif(args.run, args.hw, args.settings, args.sweep, args.model_file, args.out, args.lang)
+    print(path)
+    return 0
+
 
 WHATIF_DIR = "whatif"
 
 
-def run_whatif(run: Path, hw: str | None, settings: str | None, sweeps: list[str] | None, model_file: Path | None,
-               out: Path | None, languages: tuple[str, ...] = LANGUAGES) -> Path:
-    profile = rundir.read_run(run)
-    hardware = profile.run.get("hardware") or {}
-    if hardware.get("device_type") == "cpu" or (profile.kernels.height and profile.kernels["kind"][0] == "cpu_op"):
-        raise UserError(f"{run}: a CPU run: whatif projects GPU kernels (profile or import a GPU run)")
+def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list[str] | None,
+               model_file: Path | None, out: Path | None, languages: tuple[str, ...] = ("en", "zh")) -> Path:
+    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.projection import (
+        Options,
+        default_model,
+        parse_model,
+        projection_inputs,
+        target_from_ceilings,
+        vary,
+    )
+    from kernelscope.analyze.whatif import what_if
+    from kernelscope.load import rundir
+    from kernelscope.load.targets import parse_settings, parse_sweep, read_model_file
+    from kernelscope.pipeline import run_ceilings
+    from kernelscope.report.whatif import render_whatif
+
+    run = rundir.read_run(run_dir)
+    kernels = run.kernels
+    if run.info.is_cpu or (kernels.height and kernels["kind"][0] == "cpu_op"):
+        raise UserError(f"{run_dir}: a CPU run: whatif projects GPU kernels (profile or import a GPU run)")
     model = parse_model(read_model_file(model_file)) if model_file else default_model()
-    ceilings = run_ceilings(profile)
+    ceilings = run_ceilings(run.info)
     if ceilings is None or not ceilings.bandwidth:
-        raise UserError(f"{run}: its device ({hardware.get('name') or 'unknown'}) is neither in the hardware "
+        raise UserError(f"{run_dir}: its device ({run.info.hardware.name or 'unknown'}) is neither in the hardware "
                         f"database nor calibrated: whatif needs the measuring device's ceilings")
     source = target_from_ceilings(ceilings, model)
     target = _target(hw, source, model)
@@ -48,18 +87,23 @@ def run_whatif(run: Path, hw: str | None, settings: str | None, sweeps: list[str
         target = target.changed(source={**target.source, field: "--set"})
     options = Options(**choices)
     chosen_sweeps = [parse_sweep(s) for s in sweeps] if sweeps else None
-    kernels = with_costs(profile)
-    if not kernels.filter(kernels["kind"] != "cpu_op").height:
-        raise UserError(f"{run}: no GPU kernels to project")
-    inputs = projection_inputs(kernels, profile.ncu, model)
-    study = what_if(inputs, source, target, model, options, source.l2_bytes, profile.run, chosen_sweeps)
-    destination = out or run / WHATIF_DIR / _slug(target.name, settings)
+    run = with_costs_and_names(run)
+    if not run.kernels.filter(run.kernels["kind"] != "cpu_op").height:
+        raise UserError(f"{run_dir}: no GPU kernels to project")
+    inputs = projection_inputs(run.kernels, run.ncu, model)
+    study = what_if(inputs, source, target, model, options, source.l2_bytes, run.info, chosen_sweeps)
+    destination = out or run_dir / WHATIF_DIR / _slug(target.name, settings)
     with rundir.staged_directory(destination, replace=out is None) as tmp:
-        render_whatif(study, model, profile.run, run, tmp, languages=languages)
+        render_whatif(study, model, run.info.workload, run_dir, tmp, languages=languages)
     return destination.resolve()
 
 
 def _target(hw: str | None, source: Target, model: ProjectionModel) -> Target:
+    from kernelscope.analyze.hardware import ceilings_for, find_spec
+    from kernelscope.analyze.projection import Target, target_from_ceilings
+    from kernelscope.load.calibration import find_calibration_matching
+    from kernelscope.load.targets import read_spec_file
+
     if hw is None:
         return source
     path = Path(hw)
@@ -72,13 +116,14 @@ def _target(hw: str | None, source: Target, model: ProjectionModel) -> Target:
     if spec is None:
         raise UserError(f"--hw: no device matches '{hw}' (see `kernelscope hw list`, or give a SPEC.toml)")
     calibration = find_calibration_matching(spec.match)
-    ceilings = ceilings_for(calibration["device"] if calibration else spec.name, calibration)
+    ceilings = ceilings_for(calibration.device if calibration else spec.name, calibration)
     if ceilings is None:
         raise UserError(f"--hw: no ceilings for '{hw}'")
     return target_from_ceilings(ceilings, model)
 
 
 def _slug(name: str, settings: str | None) -> str:
-    base = re.sub(r"[^a-z0-9.]+", "-", re.sub(r"^nvidia\s+", "", name, flags=re.IGNORECASE).lower()).strip("-")
-    extra = re.sub(r"[^a-z0-9.=]+", "-", (settings or "").lower()).strip("-")
-    return f"{base}-{extra}"[:120].strip("-") if extra else base or "target"
+    """The default folder of a study: the target's name and the --set values, one safe path component."""
+    base = re.sub(r"[^a-z0-9.]+", "-", re.sub(r"^nvidia\s+", "", name, flags=re.IGNORECASE).lower()).strip("-.")
+    extra = re.sub(r"[^a-z0-9.]+", "-", (settings or "").lower()).strip("-.")
+    return safe_component(f"{base}-{extra}" if extra else base, fallback="target")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any
+
+import msgspec
+
+from kernelscope.contracts.calibration import Calibration
 
 
 def device_slug(device_name: str) -> str:
@@ -22,33 +25,45 @@ def calibration_dirs() -> list[Path]:
     return [user, shipped]
 
 
-def find_calibration(device_name: str | None, dirs: list[Path] | None = None) -> dict[str, Any] | None:
+def _read(path: Path) -> Calibration | None:
+    """A stored calibration, or None for a file that is not one (it is skipped, as if absent)."""
+    try:
+        calibration = Calibration.from_json(path.read_bytes())
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return msgspec.structs.replace(calibration, path=str(path))
+
+
+def find_calibration(device_name: str | None, dirs: list[Path] | None = None) -> Calibration | None:
     if not device_name:
         return None
     for directory in dirs if dirs is not None else calibration_dirs():
         path = directory / f"{device_slug(device_name)}.json"
-        if path.is_file():
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                continue
-            data["path"] = str(path)
-            return data
+        if path.is_file() and (found := _read(path)) is not None:
+            return found
     return None
 
 
-def find_calibration_matching(pattern: str, dirs: list[Path] | None = None) -> dict[str, Any] | None:
+def find_calibration_matching(pattern: str, dirs: list[Path] | None = None) -> Calibration | None:
     """The first stored calibration whose device name matches `pattern` (a hardware.toml `match` regex), so
     that `--hw h100-sxm` uses an H100's measured ceilings where one was calibrated."""
-    for directory in dirs if dirs is not None else calibration_dirs():
-        if not directory.is_dir():
-            continue
-        for path in sorted(directory.glob("*.json")):
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                continue
-            if isinstance(data, dict) and re.search(pattern, str(data.get("device", "")), flags=re.IGNORECASE):
-                data["path"] = str(path)
-                return data
+    for calibration in _stored(dirs if dirs is not None else calibration_dirs()):
+        if re.search(pattern, calibration.device, flags=re.IGNORECASE):
+            return calibration
     return None
+
+
+def _stored(dirs: list[Path]) -> Iterator[Calibration]:
+    for directory in dirs:
+        if directory.is_dir():
+            for path in sorted(directory.glob("*.json")):
+                if (found := _read(path)) is not None:
+                    yield found
+
+
+def write_calibration(calibration: Calibration, out: Path | None) -> Path:
+    """Store a calibration (default: the user's calibration directory, named after the device)."""
+    target = out or calibration_dirs()[0] / f"{device_slug(calibration.device)}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(msgspec.json.format(msgspec.json.encode(calibration.to_dict()), indent=2) + b"\n")
+    return target

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
+from kernelscope.capture.nsight_compute import TENSOR_OPS
 from kernelscope.errors import UserError
 
 # Unit → (base unit, factor). Both the raw page's names (usecond, Mbyte/second) and the details page's
@@ -82,9 +83,6 @@ FLOP_COUNTERS = {
     "fp16": [("sm__sass_thread_inst_executed_op_hfma_pred_on.sum", 2), ("sm__sass_thread_inst_executed_op_hadd_pred_on.sum", 1),
              ("sm__sass_thread_inst_executed_op_hmul_pred_on.sum", 1)],
 }
-# Tensor-core work: the per-source-type totals `sm__ops_path_tensor_src_<type>[_dst_<type>].sum` (the `_op_*`
-# and `_sparsity_*` variants split the same work further and would count it twice).
-TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_src_[a-z0-9]+(?:_dst_[a-z0-9]+)?\.sum$")
 
 ID_COLUMNS = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
               "Grid Size", "Device", "CC"]
@@ -272,3 +270,14 @@ def read_ncu_directory(path: Path) -> NcuTables:
 
 def finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
+
+
+def is_ncu_input(path: Path) -> bool:
+    """An Nsight Compute export: a directory of per-kernel exports, an .ncu-rep, or a CSV with ncu's columns."""
+    if path.is_dir() or path.suffix == ".ncu-rep":
+        return True
+    if path.suffix.lower() != ".csv" or not path.is_file():
+        return False
+    with path.open("r", encoding="utf-8", errors="replace") as f:
+        head = f.read(65536)
+    return '"ID"' in head and "Kernel Name" in head

@@ -4,6 +4,7 @@ words in messages/compare.<lang>.toml; the numbers are the comparison's, the sam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,13 +15,13 @@ import polars as pl
 from jinja2 import Environment
 
 from kernelscope import ranges
-from kernelscope.analyze.compare import Comparison, col, delta_col, ratio_col
+from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col, ratio_col
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
+from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
 
-LANGUAGES = ("en", "zh")
 MARKDOWN_FILES = {"en": "compare.md", "zh": "compare.zh.md"}
 HTML_FILES = {"en": "compare.html", "zh": "compare.zh.html"}
 TOP_N = 20
@@ -38,7 +39,7 @@ def signed_duration(ns: float | None) -> str:
     return ("+" if ns > 0 else "−" if ns < 0 else "±") + fmt.duration(abs(ns))
 
 
-def render_comparison(comparison: Comparison, runs: list[dict[str, Any]], out_dir: Path, top_n: int = TOP_N,
+def render_comparison(comparison: Comparison, runs: list[ComparedRun], out_dir: Path, top_n: int = TOP_N,
                       languages: tuple[str, ...] = LANGUAGES) -> list[Path]:
     """Writes everything into out_dir (created). `runs`: per run its label and path. Returns the files."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +78,7 @@ def _env(lang: str) -> Environment:
                                             term=lambda v: words["terms"].get(v, v)))
 
 
-def _context(c: Comparison, runs: list[dict[str, Any]], top_n: int, lang: str) -> dict[str, Any]:
+def _context(c: Comparison, runs: list[ComparedRun], top_n: int, lang: str) -> dict[str, Any]:
     words = message_catalog("compare", lang)
     h, terms = words["headers"], words["terms"]
     labels, base = c.labels, c.baseline
@@ -231,7 +232,7 @@ def _write_csvs(c: Comparison, directory: Path) -> list[Path]:
     return write_csv_tables(frames, directory)
 
 
-def _key_figures(c: Comparison, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _key_figures(c: Comparison, runs: list[ComparedRun]) -> dict[str, Any]:
     """compare.json: the runs, per phase the device time per step of each and its ratio to the baseline."""
     phases = {}
     for row in c.phases.iter_rows(named=True):
@@ -242,7 +243,7 @@ def _key_figures(c: Comparison, runs: list[dict[str, Any]]) -> dict[str, Any]:
         }
     return {
         "baseline": c.baseline,
-        "runs": runs,
+        "runs": [dataclasses.asdict(r) for r in runs],
         "phases": phases,
         "timings": {row["metric"]: {label: row[col("value", label)] for label in c.labels}
                     for row in c.timings.iter_rows(named=True)},

@@ -12,17 +12,18 @@ import polars as pl
 from jinja2 import Environment
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
-from kernelscope.analyze.tables import ReportTables, report_tables
-from kernelscope.load.profile import Profile
+from kernelscope.analyze.report_tables import ReportTables, report_tables
+from kernelscope.contracts.run import Run
+from kernelscope.contracts.summary import Summary
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
+from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.tables_spec import SPECS, table_markdown
 from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
 from kernelscope.report.whatif import projection_section
 
 TOP_N = 20
-LANGUAGES = ("en", "zh")
 REPORT_FILES = {"en": "report.md", "zh": "report.zh.md"}
 HTML_FILES = {"en": "report.html", "zh": "report.zh.html"}
 
@@ -59,18 +60,18 @@ def _layer_type_counts(model: dict[str, Any]) -> dict[str, int]:
 
 
 def render_report(
-    profile: Profile, summary: dict[str, Any], out_dir: Path, top_n: int = TOP_N, ceilings: Ceilings | None = None,
+    run: Run, summary: Summary, out_dir: Path, top_n: int = TOP_N, ceilings: Ceilings | None = None,
     languages: tuple[str, ...] = LANGUAGES, html: bool = True,
 ) -> list[Path]:
     """Writes the reports, figures/ and tables/*.csv into out_dir (created). Returns the files written."""
-    tables = report_tables(profile, ceilings)
+    tables = report_tables(run, ceilings)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(tables, out_dir / "tables")
-    figure_paths = _draw_figures(tables, out_dir / "figures", profile.run)
+    figure_paths = _draw_figures(tables, out_dir / "figures", run.info.hardware.name)
     written += [p for paths in figure_paths.values() for p in paths]
     figure_links = {key: f"figures/{paths[0].name}" for key, paths in figure_paths.items() if paths}
     for lang in languages:
-        context = _context(profile, summary, tables, top_n, lang)
+        context = _context(run, summary, tables, top_n, lang)
         context["figures"] = figure_links
         text = _env(lang).get_template("report.md.j2").render(**context)
         path = out_dir / REPORT_FILES[lang]
@@ -88,8 +89,9 @@ def _title(context: dict[str, Any], lang: str) -> str:
     return _env(lang).from_string(message_catalog("", lang)["text"]["title"]).render(**context)
 
 
-def _context(profile: Profile, summary: dict[str, Any], tables: ReportTables, top_n: int, lang: str) -> dict[str, Any]:
-    run = profile.run
+def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang: str) -> dict[str, Any]:
+    # The templates read the run's metadata as plain values (missing keys read as absent, not as errors).
+    info = run.info.to_dict()
     headers = message_catalog("", lang)["headers"]
     terms = message_catalog("", lang)["terms"]
 
@@ -99,65 +101,65 @@ def _context(profile: Profile, summary: dict[str, Any], tables: ReportTables, to
         return table_markdown(df.head(limit) if limit else df, SPECS[name], headers, terms)
 
     kernel_tables = {}
-    for phase, df in tables.kernels_by_phase.items():
-        rest = df.slice(top_n)
+    for phase, t in tables.by_phase.items():
+        rest = t.kernels.slice(top_n)
         kernel_tables[phase] = {
-            "table": table("kernels", df, top_n),
-            "shown": min(top_n, df.height),
-            "total": df.height,
+            "table": table("kernels", t.kernels, top_n),
+            "shown": min(top_n, t.kernels.height),
+            "total": t.kernels.height,
             "rest_pct": float(rest["time_pct"].sum()) if rest.height else 0.0,
-            "mix": table("mix", tables.categories.get(phase)),
-            "longest": table("longest", tables.longest.get(phase)),
-            "coverage": tables.catalog_coverage.get(phase),
-            "unknown": table("unknown", tables.unknown_kernels.get(phase)),
-            "op_groups": table("op_groups", tables.op_groups.get(phase), top_n),
+            "mix": table("mix", t.categories),
+            "longest": table("longest", t.longest),
+            "coverage": t.catalog_coverage,
+            "unknown": table("unknown", t.unknown_kernels),
+            "op_groups": table("op_groups", t.op_groups, top_n),
         }
     breakdowns = {
         phase: {
-            "types": table("layer_types", tables.layer_types[phase]),
-            "modules": table("breakdown", df),
-            "per_layer": table("per_layer", tables.per_layer[phase]),
+            "types": table("layer_types", t.layer_types),
+            "modules": table("breakdown", t.layer_breakdown),
+            "per_layer": table("per_layer", t.per_layer),
         }
-        for phase, df in tables.layer_breakdown.items()
+        for phase, t in tables.by_phase.items() if t.layer_breakdown is not None
     }
     roofline = {
-        phase: {"classes": table("classes", classes),
-                "kernels": table("roofline", tables.roofline_kernels[phase], top_n)}
-        for phase, classes in tables.classes.items()
+        phase: {"classes": table("classes", t.classes), "kernels": table("roofline", t.roofline_kernels, top_n)}
+        for phase, t in tables.by_phase.items() if t.classes is not None
     }
     measured = None
-    if tables.measured_kernels is not None:
+    if tables.measured is not None:
+        m = tables.measured
         measured = {
-            "phase": tables.measured_phase,
-            "count": tables.measured_kernels.height,
-            "classes": table("measured_classes", tables.measured_classes),
-            "kernels": table("measured_kernels", tables.measured_kernels, top_n),
-            "accuracy": table("accuracy", tables.analytic_vs_measured, top_n),
+            "phase": m.phase,
+            "count": m.kernels.height,
+            "classes": table("measured_classes", m.classes),
+            "kernels": table("measured_kernels", m.kernels, top_n),
+            "accuracy": table("accuracy", m.analytic_vs_measured, top_n),
         }
     shown: set[str] = set()
-    for df in tables.kernels_by_phase.values():
-        shown |= set(df.head(top_n)["name"].to_list())
+    for t in tables.by_phase.values():
+        shown |= set(t.kernels.head(top_n)["name"].to_list())
     acc = tables.accelerator
     return {
         "lang": lang,
-        "run": run,
-        "summary": summary,
-        "workload": run.get("workload") or {},
-        "hardware": run.get("hardware") or {},
-        "software": run.get("software") or {},
-        "model": run.get("model") or {},
-        "capture": run.get("capture") or {},
-        "timings": run.get("timings") or {},
-        "trace": run.get("trace") or {},
-        "cpu_run": (run.get("hardware") or {}).get("device_type") == "cpu",
-        "unit": "CPU ops" if (run.get("hardware") or {}).get("device_type") == "cpu" else "kernels",
+        "run": info,
+        "summary": summary.to_dict(),
+        "workload": info.get("workload") or {},
+        "hardware": info["hardware"],
+        "software": info["software"],
+        "model": info.get("model") or {},
+        "capture": info.get("capture") or {},
+        "timings": info.get("timings") or {},
+        "trace": info.get("trace") or {},
+        "cpu_run": run.info.is_cpu,
+        "unit": "CPU ops" if run.info.is_cpu else "kernels",
         "phase_table": table("phases", tables.phases),
         "kernel_tables": kernel_tables,
         "breakdowns": breakdowns,
         "roofline": roofline,
         "measured": measured,
         "ceilings": tables.ceilings,
-        "cost_coverage": tables.cost_coverage,
+        "cost_coverage": {phase: t.cost_coverage for phase, t in tables.by_phase.items()},
         "rule": classification_rule(),
         "findings": _findings(tables, lang),
         "acc": acc,
@@ -167,15 +169,13 @@ def _context(profile: Profile, summary: dict[str, Any], tables: ReportTables, to
         "projection": projection_section(tables.projection, lang) if tables.projection is not None else None,
         "unattributed": table("kernels", tables.unattributed, 10),
         "appendix": table("names", tables.labels.filter(pl.col("name").is_in(sorted(shown)))),
-        "config_rows": _config_rows((run.get("model") or {}).get("config") or {}),
+        "config_rows": _config_rows(run.info.model.language_config() if run.info.model is not None else {}),
         "images_table": _images_table(tables, headers, terms),
     }
 
 
 def _config_rows(config: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The language model's shape: the config's own keys, or its text_config's (vision-language models)."""
-    if isinstance(config.get("text_config"), dict):
-        config = config["text_config"]
+    """The language model's shape from its config."""
     return [(k, config.get(k)) for k in CONFIG_KEYS if config.get(k) is not None]
 
 
@@ -209,21 +209,19 @@ def _findings(tables: ReportTables, lang: str) -> list[dict[str, Any]]:
 
 def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
     frames: dict[str, pl.DataFrame] = {"phases": tables.phases, "decode_steps": tables.steps}
-    for phase, df in tables.kernels_by_phase.items():
-        frames[f"kernels_{phase}"] = df
-    for prefix, per_phase in (("op_groups", tables.op_groups), ("categories", tables.categories),
-                              ("libraries", tables.libraries), ("longest_launches", tables.longest),
-                              ("layer_breakdown", tables.layer_breakdown), ("layer_types", tables.layer_types),
-                              ("per_layer", tables.per_layer), ("roofline_classes", tables.classes),
-                              ("roofline_kernels", tables.roofline_kernels)):
-        for phase, df in per_phase.items():
+    for phase, t in tables.by_phase.items():
+        frames[f"kernels_{phase}"] = t.kernels
+    for prefix, name in (("op_groups", "op_groups"), ("categories", "categories"), ("libraries", "libraries"),
+                         ("longest_launches", "longest"), ("layer_breakdown", "layer_breakdown"),
+                         ("layer_types", "layer_types"), ("per_layer", "per_layer"),
+                         ("roofline_classes", "classes"), ("roofline_kernels", "roofline_kernels")):
+        for phase, df in tables.per_phase(name).items():
             frames[f"{prefix}_{phase}"] = df
-    if tables.labels is not None:
-        frames["kernel_names"] = tables.labels
-    if tables.measured_kernels is not None:
-        frames["ncu_kernels"] = tables.measured_kernels
-        frames["ncu_classes"] = tables.measured_classes
-        frames["ncu_vs_analytic"] = tables.analytic_vs_measured
+    frames["kernel_names"] = tables.labels
+    if tables.measured is not None:
+        frames["ncu_kernels"] = tables.measured.kernels
+        frames["ncu_classes"] = tables.measured.classes
+        frames["ncu_vs_analytic"] = tables.measured.analytic_vs_measured
     if tables.accelerator is not None and tables.accelerator.requirements.height:
         frames["accelerator_requirements"] = tables.accelerator.requirements
     if tables.unattributed is not None:
@@ -243,18 +241,17 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
     return write_csv_tables(frames, directory)
 
 
-def _draw_figures(tables: ReportTables, directory: Path, run: dict[str, Any]) -> dict[str, list[Path]]:
+def _draw_figures(tables: ReportTables, directory: Path, device_name: str | None) -> dict[str, list[Path]]:
     """Roofline charts and histograms per phase when the device has ceilings; Nsight Compute figures when
     measurements exist."""
     out: dict[str, list[Path]] = {}
     ceilings = tables.ceilings
-    device = (run.get("hardware") or {}).get("name") or (ceilings.device if ceilings else "")
-    for phase, points in tables.roofline_points.items():
+    device = device_name or (ceilings.device if ceilings else "")
+    for phase, points in tables.per_phase("roofline_points").items():
         if points.height == 0 or ceilings is None:
             continue
-        subset = tables.kernels.filter(pl.col("phase") == phase)
-        if "instances" in subset.columns:  # histograms are of single launches, not of summary rows
-            subset = subset.filter(pl.col("instances").fill_null(1) == 1)
+        # Histograms are of single launches, not of summary rows.
+        subset = tables.kernels.filter((pl.col("phase") == phase) & (pl.col("instances") == 1))
         label = f"{phase} on {device}"
         out[f"roofline_{phase}"] = figures.roofline_physical(points, ceilings, f"Roofline: {label}", directory,
                                                              f"roofline_{phase}")
@@ -264,11 +261,13 @@ def _draw_figures(tables: ReportTables, directory: Path, run: dict[str, Any]) ->
             points, ceilings, f"Top kernels on their roofs: {label}", directory, f"roofline_top_{phase}")
         out[f"histograms_{phase}"] = figures.histograms(subset, f"Per-launch metrics: {label}", directory,
                                                         f"histograms_{phase}")
-    if tables.measured_kernels is not None and tables.measured_kernels.height:
-        phase = tables.measured_phase
+    measured = tables.measured
+    if measured is not None and measured.kernels.height:
         out["ncu_histograms"] = figures.measured_histograms(
-            tables.ncu_launches, f"Nsight Compute metrics per profiled launch ({phase})", directory, "ncu_histograms")
+            measured.launches, f"Nsight Compute metrics per profiled launch ({measured.phase})", directory,
+            "ncu_histograms")
         if ceilings is not None:
             out["ncu_roofline"] = figures.measured_roofline(
-                tables.measured_kernels, ceilings, f"Measured roofline: {phase} on {device}", directory, "ncu_roofline")
+                measured.kernels, ceilings, f"Measured roofline: {measured.phase} on {device}", directory,
+                "ncu_roofline")
     return out

@@ -3,23 +3,26 @@ whatif.json. Structure in templates/whatif.md.j2, words in messages/whatif.<lang
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import polars as pl
 from jinja2 import Environment
 
 from kernelscope import ranges
 from kernelscope.analyze.projection import ProjectionModel, Target, default_model
 from kernelscope.analyze.whatif import WhatIf, dominant_groups
+from kernelscope.contracts.run_info import Workload
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
+from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
 
-LANGUAGES = ("en", "zh")
 MARKDOWN_FILES = {"en": "whatif.md", "zh": "whatif.zh.md"}
 HTML_FILES = {"en": "whatif.html", "zh": "whatif.zh.html"}
 # Calibration holds when every phase's projection on the measuring device is within this of the measurement.
@@ -44,7 +47,7 @@ def times(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
-def render_whatif(study: WhatIf, model: ProjectionModel, run: dict[str, Any], run_path: Path, out_dir: Path,
+def render_whatif(study: WhatIf, model: ProjectionModel, workload: Workload | None, run_path: Path, out_dir: Path,
                   languages: tuple[str, ...] = LANGUAGES) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(study, out_dir / "tables")
@@ -63,7 +66,7 @@ def render_whatif(study: WhatIf, model: ProjectionModel, run: dict[str, Any], ru
     written.append(out_dir / "whatif.json")
     for lang in languages:
         env = _env(lang)
-        context = _context(study, model, run, run_path, lang)
+        context = _context(study, model, workload, run_path, lang)
         context["figures"] = figure_links
         text = env.get_template("whatif.md.j2").render(**context)
         (out_dir / MARKDOWN_FILES[lang]).write_text(text, encoding="utf-8")
@@ -84,7 +87,7 @@ def calibration_holds(calibration: pl.DataFrame) -> bool:
     return bool(known.len()) and bool(((known - 1).abs() <= CALIBRATION_BOUND).all())
 
 
-def _context(s: WhatIf, model: ProjectionModel, run: dict[str, Any], run_path: Path, lang: str) -> dict[str, Any]:
+def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_path: Path, lang: str) -> dict[str, Any]:
     words = message_catalog("whatif", lang)
     # The report's own terms name phases such as model stages ("SAM encoder"); what-if terms come on top.
     h, terms = words["headers"], {**message_catalog("", lang)["terms"], **words["terms"]}
@@ -150,7 +153,8 @@ def _context(s: WhatIf, model: ProjectionModel, run: dict[str, Any], run_path: P
     prefill = phases.filter(pl.col("phase") == ranges.PREFILL)
     return {
         "lang": lang, "source": s.source, "target": s.target, "options": s.options, "run_path": str(run_path),
-        "workload": run.get("workload") or {}, "tables": tables, "timings": s.timings,
+        "workload": msgspec.to_builtins(workload) if workload is not None else {}, "tables": tables,
+        "timings": s.timings,
         "decode": decode.row(0, named=True) if decode.height else None,
         "prefill": prefill.row(0, named=True) if prefill.height else None,
         "calibrated": calibration_holds(s.calibration), "bound_pct": 100 * CALIBRATION_BOUND,
@@ -162,7 +166,7 @@ def _context(s: WhatIf, model: ProjectionModel, run: dict[str, Any], run_path: P
 def projection_section(study: WhatIf, lang: str) -> dict[str, Any]:
     """The what-if tables the main report's accelerator section shows (the run on its own device): calibration,
     what each design option buys, what latency goals need; in `lang`."""
-    tables = _context(study, default_model(), {}, Path("."), lang)["tables"]
+    tables = _context(study, default_model(), None, Path("."), lang)["tables"]
     return {"calibration": tables["calibration"], "scenarios": tables["scenarios"],
             "requirements": tables["requirements"], "holds": calibration_holds(study.calibration),
             "bound_pct": 100 * CALIBRATION_BOUND}
@@ -232,5 +236,5 @@ def _key_figures(s: WhatIf, run_path: Path) -> dict[str, Any]:
         "phases": {r["phase"]: {k: r[k] for k in ("steps", "measured_per_step_ns", "source_model_ns",
                                                   "target_model_ns", "estimate_ns", "speedup", "calibration_ratio")}
                    for r in s.phases.iter_rows(named=True)},
-        "timings": s.timings,
+        "timings": dataclasses.asdict(s.timings),
     }

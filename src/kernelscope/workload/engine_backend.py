@@ -20,9 +20,11 @@ from typing import Any
 import torch
 
 from kernelscope import ranges
+from kernelscope.contracts.run_info import ModelInfo
 from kernelscope.errors import UserError
 from kernelscope.workload.annotate import RangeStack
 from kernelscope.workload.generation import GenerationSettings, RunTimes, StepClock
+from kernelscope.workload.structure import plain_config
 
 # Decode steps run eagerly (with module ranges) before the CUDA graph takes over: one is enough for attribution.
 EAGER_STEPS = 1
@@ -157,20 +159,18 @@ class EngineWorkload:
         clock.mark()
         return tokens, RunTimes(clock.elapsed_ms(), settings.new_tokens, int(input_ids.shape[0]))
 
-    def describe(self, hf_config: Any) -> dict[str, Any]:
-        """The model section of run.json, with the keys describe_model gives HF models."""
+    def describe(self, hf_config: Any) -> ModelInfo:
+        """The model section of run.json, with the fields describe_model gives HF models."""
         config = self.engine.config
         tensors = self.engine.weights.tensors()
         layer_type = f"{config.architecture} decoder layer (kernelscope engine)"
-        return {
-            "class": "kernelscope.engine.Decoder",
-            "model_type": config.architecture,
-            "parameters": sum(t.numel() for t in tensors),
-            "parameter_bytes": sum(t.numel() * t.element_size() for t in tensors),
-            "num_layers": config.num_layers,
-            "layer_prefix": "model.layers",
-            "layer_types": {str(i): layer_type for i in range(config.num_layers)},
-            "config": {key: value for key, value in hf_config.to_dict().items()
-                       if isinstance(value, (int, float, str, bool, type(None), list, dict)) and not key.startswith("_")
-                       and key not in ("id2label", "label2id")},
-        }
+        return ModelInfo(
+            class_name="kernelscope.engine.Decoder",
+            model_type=config.architecture,
+            parameters=sum(t.numel() for t in tensors),
+            parameter_bytes=sum(t.numel() * t.element_size() for t in tensors),
+            num_layers=config.num_layers,
+            layer_prefix="model.layers",
+            layer_types=dict.fromkeys(range(config.num_layers), layer_type),
+            config=plain_config(hf_config),
+        )

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from kernelscope.contracts.run_info import TimingSummary
 from kernelscope.errors import UserError
 
 
@@ -108,22 +109,22 @@ class RunTimes:
         return (self.e2e_ms - self.ttft_ms) / (self.new_tokens - 1)
 
 
-def summarize_times(runs: list[RunTimes]) -> dict[str, Any]:
+def summarize_times(runs: list[RunTimes]) -> TimingSummary:
     """Medians over repeated runs."""
     e2e = statistics.median(r.e2e_ms for r in runs)
     ttft = statistics.median(r.ttft_ms for r in runs)
     tpots = [r.tpot_ms for r in runs if r.tpot_ms is not None]
     tpot = statistics.median(tpots) if tpots else None
     tokens = runs[0].new_tokens * runs[0].batch_size
-    return {
-        "ttft_ms": ttft,
-        "tpot_ms": tpot,
-        "tokens_per_s": tokens / (e2e / 1e3) if e2e > 0 else None,
-        "e2e_ms": e2e,
-        "decode_tokens_per_s": runs[0].batch_size * 1e3 / tpot if tpot else None,
-        "repeats": len(runs),
-        "e2e_ms_all": [r.e2e_ms for r in runs],
-    }
+    return TimingSummary(
+        ttft_ms=ttft,
+        tpot_ms=tpot,
+        tokens_per_s=tokens / (e2e / 1e3) if e2e > 0 else None,
+        e2e_ms=e2e,
+        decode_tokens_per_s=runs[0].batch_size * 1e3 / tpot if tpot else None,
+        repeats=len(runs),
+        e2e_ms_all=[r.e2e_ms for r in runs],
+    )
 
 
 def decoding_description(settings: GenerationSettings) -> str:

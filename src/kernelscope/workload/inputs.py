@@ -8,8 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import torch
 
+from kernelscope.contracts.run_info import ImageInfo, Workload
+from kernelscope.contracts.run_info import ImageSettings as ImageSettingsInfo
 from kernelscope.errors import UserError
 from kernelscope.workload.generation import GenerationSettings, make_prompt
 from kernelscope.workload.images import DocImage, load_images, synthetic_documents
@@ -48,17 +51,19 @@ class ImageRequest:
         return synthetic_documents(count, seed)
 
     def describe(self) -> dict[str, Any]:
-        """run.json workload keys that let `kernelscope ncu` make the same images again."""
+        """run.json workload fields that let `kernelscope ncu` make the same images again."""
         source = {"image_source": FILES, "image_paths": [str(p.resolve()) for p in self.paths]} if self.paths \
             else {"image_source": SYNTHETIC}
-        return {**source, "image_settings": self.settings.as_dict()}
+        return {**source, "image_settings": ImageSettingsInfo(**self.settings.as_dict())}
 
     @classmethod
-    def from_workload(cls, workload: dict[str, Any]) -> ImageRequest:
-        settings = ImageSettings(**workload["image_settings"])
-        if workload.get("image_source") == FILES:
-            return cls(paths=tuple(Path(p) for p in workload["image_paths"]), settings=settings)
-        return cls(count=len(workload.get("images") or [None]), settings=settings)
+    def from_workload(cls, workload: Workload) -> ImageRequest:
+        stored = workload.image_settings
+        settings = ImageSettings(**msgspec.to_builtins(stored)) if isinstance(stored, ImageSettingsInfo) \
+            else ImageSettings()
+        if workload.image_source == FILES and isinstance(workload.image_paths, list):
+            return cls(paths=tuple(Path(p) for p in workload.image_paths), settings=settings)
+        return cls(count=len(workload.image_list) or 1, settings=settings)
 
 
 @dataclass
@@ -67,13 +72,13 @@ class WorkloadInputs:
 
     generations: list[torch.Tensor | dict[str, torch.Tensor]]
     stages: dict[str, str] = field(default_factory=dict)  # qualified module name → phase name
-    images: list[dict[str, Any]] | None = None  # per generation: run.json workload.images
+    images: list[ImageInfo] | None = None  # per generation: run.json workload.images
     spec: VisionSpec | None = None
 
     @property
     def prompt_len(self) -> int:
         if self.images:
-            return int(statistics.median(image["prompt_tokens"] for image in self.images))
+            return int(statistics.median(image.prompt_tokens or 0 for image in self.images))
         first = self.generations[0]
         return int((first["input_ids"] if isinstance(first, dict) else first).shape[1])
 

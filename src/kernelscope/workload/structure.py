@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import torch
 
+from kernelscope.contracts.run_info import ModelInfo, StageInfo
 from kernelscope.ranges import layer_index
 
 
@@ -53,23 +55,20 @@ def layer_types(model: torch.nn.Module) -> dict[int, str]:
     return labels
 
 
-def describe_model(model: torch.nn.Module, config: Any, stages: dict[str, str] | None = None) -> dict[str, Any]:
+def describe_model(model: torch.nn.Module, config: Any, stages: dict[str, str] | None = None) -> ModelInfo:
     """Class, sizes, decoder layers and their types; with stages (qualified module name → phase), each stage's
     module, size and layers too (its layer indices restart at 0, so each stage has its own layer types)."""
-    info = {
-        "class": type(model).__name__,
-        "model_type": getattr(config, "model_type", None),
-        **_sizes(model),
-        "config": _plain_config(config),
-    }
+    info = ModelInfo(class_name=type(model).__name__, model_type=getattr(config, "model_type", None),
+                     config=plain_config(config), **_sizes(model))
     if stages:
-        info["stages"] = {}
+        described = {}
         for name, phase in stages.items():
-            stage = {"module": name, "class": type(model.get_submodule(name)).__name__,
-                     **_sizes(model.get_submodule(name))}
-            if stage["layer_prefix"]:
-                stage["layer_prefix"] = f"{name}.{stage['layer_prefix']}"
-            info["stages"][phase] = stage
+            module = model.get_submodule(name)
+            sizes = _sizes(module)
+            if sizes["layer_prefix"]:
+                sizes["layer_prefix"] = f"{name}.{sizes['layer_prefix']}"
+            described[phase] = StageInfo(module=name, class_name=type(module).__name__, **sizes)
+        info = msgspec.structs.replace(info, stages=described)
     return info
 
 
@@ -82,11 +81,12 @@ def _sizes(model: torch.nn.Module) -> dict[str, Any]:
         "parameter_bytes": sum(p.numel() * p.element_size() for p in params),
         "num_layers": len(layers),
         "layer_prefix": layers[0][0].rsplit(".", 1)[0] if layers else None,
-        "layer_types": {str(k): v for k, v in sorted(types.items())},
+        "layer_types": dict(sorted(types.items())),
     }
 
 
-def _plain_config(config: Any) -> dict[str, Any]:
+def plain_config(config: Any) -> dict[str, Any]:
+    """A transformers config as plain values (what run.json keeps of it)."""
     raw = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     keep = {}
     for key, value in raw.items():

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from kernelscope import ranges
+from kernelscope.contracts.run_info import ImageInfo
 from kernelscope.errors import UserError
 from kernelscope.packaged import packaged_toml
 from kernelscope.workload.images import DocImage
@@ -122,7 +123,7 @@ class ImageInputs:
     """One generation's model inputs (tensors on the device) and what run.json says about its image."""
 
     tensors: dict[str, torch.Tensor]
-    info: dict[str, Any]
+    info: ImageInfo
 
 
 def stage_modules(model: torch.nn.Module, spec: VisionSpec) -> dict[str, str]:
@@ -209,10 +210,10 @@ def image_inputs(processor: Any, spec: VisionSpec, images: list[DocImage], setti
         tensors = {key: value.to(device, dtype) if value.is_floating_point() else value.to(device)
                    for key, value in tensors.items()}
         width, height = doc.size
-        out.append(ImageInputs(tensors, {
-            "index": index, "source": doc.source, "width": width, "height": height, "crops": crops,
-            "image_tokens": image_tokens, "prompt_tokens": int(tensors["input_ids"].shape[1]),
-        }))
+        out.append(ImageInputs(tensors, ImageInfo(
+            index=index, source=doc.source, width=width, height=height, crops=crops, image_tokens=image_tokens,
+            prompt_tokens=int(tensors["input_ids"].shape[1]),
+        )))
     return out
 
 

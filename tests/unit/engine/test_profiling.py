@@ -9,8 +9,8 @@ import pytest
 from kernelscope import engine_costs, ranges
 from kernelscope.analyze.attribution import attribute
 from kernelscope.analyze.catalog import classify
-from kernelscope.analyze.costs import DECLARED_MODEL, kernel_costs
 from kernelscope.analyze.graph_replays import attribute_graph_replays
+from kernelscope.analyze.kernel_costs import DECLARED_MODEL, kernel_costs
 from kernelscope.load.kineto import load_kineto
 from tests.conftest import KINETO, write_trace
 
@@ -78,8 +78,8 @@ def test_graph_replays_of_a_real_trace_take_the_eager_steps_attribution():
     graph = pl.col("launch_api") == "cudaGraphLaunch"
     assert kernels.filter(graph)["module"].null_count() == 21  # the trace alone gives them no module
     attributed, info = attribute_graph_replays(kernels)
-    assert info == {"replays": 3, "kernels": 21, "attributed_replays": 3, "attributed_kernels": 21,
-                    "unattributed": []}
+    assert (info.replays, info.kernels, info.attributed_replays, info.attributed_kernels) == (3, 21, 3, 21)
+    assert info.unattributed == []
     eager = attributed.filter(~graph & (pl.col("step") == 0))
     for step in (1, 2, 3):
         replay = attributed.filter(graph & (pl.col("step") == step))
@@ -115,7 +115,7 @@ def test_replay_within_a_longer_eager_step_is_matched():
     attributed, info = attribute_graph_replays(_synthetic(["ks_a", "ks_b"], ["ks_a", "ks_b", "ks_copy"]))
     replay = attributed.filter(pl.col("step") == 1)
     assert replay["module"].to_list() == ["model.layers.0.mlp", "model.layers.1.mlp"]
-    assert info["attributed_kernels"] == 2 and info["unattributed"] == []
+    assert info.attributed_kernels == 2 and info.unattributed == []
     ops = pl.DataFrame({"op_id": range(16), "name": [GEMV] * 16, "cat": ["annotation"] * 16}).with_columns(
         pl.col("op_id").cast(pl.Int64), *(pl.lit(None, dtype=pl.String).alias(c) for c in
                                           ("input_dims", "input_types", "concrete_inputs")),
@@ -128,19 +128,19 @@ def test_mismatched_replay_stays_unattributed_with_the_reason():
     kernels = _synthetic(["ks_a", "ks_x"], ["ks_a", "ks_b"])
     attributed, info = attribute_graph_replays(kernels)
     assert attributed.equals(kernels)
-    assert info["attributed_kernels"] == 0
-    [entry] = info["unattributed"]
-    assert entry["replays"] == 1 and entry["kernels"] == 2
-    assert "appear in order in no eager decode step" in entry["reason"]
-    assert "kernel 1: 'ks_x' in the replay, 'ks_b' in the step" in entry["reason"]
+    assert info.attributed_kernels == 0
+    [entry] = info.unattributed
+    assert entry.replays == 1 and entry.kernels == 2
+    assert "appear in order in no eager decode step" in entry.reason
+    assert "kernel 1: 'ks_x' in the replay, 'ks_b' in the step" in entry.reason
 
 
 def test_replays_without_an_eager_step_and_runs_without_graphs():
     kernels = _synthetic(["ks_a"], []).with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
     _, info = attribute_graph_replays(kernels)
-    assert info["unattributed"][0]["reason"].startswith("no eager decode step")
+    assert info.unattributed[0].reason.startswith("no eager decode step")
     eager_only = _synthetic([], ["ks_a"])
-    assert attribute_graph_replays(eager_only) == (eager_only, {})
+    assert attribute_graph_replays(eager_only) == (eager_only, None)
 
 
 def _engine_kernel_names() -> list[str]:

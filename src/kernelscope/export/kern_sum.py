@@ -7,8 +7,8 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.kernel_stats import kernel_summary
+from kernelscope.analyze.naming import with_kernel_catalog
 from kernelscope.analyze.phases import ordered_phases
-from kernelscope.analyze.tables import with_kernel_catalog
 from kernelscope.errors import UserError
 
 CPU_OP_KIND = "cpu_op"
@@ -45,7 +45,7 @@ def kern_sum_table(kernels: pl.DataFrame, phase: str | None = None, nvtx: bool =
         if rows.height == 0:
             present = ", ".join(sorted(kernels.filter(pl.col("kind") == kind)["phase"].drop_nulls().unique()))
             raise UserError(f"{source}: no kernels in phase {phase} (phases in this run: {present})")
-    if "library" not in rows.columns:
+    if rows["library"].is_null().any():
         rows = with_kernel_catalog(rows)
 
     stats = kernel_summary(rows, by=["phase"] if nvtx else None)

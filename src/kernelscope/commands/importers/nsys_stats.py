@@ -8,38 +8,28 @@ attributed: a summary has no launch records, framework ops or module ranges."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.capture.environment import describe_software
-from kernelscope.commands.finish import write_run_directory
+from kernelscope.contracts.run import Run
+from kernelscope.contracts.run_info import Hardware, TraceFile, TraceInfo
+from kernelscope.contracts.tables import conform_kernels
 from kernelscope.errors import UserError
 from kernelscope.load import rundir
 from kernelscope.load.nsys_stats import read_nsys_stats
-from kernelscope.load.profile import Profile
+from kernelscope.load.sources import NSYS_STATS, imported_run_info
+from kernelscope.pipeline import write_run_directory
 
-FORMAT = "nsys-stats"
 # A kernelscope phase range as nvtx_kern_sum names it: optionally after its domain and a colon.
 _PHASE_RANGE = re.compile(
     rf"(?:^|:){re.escape(ranges.PHASE_PREFIX)}({ranges.PREFILL}|{ranges.DECODE})(?::(\d+))?\s*$"
 )
 _NAME_PHASES = {"prefill": ranges.PREFILL, "extend": ranges.PREFILL, "decode": ranges.DECODE}
-
-# Columns a trace gives and a summary cannot: null on every row.
-_NULL_COLUMNS = {
-    "device": pl.Int64, "stream": pl.Int64, "start_ns": pl.Int64, "correlation": pl.Int64, "external_id": pl.Int64,
-    "grid_x": pl.Int64, "grid_y": pl.Int64, "grid_z": pl.Int64, "block_x": pl.Int64, "block_y": pl.Int64,
-    "block_z": pl.Int64, "registers_per_thread": pl.Int64, "shared_memory_bytes": pl.Int64,
-    "est_occupancy_pct": pl.Float64, "bytes": pl.Int64, "launch_api": pl.String, "pid": pl.Int64, "tid": pl.Int64,
-    "launch_start_ns": pl.Int64, "launch_dur_ns": pl.Int64, "op": pl.String, "top_op": pl.String,
-    "op_id": pl.Int64, "top_op_id": pl.Int64, "module": pl.String, "layer": pl.Int64,
-}
-_OPS_SCHEMA = {"op_id": pl.Int64, "name": pl.String, "cat": pl.String, "pid": pl.Int64, "tid": pl.Int64,
-               "start_ns": pl.Int64, "dur_ns": pl.Int64, "parent_op_id": pl.Int64, "input_dims": pl.String,
-               "input_types": pl.String, "concrete_inputs": pl.String}
+# What a summary line gives of a kernel (the columns a trace gives and a summary cannot are null).
+_SUMMARY_COLUMNS = ["name", "kind", "dur_ns", "instances", "min_ns", "max_ns", "med_ns", "stddev_ns", "phase",
+                    "step", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "pid", "tid"]
 
 
 def import_nsys_stats(files: list[Path], out: Path | None, runs_dir: Path, report: bool = True,
@@ -53,28 +43,19 @@ def import_nsys_stats(files: list[Path], out: Path | None, runs_dir: Path, repor
         kernels, meta = summary_kernels(path)
         parts.append(kernels.with_columns(pl.lit(rank, dtype=pl.Int64).alias("rank")))
         metas.append(meta)
-    kernels = (
-        pl.concat(parts, how="diagonal_relaxed")
-        .with_row_index("kernel_id")
-        .with_columns(pl.col("kernel_id").cast(pl.Int64))
-    )
-    run = {
-        "source": "import",
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "inputs": [str(p) for p in files],
-        "hardware": {"device_type": "cuda", "name": None},
-        "software": {"kernelscope": describe_software()["kernelscope"]},
-        "trace": {"format": FORMAT, "files": metas},
-    }
-    profile = Profile(kernels=kernels, ops=pl.DataFrame(schema=_OPS_SCHEMA), run=run)
-    target = out or rundir.default_run_path(runs_dir, files[0].stem, FORMAT)
+    kernels = pl.concat(parts, how="vertical")
+    kernels = kernels.with_columns(pl.int_range(kernels.height, dtype=pl.Int64).alias("kernel_id"))
+    info = imported_run_info(files, Hardware(device_type="cuda", name=None),
+                             TraceInfo(format=NSYS_STATS, files=metas))
+    run = Run(info=info, kernels=kernels, ops=pl.DataFrame())
+    target = out or rundir.default_run_path(runs_dir, files[0].stem, NSYS_STATS)
     with rundir.staged_directory(target) as tmp:
-        write_run_directory(tmp, profile, report=report, languages=languages)
+        write_run_directory(tmp, run, report=report, languages=languages)
     return target.resolve()
 
 
-def summary_kernels(path: Path) -> tuple[pl.DataFrame, dict]:
-    """kernels rows of one summary file (without kernel_id and rank) and what run.json records about it."""
+def summary_kernels(path: Path) -> tuple[pl.DataFrame, TraceFile]:
+    """kernels rows of one summary file (kernel_id and rank still to be set) and what run.json records of it."""
     table = read_nsys_stats(path)
     by_name = phase_from_file_name(path)
     report = "cuda_gpu_kern_gb_sum" if "grid_x" in table.columns else "cuda_gpu_kern_sum"
@@ -84,13 +65,10 @@ def summary_kernels(path: Path) -> tuple[pl.DataFrame, dict]:
         table, phase_source = _by_nvtx_range(path, table, by_name)
     else:
         table = table.with_columns(pl.lit(by_name).alias("phase"), pl.lit(None, dtype=pl.Int64).alias("step"))
-    kernels = table.select(
-        "name", pl.lit("kernel").alias("kind"), pl.col("total_ns").alias("dur_ns"), "instances",
-        "min_ns", "max_ns", "med_ns", "stddev_ns", "phase", "step",
-        *(c for c in _NULL_COLUMNS if c in table.columns),
-    ).with_columns(pl.lit(None, dtype=t).alias(c) for c, t in _NULL_COLUMNS.items() if c not in table.columns)
-    meta = {"file": str(path), "report": report, "rows": kernels.height, "launches": int(kernels["instances"].sum()),
-            "phase_from": phase_source}
+    table = table.with_columns(pl.lit("kernel").alias("kind"), pl.col("total_ns").alias("dur_ns"))
+    kernels = conform_kernels(table.select(c for c in _SUMMARY_COLUMNS if c in table.columns))
+    meta = TraceFile(file=str(path), report=report, rows=kernels.height, launches=int(kernels["instances"].sum()),
+                     phase_from=phase_source)
     return kernels, meta
 
 

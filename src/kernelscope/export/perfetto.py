@@ -5,6 +5,7 @@ JSON text is built by Polars expressions, column by column, not by a Python obje
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from typing import IO, Any
@@ -12,8 +13,9 @@ from typing import IO, Any
 import msgspec
 import polars as pl
 
-from kernelscope.analyze.tables import with_kernel_catalog
-from kernelscope.load.profile import Profile
+from kernelscope.analyze.naming import with_kernel_catalog
+from kernelscope.contracts.run import Run
+from kernelscope.contracts.run_info import TraceInfo
 
 # Kineto's event categories for kernels.parquet's kinds.
 TRACE_CATEGORIES = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
@@ -23,42 +25,45 @@ CPU_OP_KIND = "cpu_op"
 _ROWS_PER_WRITE = 100_000
 
 
-def write_trace(profile: Profile, out: IO[str], trace_name: str = "kernelscope") -> None:
+def write_trace(run: Run, out: IO[str], trace_name: str = "kernelscope") -> None:
     """The run as a Kineto-shaped Chrome trace. Keys whose values hold brackets go before traceEvents, plain
     values after it, as Kineto lays them out (readers that locate the event array by text rely on it)."""
-    trace = profile.run.get("trace") or {}
-    files = trace.get("files") or []
-    first = files[0] if files else {}
+    trace = run.info.trace or TraceInfo()
+    files = trace.files if isinstance(trace.files, list) else []
+    first = files[0] if files else None
+    properties = trace.device_properties if isinstance(trace.device_properties, list) else []
     head: dict[str, Any] = {
-        "schemaVersion": trace.get("schema_version") or first.get("schema_version") or 1,
-        "deviceProperties": trace.get("device_properties") or first.get("device_properties") or [],
+        "schemaVersion": trace.schema_version or (first.schema_version if first else None) or 1,
+        "deviceProperties": properties or (first.device_properties if first else []),
     }
     for key in ("cupti_version", "cuda_runtime_version", "cuda_driver_version"):
-        value = trace.get(key, first.get(key))
+        value = getattr(trace, key)
+        if value is None and first is not None:
+            value = getattr(first, key)
         if value is not None:
             head[key] = value
-    head["kernelscope"] = {"exported_from": trace_name, "source": profile.run.get("source")}
+    head["kernelscope"] = {"exported_from": trace_name, "source": run.info.source}
     out.write(json.dumps(head)[:-1] + ',\n"traceEvents": [\n')
     wrote = False
-    for chunk in trace_event_chunks(profile):
+    for chunk in trace_event_chunks(run):
         if chunk.len() == 0:
             continue
         out.write((",\n" if wrote else "") + chunk.str.join(",\n").item())
         wrote = True
     tail: dict[str, Any] = {"displayTimeUnit": "ns", "traceName": trace_name}
-    base = trace.get("base_time_ns", first.get("base_time_ns"))
+    base = trace.base_time_ns if trace.base_time_ns is not None or first is None else first.base_time_ns
     if base is not None:
         tail["baseTimeNanoseconds"] = base
     out.write("\n],\n" + json.dumps(tail)[1:] + "\n")
 
 
-def trace_event_chunks(profile: Profile) -> Iterator[pl.Series]:
+def trace_event_chunks(run: Run) -> Iterator[pl.Series]:
     """The trace's events as JSON text, one string per event, in bounded chunks. Rows without a start time
     (summary rows of an nsys statistics import) have no place on a timeline and are left out."""
-    kernels, ops = profile.kernels, profile.ops
-    if "library" not in kernels.columns:
+    kernels, ops = run.kernels, run.ops
+    if kernels["library"].is_null().any():
         kernels = with_kernel_catalog(kernels)
-    origins = _origins_ns(profile.run)
+    origins = _origins_ns(run.info.trace or TraceInfo())
     kernels = _with_origin(kernels, origins)
     ops = _with_origin(ops, origins)
     gpu = kernels.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("start_ns").is_not_null())
@@ -72,7 +77,10 @@ def trace_event_chunks(profile: Profile) -> Iterator[pl.Series]:
     yield from _chunks(launches.filter(pl.col("correlation").is_not_null()), _flow_starts)
     yield from _chunks(launched.filter(pl.col("correlation").is_not_null()), _flow_ends)
     cpu_only = gpu.height == 0
-    yield from _chunks(_ops_with_attribution(ops, kernels) if cpu_only else ops, _op_events)
+    if cpu_only:
+        yield from _chunks(_ops_with_attribution(ops, kernels), functools.partial(_op_events, attributed=True))
+    else:
+        yield from _chunks(ops, _op_events)
 
 
 def _chunks(table: pl.DataFrame, events: Callable[[pl.DataFrame], pl.Series]) -> Iterator[pl.Series]:
@@ -80,23 +88,19 @@ def _chunks(table: pl.DataFrame, events: Callable[[pl.DataFrame], pl.Series]) ->
         yield events(table.slice(offset, _ROWS_PER_WRITE))
 
 
-def _origins_ns(run: dict[str, Any]) -> dict[int | None, int]:
+def _origins_ns(trace: TraceInfo) -> dict[int | None, int]:
     """The trace timestamp (ns) that each rank's `*_ns` columns count from: run.json trace.origin_us, or per
     input file for imports; 0 where unknown."""
-    trace = run.get("trace") or {}
     origins: dict[int | None, int] = {}
-    for rank, meta in enumerate(trace.get("files") or []):
-        if isinstance(meta, dict) and isinstance(meta.get("origin_us"), int | float):
-            origins[rank] = round(meta["origin_us"] * 1000)
-    if isinstance(trace.get("origin_us"), int | float):
-        origins[None] = round(trace["origin_us"] * 1000)
-    else:
-        origins[None] = origins.get(0, 0)
+    for rank, meta in enumerate(trace.files if isinstance(trace.files, list) else []):
+        if meta.origin_us is not None:
+            origins[rank] = round(meta.origin_us * 1000)
+    origins[None] = round(trace.origin_us * 1000) if trace.origin_us is not None else origins.get(0, 0)
     return origins
 
 
 def _with_origin(table: pl.DataFrame, origins: dict[int | None, int]) -> pl.DataFrame:
-    if "rank" in table.columns and any(k is not None for k in origins):
+    if any(k is not None for k in origins):
         by_rank = {k: v for k, v in origins.items() if k is not None}
         origin = pl.col("rank").replace_strict(by_rank, default=origins[None], return_dtype=pl.Int64)
     else:
@@ -153,18 +157,12 @@ def _literal(value: str) -> pl.Expr:
     return pl.lit(json.dumps(value))
 
 
-def _column(table: pl.DataFrame, name: str, dtype: pl.DataType = pl.String) -> pl.Expr:
-    return pl.col(name) if name in table.columns else pl.lit(None, dtype=dtype)
-
-
 def _events(table: pl.DataFrame, fields: list[tuple[str, pl.Expr]]) -> pl.Series:
     return table.select(_object(fields).alias("event")).to_series()
 
 
 def _raw_json(table: pl.DataFrame, name: str) -> pl.Expr:
     """A column of JSON text (shapes, dtypes) embedded as is; values that are not valid JSON are left out."""
-    if name not in table.columns:
-        return pl.lit(None, dtype=pl.String)
     invalid = []
     for text in table[name].drop_nulls().unique():
         try:
@@ -180,13 +178,11 @@ _ATTRIBUTION = [  # kernels.parquet column → (ks.* arg, JSON kind)
 ]
 
 
-def _attribution(table: pl.DataFrame) -> list[tuple[str, pl.Expr]]:
-    """kernelscope's attribution of a kernels.parquet row, as ks.* args."""
-    fields = [
-        (f"ks.{c}", _text(_column(table, c)) if kind == "text" else _int(_column(table, c, pl.Int64)))
-        for c, kind in _ATTRIBUTION
-    ]
-    if "instances" in table.columns:  # a row that stands for several launches
+def _attribution(instances: bool) -> list[tuple[str, pl.Expr]]:
+    """kernelscope's attribution of a kernels.parquet row, as ks.* args; with `instances`, the launches a row
+    stands for where that is not one."""
+    fields = [(f"ks.{c}", _text(pl.col(c)) if kind == "text" else _int(pl.col(c))) for c, kind in _ATTRIBUTION]
+    if instances:
         fields.append(("ks.instances", _int(pl.when(pl.col("instances") != 1).then(pl.col("instances")))))
     return fields
 
@@ -207,7 +203,7 @@ def _kernel_events(gpu: pl.DataFrame) -> pl.Series:
         ("shared memory", _int(pl.col("shared_memory_bytes"))),
         ("est. achieved occupancy %", _float(pl.col("est_occupancy_pct"))),
         ("bytes", _int(pl.col("bytes"))),
-        *_attribution(gpu),
+        *_attribution(instances=True),
     ]
     return _events(gpu, [
         ("ph", _literal("X")),
@@ -236,10 +232,8 @@ def _runtime_events(launches: pl.DataFrame) -> pl.Series:
 
 
 def _flow_id(table: pl.DataFrame) -> pl.Expr:
-    """The correlation id; with several ranks (imports) made unique per rank."""
-    if "rank" in table.columns:
-        return _int(pl.col("correlation") + pl.col("rank").fill_null(0) * (1 << 40))
-    return _int(pl.col("correlation"))
+    """The correlation id, made unique per rank (imports of several files)."""
+    return _int(pl.col("correlation") + pl.col("rank").fill_null(0) * (1 << 40))
 
 
 def _flow_starts(launches: pl.DataFrame) -> pl.Series:
@@ -273,7 +267,7 @@ def _ops_with_attribution(ops: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFr
     """CPU-only runs: each CPU op row of kernels.parquet (its self time) joined back to its op, so the op's
     event carries the attribution."""
     keys = ["pid", "tid", "start_ns", "name"]
-    columns = [c for c, _ in _ATTRIBUTION if c in kernels.columns]
+    columns = [c for c, _ in _ATTRIBUTION]
     rows = kernels.filter(pl.col("kind") == CPU_OP_KIND).select(*keys, *columns).unique(keys, keep="first")
     cpu = ops.filter(pl.col("cat") == "cpu_op").join(rows, on=keys, how="left", maintain_order="left")
     return pl.concat([cpu, ops.filter(pl.col("cat") != "cpu_op")], how="diagonal_relaxed").sort(
@@ -281,17 +275,17 @@ def _ops_with_attribution(ops: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFr
     )
 
 
-def _op_events(ops: pl.DataFrame) -> pl.Series:
+def _op_events(ops: pl.DataFrame, attributed: bool = False) -> pl.Series:
     cpu_op = pl.col("cat") == "cpu_op"
     args = [
-        ("External id", _int(_column(ops, "external_id", pl.Int64))),
-        ("Sequence number", _int(_column(ops, "sequence_number", pl.Int64))),
+        ("External id", _int(pl.col("external_id"))),
+        ("Sequence number", _int(pl.col("sequence_number"))),
         ("Input Dims", _raw_json(ops, "input_dims")),
         ("Input type", _raw_json(ops, "input_types")),
         ("Concrete Inputs", _raw_json(ops, "concrete_inputs")),
     ]
-    if "kernel_id" in ops.columns:  # CPU-only runs: the op's attribution
-        args += _attribution(ops)
+    if attributed:  # CPU-only runs: the op's attribution
+        args += _attribution(instances=False)
     return _events(ops, [
         ("ph", _literal("X")),
         ("cat", pl.when(cpu_op).then(_literal("cpu_op")).otherwise(_literal("user_annotation"))),

@@ -1,0 +1,174 @@
+"""The tables a report shows, computed from a run. Pure: no formatting, no files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from kernelscope import ranges
+from kernelscope.analyze.accelerator import AcceleratorNeeds, accelerator_needs
+from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
+from kernelscope.analyze.generations import generation_table
+from kernelscope.analyze.hardware import Ceilings, classification_rule
+from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.kernel_stats import kernel_summary
+from kernelscope.analyze.launches import has_timeline
+from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
+from kernelscope.analyze.measured import analytic_vs_measured, measured_by_kernel, measured_class_table
+from kernelscope.analyze.mix import longest_launches, mix_table
+from kernelscope.analyze.naming import catalog_coverage, kernel_labels
+from kernelscope.analyze.op_groups import op_group_table
+from kernelscope.analyze.phases import phase_table, step_table
+from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
+from kernelscope.analyze.roofline import (
+    class_table,
+    cost_coverage,
+    kernel_points,
+    kernel_roofline_table,
+    place_on_roofline,
+)
+from kernelscope.analyze.whatif import WhatIf, what_if
+from kernelscope.contracts.run import Run
+
+
+@dataclass
+class PhaseTables:
+    """Everything a report shows of one phase. Tables that do not apply to the run are None."""
+
+    kernels: pl.DataFrame  # per kernel name: nsys-stats statistics, label, library, category, description
+    cost_coverage: float
+    catalog_coverage: float
+    categories: pl.DataFrame
+    libraries: pl.DataFrame
+    longest: pl.DataFrame
+    unknown_kernels: pl.DataFrame | None = None
+    op_groups: pl.DataFrame | None = None
+    layer_breakdown: pl.DataFrame | None = None  # runs with module attribution
+    layer_types: pl.DataFrame | None = None
+    per_layer: pl.DataFrame | None = None
+    classes: pl.DataFrame | None = None  # devices with ceilings
+    roofline_points: pl.DataFrame | None = None
+    roofline_kernels: pl.DataFrame | None = None
+
+
+@dataclass
+class MeasuredTables:
+    """Nsight Compute measurements of one phase's top kernels."""
+
+    phase: str
+    launches: pl.DataFrame
+    kernels: pl.DataFrame  # per profiled kernel: means, measured class
+    classes: pl.DataFrame
+    analytic_vs_measured: pl.DataFrame
+
+
+@dataclass
+class ReportTables:
+    phases: pl.DataFrame
+    steps: pl.DataFrame
+    kernels: pl.DataFrame  # every kernel with costs and roofline columns
+    labels: pl.DataFrame  # name → label, library, category, description
+    ceilings: Ceilings | None = None
+    by_phase: dict[str, PhaseTables] = field(default_factory=dict)
+    unattributed: pl.DataFrame | None = None
+    measured: MeasuredTables | None = None
+    accelerator: AcceleratorNeeds | None = None
+    projection: WhatIf | None = None  # the what-if model on this run's own device (calibration, design options)
+    generations: pl.DataFrame | None = None  # per image of runs with one generation per image
+    metrics: dict[str, Metric] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    def per_phase(self, name: str) -> dict[str, pl.DataFrame]:
+        """Phase → one of PhaseTables' tables, for the phases that have it."""
+        return {phase: getattr(t, name) for phase, t in self.by_phase.items() if getattr(t, name) is not None}
+
+
+def own_device_projection(run: Run, ceilings: Ceilings | None) -> WhatIf | None:
+    """The run projected onto the device that measured it by the shipped what-if model: how well the model
+    explains it, what each design option would buy, what latency goals need. GPU runs with costs only."""
+    kernels = run.kernels
+    if ceilings is None or not ceilings.bandwidth or not kernels.height:
+        return None
+    if (kernels["kind"] == "cpu_op").all() or kernels["bytes_moved"].is_null().all():
+        return None
+    model = default_model()
+    source = target_from_ceilings(ceilings, model)
+    inputs = projection_inputs(kernels, run.ncu, model)
+    return what_if(inputs, source, source, model, Options(), source.l2_bytes, run.info, sweeps=[])
+
+
+def report_tables(run: Run, ceilings: Ceilings | None = None) -> ReportTables:
+    run = with_costs_and_names(run)
+    kernels = place_on_roofline(run.kernels, ceilings)
+    phases = phase_table(kernels)
+    labels = kernel_labels(kernels)
+    tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,
+                          labels=labels, generations=generation_table(kernels, phases["phase"].to_list(), run.info))
+    for phase in phases["phase"]:
+        tables.by_phase[phase] = _phase_tables(run, kernels, phase, phases, labels, ceilings)
+    tables.measured = _measured_tables(run, kernels, labels, ceilings)
+    tables.accelerator = accelerator_needs(kernels, run.info, ceilings, tables.per_phase("categories"),
+                                           run.info.layer_types)
+    tables.projection = own_device_projection(run.with_kernels(kernels), ceilings)
+    tables.metrics = compute_metrics(tables, run.info)
+    tables.findings = evaluate(tables.metrics)
+    missing = kernels.filter((pl.col("phase") == ranges.UNKNOWN) | pl.col("module").is_null())
+    tables.unattributed = (
+        kernel_summary(missing).join(_label_columns(labels), on="name", how="left", maintain_order="left")
+        if missing.height else None
+    )
+    return tables
+
+
+def _label_columns(labels: pl.DataFrame) -> pl.DataFrame:
+    return labels.select("name", "label", "library", "category", "description")
+
+
+def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFrame, labels: pl.DataFrame,
+                  ceilings: Ceilings | None) -> PhaseTables:
+    subset = kernels.filter(pl.col("phase") == phase)
+    label_of = _label_columns(labels)
+    names = label_of.select("name", "label")
+    tables = PhaseTables(
+        kernels=kernel_summary(subset).join(label_of, on="name", how="left", maintain_order="left"),
+        cost_coverage=cost_coverage(subset),
+        catalog_coverage=catalog_coverage(subset),
+        categories=mix_table(subset, "category"),
+        libraries=mix_table(subset, "library"),
+        longest=longest_launches(subset, 15).join(label_of, on="name", how="left", maintain_order="left"),
+    )
+    unknown = subset.filter((pl.col("library") == "unknown") | (pl.col("category") == "other"))
+    if unknown.height:
+        tables.unknown_kernels = kernel_summary(unknown).head(10)
+    # Op groups need launch order or framework ops; kernel summaries (nsys stats imports) have neither.
+    if has_timeline(kernels) or kernels["top_op_id"].is_not_null().any():
+        labelled = subset.join(names, on="name", how="left")
+        tables.op_groups = op_group_table(labelled.with_columns(pl.col("label").alias("friendly_name")))
+    if kernels["module"].is_not_null().any() and phase != ranges.UNKNOWN:
+        steps = {row["phase"]: row["steps"] for row in phases.iter_rows(named=True)}
+        layer_types = run.info.layer_types_of(phase)
+        breakdown = layer_breakdown(subset, layer_types, steps)
+        tables.layer_breakdown = breakdown.drop("phase").join(label_of, on="name", how="left", maintain_order="left")
+        tables.layer_types = layer_type_totals(breakdown).drop("phase")
+        tables.per_layer = per_layer_times(subset, layer_types, steps).drop("phase")
+    if ceilings is not None:
+        tables.classes = class_table(subset)
+        points = kernel_points(subset.with_columns(pl.col("category").fill_null("other")), "category")
+        tables.roofline_points = points.join(names, on="name", how="left", maintain_order="left")
+        tables.roofline_kernels = kernel_roofline_table(tables.roofline_points, ceilings)
+    return tables
+
+
+def _measured_tables(run: Run, kernels: pl.DataFrame, labels: pl.DataFrame,
+                     ceilings: Ceilings | None) -> MeasuredTables | None:
+    if run.ncu is None or not run.ncu.height:
+        return None
+    phase = run.info.ncu.phase if run.info.ncu is not None else ranges.DECODE
+    label_of = _label_columns(labels)
+    by_kernel = measured_by_kernel(run.ncu, ceilings, classification_rule()["latency_ns"]).join(
+        label_of, on="name", how="left", maintain_order="left")
+    accuracy = analytic_vs_measured(by_kernel, kernels.filter(pl.col("phase") == phase)).join(
+        label_of.select("name", "label"), on="name", how="left", maintain_order="left")
+    return MeasuredTables(phase=phase, launches=run.ncu, kernels=by_kernel,
+                          classes=measured_class_table(by_kernel), analytic_vs_measured=accuracy)

@@ -1,0 +1,39 @@
+"""Argument types and groups several verbs share. Light on purpose: the parser is built before any heavy
+library is imported, so `--help` and argument errors answer at once."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kernelscope.report.languages import LANGUAGES
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def languages(text: str) -> tuple[str, ...]:
+    chosen = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [lang for lang in chosen if lang not in LANGUAGES]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"languages are {' and '.join(LANGUAGES)}, got '{text}'")
+    return chosen
+
+
+def add_lang_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lang", type=languages, default=LANGUAGES,
+                   help=f"report languages, comma-separated: {', '.join(LANGUAGES)} (default: all)")
+
+
+def add_output_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, help="run directory to create (default: RUNS_DIR/<model>-<device>-<time>)")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where new runs go (default ./runs)")
+    p.add_argument("--no-report", action="store_true", help="write tables only, no report/")
+    add_lang_arg(p)

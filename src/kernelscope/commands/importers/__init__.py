@@ -1,0 +1,1 @@
+"""How `kernelscope import` turns each kind of recording into a run (commands/imports.py picks one)."""

@@ -1,0 +1,64 @@
+"""`kernelscope import FILE…`: make a run directory from recordings made elsewhere (Kineto / torch.profiler JSON of
+any program, Nsight Systems SQLite exports or .nsys-rep reports, `nsys stats` kernel summaries, Nsight Compute
+exports), or add Nsight Compute exports to an existing run (--into). The kind of each file is found by its content
+(load/sources.py); the work for each kind is in commands/importers/."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kernelscope.commands.arguments import add_output_args
+from kernelscope.errors import UserError
+
+HELP = "make a run directory from traces made elsewhere: Kineto, Nsight Systems, Nsight Compute"
+DESCRIPTION = (
+    "Read Kineto / torch.profiler traces (.json or .json.gz) written by any program (vLLM, SGLang, "
+    "training jobs, kernelscope itself), Nsight Systems SQLite exports or .nsys-rep reports, `nsys stats` "
+    "kernel summaries (CSV / TSV; one file per phase, named *prefill* / *decode*), or Nsight Compute "
+    "exports into a run directory. Several trace files become ranks of one run. Phases and modules are "
+    "known only if the program pushed kernelscope's ranges (profiler or NVTX ranges)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                        help="Kineto traces, nsys SQLite exports / .nsys-rep, nsys stats CSVs, or Nsight Compute "
+                             "exports (CSV, .ncu-rep, or a directory of <kernel>/ncu.details.csv)")
+    parser.add_argument("--into", type=Path, metavar="RUN",
+                        help="add Nsight Compute exports to this existing run instead of making a new one")
+    parser.add_argument("--phase", default="decode", choices=["prefill", "decode"],
+                        help="with --into: the phase the exports measured (default decode)")
+    add_output_args(parser)
+
+
+def run(args: argparse.Namespace, steps) -> int:
+    for path in args.files:
+        if not path.exists():  # answered before any heavy library is imported
+            raise UserError(f"{path}: no such file")
+    from kernelscope.load.sources import NCU, NSYS_STATS, source_kind
+
+    kinds = {source_kind(path) for path in args.files}
+    kind = NCU if kinds == {NCU} else NSYS_STATS if kinds == {NSYS_STATS} else None
+    if kind is None and kinds & {NCU, NSYS_STATS}:
+        raise UserError("import: give one kind of file at a time: traces (Kineto JSON, nsys SQLite or "
+                        ".nsys-rep), nsys stats kernel summaries, or Nsight Compute exports")
+    if args.into is not None and kind != NCU:
+        raise UserError("import --into: only Nsight Compute exports can be added to an existing run")
+    report = not args.no_report
+    with steps.step(f"Importing {len(args.files)} file{'s' if len(args.files) > 1 else ''}"):
+        if kind == NCU:
+            from kernelscope.commands.importers.ncu import import_ncu
+
+            path = import_ncu(args.files, args.out, args.runs_dir, args.into, args.phase, report=report,
+                              languages=args.lang)
+        elif kind == NSYS_STATS:
+            from kernelscope.commands.importers.nsys_stats import import_nsys_stats
+
+            path = import_nsys_stats(args.files, args.out, args.runs_dir, report=report, languages=args.lang)
+        else:
+            from kernelscope.commands.importers.traces import import_traces
+
+            path = import_traces(args.files, args.out, args.runs_dir, report=report, languages=args.lang)
+    print(path)
+    return 0

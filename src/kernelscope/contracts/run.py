@@ -1,0 +1,29 @@
+"""A run in memory: its metadata (run.json) and its tables, as a run directory holds them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from kernelscope.contracts.run_info import RunInfo
+from kernelscope.contracts.tables import conform_kernels, conform_ops
+
+
+@dataclass
+class Run:
+    """kernels: one row per device kernel / memcpy / memset (per leaf CPU op on CPU-only runs), attributed, with
+    every column of contracts.tables.KERNEL_COLUMNS. ops: CPU ops and annotation ranges. ncu: Nsight Compute
+    measurements of profiled launches, when collected."""
+
+    info: RunInfo
+    kernels: pl.DataFrame
+    ops: pl.DataFrame
+    ncu: pl.DataFrame | None = None
+
+    def __post_init__(self) -> None:
+        self.kernels = conform_kernels(self.kernels)
+        self.ops = conform_ops(self.ops)
+
+    def with_kernels(self, kernels: pl.DataFrame) -> Run:
+        return Run(info=self.info, kernels=kernels, ops=self.ops, ncu=self.ncu)

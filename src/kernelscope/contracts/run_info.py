@@ -1,0 +1,317 @@
+"""run.json as typed records (docs/run-format.md documents every key).
+
+Every stage reads run metadata through these types: `RunInfo.from_json` validates the file's shape once, so
+analysis and reports never probe dictionaries. Fields a run does not have are None (or absent from the file).
+Free-form data that other programs define stays a plain mapping on purpose: the model's own config
+(`ModelInfo.config`) and a trace's `deviceProperties` (`TraceInfo.device_properties`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+# Values of RunInfo.source.
+PROFILE = "profile"
+IMPORT = "import"
+
+
+class _Record(msgspec.Struct, kw_only=True):
+    """Base of the records: keyword construction, JSON keys as the field names."""
+
+
+class ImageSettings(_Record, kw_only=True):
+    base_size: int = 1024
+    image_size: int = 768
+    crop_mode: bool = True
+
+
+class ImageInfo(_Record, kw_only=True):
+    """One input image of a vision workload (one generation each)."""
+
+    index: int
+    source: str | None = None
+    width: int | None = None
+    height: int | None = None
+    crops: int | None = None
+    image_tokens: int | None = None
+    prompt_tokens: int | None = None
+
+
+class Workload(_Record, kw_only=True):
+    """What `kernelscope profile` ran. Imports have none."""
+
+    backend: str = "hf"
+    backend_description: str | None = None
+    model: str | None = None
+    model_source: str | None = None
+    model_path: str | None = None
+    dtype: str | None = None
+    device: str | None = None
+    batch_size: int | None = None
+    prompt_len: int | None = None
+    new_tokens: int | None = None
+    decoding: str | None = None
+    temperature: float = 0.0
+    no_repeat_ngram_size: int = 0
+    seed: int = 0
+    warmup: int | None = None
+    repeats: int | None = None
+    # Vision-language workloads (docs/ocr.md).
+    prompt: str | msgspec.UnsetType = msgspec.UNSET
+    images: list[ImageInfo] | msgspec.UnsetType = msgspec.UNSET
+    stages: list[str] | msgspec.UnsetType = msgspec.UNSET
+    image_source: str | msgspec.UnsetType = msgspec.UNSET
+    image_paths: list[str] | msgspec.UnsetType = msgspec.UNSET
+    image_settings: ImageSettings | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def image_list(self) -> list[ImageInfo]:
+        return self.images if isinstance(self.images, list) else []
+
+
+class StageInfo(_Record, kw_only=True):
+    """A model stage (a vision encoder) that is a phase of its own; its layers are numbered from 0."""
+
+    module: str
+    class_name: str | None = msgspec.field(name="class", default=None)
+    parameters: int | None = None
+    parameter_bytes: int | None = None
+    num_layers: int | None = None
+    layer_prefix: str | None = None
+    layer_types: dict[int, str] = msgspec.field(default_factory=dict)
+
+
+class ModelInfo(_Record, kw_only=True):
+    class_name: str | None = msgspec.field(name="class", default=None)
+    model_type: str | None = None
+    parameters: int | None = None
+    parameter_bytes: int | None = None
+    num_layers: int | None = None
+    layer_prefix: str | None = None
+    layer_types: dict[int, str] = msgspec.field(default_factory=dict)
+    config: dict[str, Any] = msgspec.field(default_factory=dict)  # the model's own config, as transformers has it
+    stages: dict[str, StageInfo] | msgspec.UnsetType = msgspec.UNSET
+
+    def language_config(self) -> dict[str, Any]:
+        """The language model's config: the config itself, or its text_config (vision-language models)."""
+        text = self.config.get("text_config")
+        return text if isinstance(text, dict) else self.config
+
+
+class Hardware(_Record, kw_only=True):
+    device_type: str = "cuda"  # cuda or cpu
+    name: str | None = None
+    count: int | None = None
+    memory_bytes: int | None = None
+    sm_count: int | None = None
+    compute_capability: str | None = None
+    l2_cache_bytes: int | None = None
+    driver_version: str | None = None
+    cpu: str | None = None
+    cpu_cores: int | None = None
+    threads: int | msgspec.UnsetType = msgspec.UNSET  # CPU runs: torch's intra-op threads
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device_type == "cpu"
+
+
+class Software(_Record, kw_only=True):
+    kernelscope: str | None = None
+    python: str | None = None
+    platform: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    cudnn: int | None = None
+    transformers: str | None = None
+    triton: str | None = None
+    polars: str | None = None
+    msgspec: str | None = None
+    argv: list[str] | None = None
+
+
+class Capture(_Record, kw_only=True):
+    activities: list[str] = msgspec.field(default_factory=list)
+    record_shapes: bool = True
+    with_stack: bool = False
+    profile_memory: bool = False
+    profiled_wall_ms: float | None = None
+    nvtx: bool = False
+
+
+class TimingSummary(_Record, kw_only=True):
+    """Medians over the timed generations of one mode."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    tokens_per_s: float | None = None
+    e2e_ms: float | None = None
+    decode_tokens_per_s: float | None = None
+    repeats: int | None = None
+    e2e_ms_all: list[float] = msgspec.field(default_factory=list)
+
+
+class ImageTimings(_Record, kw_only=True):
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    repeats: int | None = None
+
+
+class Timings(_Record, kw_only=True):
+    """Unprofiled timings of a profile run: plain (no ranges) and annotated (with kernelscope's ranges)."""
+
+    plain: TimingSummary = msgspec.field(default_factory=TimingSummary)
+    annotated: TimingSummary = msgspec.field(default_factory=TimingSummary)
+    annotation_overhead_pct: float | None = None
+    tokens_match: bool | None = None
+    images: list[ImageTimings] | msgspec.UnsetType = msgspec.UNSET
+    tokens_repeatable: bool | None = None
+    profiled_tokens_match: bool | None = None
+
+
+class TraceFile(_Record, kw_only=True, omit_defaults=True):
+    """One imported trace file (a rank)."""
+
+    file: str
+    format: str | msgspec.UnsetType = msgspec.UNSET
+    event_count: int | None = None
+    json_bytes: int | None = None
+    schema_version: Any = None
+    device_properties: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    base_time_ns: Any = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
+    cupti_version: Any = None
+    trace_id: Any = None
+    distributed_info: Any = None
+    origin_us: float | None = None
+    # nsys stats kernel summaries (docs/nsys.md): which report, its rows and launches, where phases came from.
+    report: str | msgspec.UnsetType = msgspec.UNSET
+    rows: int | msgspec.UnsetType = msgspec.UNSET
+    launches: int | msgspec.UnsetType = msgspec.UNSET
+    phase_from: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class TraceInfo(_Record, kw_only=True):
+    """The recorded trace: for a profile run its settings and size; for an import every file read."""
+
+    format: str | msgspec.UnsetType = msgspec.UNSET
+    event_count: int | None = None
+    schema_version: Any = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
+    cupti_version: Any = None
+    base_time_ns: Any = None
+    origin_us: float | None = None
+    device_properties: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
+    json_bytes: int | None = None
+    file: str | None = None
+    files: list[TraceFile] | msgspec.UnsetType = msgspec.UNSET
+
+    def origins_us(self) -> list[float]:
+        """Origin (µs) of each rank's timeline: the trace's own, or each imported file's."""
+        if isinstance(self.files, list) and self.files:
+            return [f.origin_us or 0.0 for f in self.files]
+        return [self.origin_us or 0.0]
+
+
+class NcuInfo(_Record, kw_only=True):
+    """How Nsight Compute measurements were made (`kernelscope ncu`) or where they were imported from."""
+
+    phase: str = "decode"
+    top: int | None = None
+    launches_per_config: int | None = None
+    sections: list[str] = msgspec.field(default_factory=list)
+    metrics: list[str] | msgspec.UnsetType = msgspec.UNSET
+    nvtx_include: list[str] | msgspec.UnsetType = msgspec.UNSET
+    nvtx_exclude: list[str] | msgspec.UnsetType = msgspec.UNSET
+    kernels: list[str] | msgspec.UnsetType = msgspec.UNSET
+    wall_s: float | None = None
+    profiled_launches: int | None = None
+    matched_launches: int | None = None
+    ncu: str | None = None
+    imported_from: list[str] | msgspec.UnsetType = msgspec.UNSET
+
+
+class UnattributedReplays(_Record, kw_only=True):
+    reason: str
+    replays: int
+    kernels: int
+
+
+class GraphReplays(_Record, kw_only=True):
+    """CUDA-graph replays: how many got module attribution from an eager step, and why the others did not."""
+
+    replays: int = 0
+    kernels: int = 0
+    attributed_replays: int = 0
+    attributed_kernels: int = 0
+    unattributed: list[UnattributedReplays] = msgspec.field(default_factory=list)
+
+
+class RunInfo(_Record, kw_only=True, omit_defaults=True):
+    """The content of run.json. Sections a run lacks are left out of the file. Build one with
+    `schema_version=SCHEMA_VERSION`."""
+
+    source: str
+    created: str | None = None
+    inputs: list[str] | None = None
+    workload: Workload | None = None
+    model: ModelInfo | None = None
+    hardware: Hardware = msgspec.field(default_factory=Hardware)
+    software: Software = msgspec.field(default_factory=Software)
+    capture: Capture | None = None
+    timings: Timings | None = None
+    trace: TraceInfo | None = None
+    graph_replays: GraphReplays | None = None
+    schema_version: int  # required: always written
+    ncu: NcuInfo | None = None
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> RunInfo:
+        """Decode run.json; msgspec.ValidationError / DecodeError name the offending key."""
+        return msgspec.json.decode(data, type=cls)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunInfo:
+        return msgspec.convert(data, type=cls)
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+    def replace(self, **changes: Any) -> RunInfo:
+        return msgspec.structs.replace(self, **changes)
+
+    # --- what analyses ask of a run ------------------------------------------------------------------------
+    @property
+    def is_cpu(self) -> bool:
+        return self.hardware.is_cpu
+
+    @property
+    def device_name(self) -> str | None:
+        return self.hardware.name
+
+    @property
+    def plain_timings(self) -> TimingSummary:
+        return self.timings.plain if self.timings is not None else TimingSummary()
+
+    @property
+    def layer_types(self) -> dict[int, str]:
+        return dict(self.model.layer_types) if self.model is not None else {}
+
+    def layer_types_of(self, phase: str) -> dict[int, str]:
+        """The layer types that number a phase's layers: a model stage's own (a vision encoder's layers restart
+        at 0), else the decoder's."""
+        stages = self.model.stages if self.model is not None else msgspec.UNSET
+        if isinstance(stages, dict) and phase in stages:
+            return dict(stages[phase].layer_types)
+        return self.layer_types
+
+    @property
+    def images(self) -> list[ImageInfo]:
+        return self.workload.image_list if self.workload is not None else []

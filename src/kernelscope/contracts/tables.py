@@ -1,0 +1,96 @@
+"""The columns of the tables that travel between stages (docs/run-format.md describes each column).
+
+Loaders produce trace tables (kernels, launches, ops) with the TRACE_* columns; attribution adds the
+ATTRIBUTION columns, the cost models the COST columns, the kernel catalog the CATALOG columns; summary rows of
+`nsys stats` imports carry SUMMARY statistics. `conform_kernels` / `conform_ops` give a table every column of its
+schema with the schema's dtype (missing ones null; `instances` 1, `rank` 0, `phase` unknown), so analysis never
+asks whether a column is there. Columns beyond the schema are kept after it.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+INSTANCES = "instances"
+RANK = "rank"
+UNKNOWN_PHASE = "unknown"
+
+# What a trace's device activity gives, per kernel / memcpy / memset (or per CPU op on CPU-only runs).
+TRACE_KERNEL_COLUMNS: dict[str, pl.DataType] = {
+    "name": pl.String(), "kind": pl.String(), "device": pl.Int64(), "stream": pl.Int64(), "start_ns": pl.Int64(),
+    "dur_ns": pl.Int64(), "correlation": pl.Int64(), "external_id": pl.Int64(),
+    "grid_x": pl.Int64(), "grid_y": pl.Int64(), "grid_z": pl.Int64(),
+    "block_x": pl.Int64(), "block_y": pl.Int64(), "block_z": pl.Int64(),
+    "registers_per_thread": pl.Int64(), "shared_memory_bytes": pl.Int64(), "est_occupancy_pct": pl.Float64(),
+    "bytes": pl.Int64(),
+}
+# Runtime / driver calls that launched device work.
+TRACE_LAUNCH_COLUMNS: dict[str, pl.DataType] = {
+    "api": pl.String(), "pid": pl.Int64(), "tid": pl.Int64(), "start_ns": pl.Int64(), "dur_ns": pl.Int64(),
+    "correlation": pl.Int64(), "external_id": pl.Int64(),
+}
+# CPU ops and annotation ranges (`cat`: cpu_op or annotation).
+TRACE_OP_COLUMNS: dict[str, pl.DataType] = {
+    "name": pl.String(), "cat": pl.String(), "pid": pl.Int64(), "tid": pl.Int64(), "start_ns": pl.Int64(),
+    "dur_ns": pl.Int64(), "external_id": pl.Int64(), "sequence_number": pl.Int64(), "input_dims": pl.String(),
+    "input_types": pl.String(), "concrete_inputs": pl.String(),
+}
+
+# Added by attribution (analyze/attribution.py) and the run's assembly.
+ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
+    "kernel_id": pl.Int64(), "rank": pl.Int64(), "instances": pl.Int64(),
+    "launch_api": pl.String(), "pid": pl.Int64(), "tid": pl.Int64(), "launch_start_ns": pl.Int64(),
+    "launch_dur_ns": pl.Int64(), "op": pl.String(), "top_op": pl.String(), "op_id": pl.Int64(),
+    "top_op_id": pl.Int64(), "phase": pl.String(), "step": pl.Int64(), "module": pl.String(), "layer": pl.Int64(),
+    "generation": pl.Int64(),
+}
+# Statistics of a summary row (nsys stats imports): the row stands for `instances` launches.
+SUMMARY_COLUMNS: dict[str, pl.DataType] = {
+    "min_ns": pl.Float64(), "max_ns": pl.Float64(), "med_ns": pl.Float64(), "stddev_ns": pl.Float64(),
+}
+# Analytic costs (analyze/costs.py).
+COST_COLUMNS: dict[str, pl.DataType] = {
+    "cost_op_id": pl.Int64(), "flops": pl.Float64(), "precision": pl.String(), "cost_model": pl.String(),
+    "bytes_moved": pl.Float64(),
+}
+# The kernel catalog's names (analyze/catalog).
+CATALOG_COLUMNS: dict[str, pl.DataType] = {
+    "library": pl.String(), "category": pl.String(), "friendly_name": pl.String(), "description": pl.String(),
+}
+
+KERNEL_COLUMNS: dict[str, pl.DataType] = {
+    "kernel_id": pl.Int64(), **TRACE_KERNEL_COLUMNS, **ATTRIBUTION_COLUMNS, **SUMMARY_COLUMNS, **COST_COLUMNS,
+    **CATALOG_COLUMNS,
+}
+OP_COLUMNS: dict[str, pl.DataType] = {
+    "op_id": pl.Int64(), **TRACE_OP_COLUMNS, "depth": pl.Int64(), "parent_op_id": pl.Int64(), "rank": pl.Int64(),
+}
+
+_DEFAULTS = {INSTANCES: 1, RANK: 0, "phase": UNKNOWN_PHASE}
+
+
+def conform(table: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
+    """`table` with every column of `columns` in that order and dtype (missing ones filled with their default or
+    null), then any other columns it has."""
+    present = set(table.columns)
+    exprs = []
+    for name, dtype in columns.items():
+        default = _DEFAULTS.get(name)
+        column = pl.col(name).cast(dtype) if name in present else pl.lit(None, dtype=dtype)
+        exprs.append(column.fill_null(default).alias(name) if default is not None else column.alias(name))
+    extra = [name for name in table.columns if name not in columns]
+    return table.select(*exprs, *extra)
+
+
+def conform_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
+    return conform(kernels, KERNEL_COLUMNS)
+
+
+def conform_ops(ops: pl.DataFrame) -> pl.DataFrame:
+    return conform(ops, OP_COLUMNS)
+
+
+def empty_trace_tables() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Kernels, launches and ops with no rows."""
+    return (pl.DataFrame(schema=TRACE_KERNEL_COLUMNS), pl.DataFrame(schema=TRACE_LAUNCH_COLUMNS),
+            pl.DataFrame(schema=TRACE_OP_COLUMNS))

@@ -1,0 +1,47 @@
+"""The knowledge kernelscope ships as data files (src/kernelscope/data/*.toml), read here and nowhere else, once
+per process. Analyses receive what they need from these readers; they never open a file themselves."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from kernelscope.packaged import packaged_toml
+
+_DATA = "kernelscope.data"
+
+
+@cache
+def hardware() -> dict[str, Any]:
+    """data/hardware.toml: [devices.*] datasheet specs with sources, [classification] roofline class rule."""
+    return packaged_toml(_DATA, "hardware.toml")
+
+
+@cache
+def kernel_catalog() -> dict[str, Any]:
+    """data/kernel_catalog.toml: ordered kernel-name rules (docs/catalog.md)."""
+    return packaged_toml(_DATA, "kernel_catalog.toml")
+
+
+@cache
+def findings() -> list[dict[str, Any]]:
+    """data/findings.toml: finding rules (docs/findings.md)."""
+    return packaged_toml(_DATA, "findings.toml")["finding"]
+
+
+@cache
+def compare_rules() -> dict[str, Any]:
+    """data/compare.toml: how kernels of different runs are matched (docs/compare.md)."""
+    return packaged_toml(_DATA, "compare.toml")
+
+
+@cache
+def projection_model() -> dict[str, Any]:
+    """data/projection.toml: the shipped what-if projection model (docs/whatif.md)."""
+    return packaged_toml(_DATA, "projection.toml")
+
+
+@cache
+def whatif_settings() -> dict[str, Any]:
+    """data/whatif.toml: design options, latency goals and default sweeps of a what-if study."""
+    return packaged_toml(_DATA, "whatif.toml")

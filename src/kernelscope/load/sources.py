@@ -1,0 +1,121 @@
+"""What kind of recording a file is, and reading a trace of any kind: the one place that routes input files.
+
+Kinds: Kineto / Chrome trace JSON (`kineto`), Nsight Systems SQLite exports (`nsys-sqlite`) and `.nsys-rep`
+reports (`nsys-rep`), `nsys stats` kernel summaries (`nsys-stats`), Nsight Compute exports (`ncu`: a CSV, an
+`.ncu-rep`, or a directory of per-kernel exports). Also the run.json sections that describe what was read.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import kernelscope
+from kernelscope.contracts.run_info import (
+    IMPORT,
+    SCHEMA_VERSION,
+    Hardware,
+    RunInfo,
+    Software,
+    TraceFile,
+    TraceInfo,
+)
+from kernelscope.errors import UserError
+from kernelscope.load.kineto import TraceTables, load_kineto
+from kernelscope.load.ncu import is_ncu_input
+from kernelscope.load.nsys_sqlite import SQLITE_MAGIC, export_nsys_rep, is_nsys_sqlite, load_nsys_sqlite
+from kernelscope.load.nsys_stats import is_nsys_stats
+
+KINETO = "kineto"
+NSYS_SQLITE = "nsys-sqlite"
+NSYS_REP = "nsys-rep"
+NSYS_STATS = "nsys-stats"
+NCU = "ncu"
+# Kinds that are traces with a timeline (one run; several files are its ranks).
+TRACE_KINDS = (KINETO, NSYS_SQLITE, NSYS_REP)
+
+
+def source_kind(path: Path) -> str:
+    """The kind of recording `path` holds, by its content (and the .nsys-rep / .ncu-rep suffixes). Text tables
+    that are no Nsight Compute export go to the nsys stats reader, which names what such a file lacks; anything
+    else is read as a Kineto trace, whose reader says what is wrong with it."""
+    if is_ncu_input(path):
+        return NCU
+    if path.suffix == ".nsys-rep":
+        return NSYS_REP
+    if is_nsys_sqlite(path) or _has_sqlite_magic(path):
+        return NSYS_SQLITE  # any SQLite file: the nsys loader says what a foreign one lacks
+    if is_nsys_stats(path) or path.suffix.lower() in (".csv", ".tsv", ".txt"):
+        return NSYS_STATS
+    return KINETO
+
+
+def read_trace(path: Path) -> TraceTables:
+    """A trace of any kind in TRACE_KINDS as tables."""
+    kind = source_kind(path)
+    if kind == NSYS_REP:
+        with tempfile.TemporaryDirectory(prefix="kernelscope-nsys-") as workdir:
+            return load_nsys_sqlite(export_nsys_rep(path, Path(workdir)))
+    if kind == NSYS_SQLITE:
+        return load_nsys_sqlite(path)
+    if kind == KINETO:
+        return load_kineto(path)
+    raise UserError(f"{path}: not a trace (a {kind} file): import it on its own")
+
+
+def _has_sqlite_magic(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def hardware_from_properties(properties: list[dict[str, Any]], device_type: str) -> Hardware:
+    """What a trace's deviceProperties say of its (first) device."""
+    props = properties[0] if properties and isinstance(properties[0], dict) else {}
+    if not props:
+        return Hardware(device_type=device_type, name=None)
+    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    return Hardware(
+        device_type=device_type,
+        name=props.get("name"),
+        memory_bytes=props.get("totalGlobalMem"),
+        sm_count=props.get("numSms"),
+        compute_capability=f"{major}.{minor}" if major is not None else None,
+        l2_cache_bytes=props.get("l2CacheSize"),
+    )
+
+
+def trace_file(meta: dict[str, Any], file: str, json_bytes: int | None = None) -> TraceFile:
+    """run.json's record of one trace file read, from the loader's metadata."""
+    return TraceFile(
+        file=file, format=meta.get("source_format", KINETO), event_count=meta.get("event_count"),
+        json_bytes=json_bytes, schema_version=meta.get("schema_version"),
+        device_properties=meta.get("device_properties") or [], base_time_ns=meta.get("base_time_ns"),
+        cuda_runtime_version=meta.get("cuda_runtime_version"), cuda_driver_version=meta.get("cuda_driver_version"),
+        cupti_version=meta.get("cupti_version"), trace_id=meta.get("trace_id"),
+        distributed_info=meta.get("distributed_info"), origin_us=meta.get("origin_us"),
+    )
+
+
+def profiled_trace(meta: dict[str, Any], json_bytes: int, file: str) -> TraceInfo:
+    """run.json's `trace` of a profile run: the trace kernelscope recorded and kept as `file`."""
+    return TraceInfo(
+        event_count=meta.get("event_count"), schema_version=meta.get("schema_version"),
+        cuda_runtime_version=meta.get("cuda_runtime_version"), cuda_driver_version=meta.get("cuda_driver_version"),
+        cupti_version=meta.get("cupti_version"), base_time_ns=meta.get("base_time_ns"),
+        origin_us=meta.get("origin_us"), device_properties=meta.get("device_properties") or [],
+        json_bytes=json_bytes, file=file,
+    )
+
+
+def imported_run_info(inputs: list[Path], hardware: Hardware, trace: TraceInfo, **sections: Any) -> RunInfo:
+    """run.json of a run made by `kernelscope import`."""
+    return RunInfo(
+        schema_version=SCHEMA_VERSION, source=IMPORT, created=datetime.now(UTC).isoformat(timespec="seconds"),
+        inputs=[str(p) for p in inputs], hardware=hardware, software=Software(kernelscope=kernelscope.__version__),
+        trace=trace, **sections,
+    )

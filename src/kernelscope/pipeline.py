@@ -1,0 +1,72 @@
+"""The steps every command that makes or changes a run shares, between the stages and the commands: costs and
+names, the summary, the run directory and its report; Nsight Compute results added to a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from kernelscope.analyze.hardware import Ceilings, ceilings_for
+from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.summary import summarize
+from kernelscope.contracts.run import Run
+from kernelscope.contracts.run_info import NcuInfo, RunInfo
+from kernelscope.contracts.summary import Summary
+from kernelscope.load import rundir
+from kernelscope.load.calibration import find_calibration
+from kernelscope.report.languages import LANGUAGES
+from kernelscope.report.render import TOP_N, render_report
+
+
+def run_ceilings(info: RunInfo) -> Ceilings | None:
+    """Ceilings of the run's device: measured (if calibrated on a machine like it) or datasheet."""
+    name = info.hardware.name
+    return ceilings_for(name, find_calibration(name))
+
+
+def write_run_directory(directory: Path, run: Run, report: bool = True,
+                        languages: tuple[str, ...] = LANGUAGES) -> Summary:
+    """Costs and names for every kernel, then run.json, summary.json, the tables and (optionally) the report,
+    into `directory` (a staging directory of rundir.staged_directory)."""
+    run = with_costs_and_names(run)
+    summary = summarize(run)
+    rundir.write_run(directory, run, summary)
+    if report:
+        render_report(run, summary, directory / rundir.REPORT_DIR, ceilings=run_ceilings(run.info),
+                      languages=languages)
+    return summary
+
+
+def rerender(run_dir: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LANGUAGES) -> Path:
+    """The run's report (and summary.json) again from its stored tables; the old report stays until the new one
+    is complete. Returns report.md."""
+    run = with_costs_and_names(rundir.read_run(run_dir))
+    with rundir.updating_run(run_dir) as staging:
+        _report_into(staging, run, top_n, languages)
+    return run_dir / rundir.REPORT_DIR / "report.md"
+
+
+def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFrame, ncu: NcuInfo,
+                     files: dict[str, Path] | None = None) -> None:
+    """Nsight Compute results into a run: ncu.parquet (the run's kernels joined with the measured launches),
+    ncu_metrics.parquet, run.json's `ncu` section, `files` (name → file) under ncu/, the summary and the report,
+    all swapped in together once everything is written."""
+    stored = with_costs_and_names(rundir.read_run(run_dir))
+    run = Run(info=stored.info.replace(ncu=ncu), kernels=stored.kernels, ops=stored.ops, ncu=measured)
+    with rundir.updating_run(run_dir) as staging:
+        measured.write_parquet(staging / rundir.NCU)
+        metrics.write_parquet(staging / rundir.NCU_METRICS)
+        if files:
+            (staging / rundir.NCU_DIR).mkdir()
+            for name, path in files.items():
+                path.replace(staging / rundir.NCU_DIR / name)
+        rundir.write_json(staging / rundir.RUN_JSON, run.info)
+        _report_into(staging, run, TOP_N, LANGUAGES)
+
+
+def _report_into(staging: Path, run: Run, top_n: int, languages: tuple[str, ...]) -> None:
+    summary = summarize(run)
+    render_report(run, summary, staging / rundir.REPORT_DIR, top_n=top_n, ceilings=run_ceilings(run.info),
+                  languages=languages)
+    rundir.write_json(staging / rundir.SUMMARY_JSON, summary)

@@ -1,0 +1,3 @@
+"""The languages reports are written in (one message catalog each under messages/)."""
+
+LANGUAGES = ("en", "zh")
