@@ -1,4 +1,5 @@
-"""The one interface between the engine and kernelscope: a kernel launch declares its exact cost.
+"""The one interface between the engine and kernelscope: a kernel launch declares its exact cost (the range name's
+format is kernelscope.ranges', shared with the analysis that reads it).
 
 In a profiled run each declaration is a profiler range around the launch, named
 `ks.cost|<kernel>|flops=<n>|bytes=<n>|precision=<roof>`; attribution makes it the kernel's innermost op and the
@@ -12,23 +13,11 @@ from collections.abc import Iterator
 
 import torch
 
-PREFIX = "ks.cost|"
+from kernelscope import ranges
 
-
-def cost_range_name(kernel: str, flops: int, nbytes: int, precision: str) -> str:
-    return f"{PREFIX}{kernel}|flops={int(flops)}|bytes={int(nbytes)}|precision={precision}"
-
-
-def parse_cost_range(name: str) -> tuple[str, float, float, str] | None:
-    """(kernel, flops, bytes, precision) from a range name, or None when the name is not a cost declaration."""
-    if not name.startswith(PREFIX):
-        return None
-    kernel, *fields = name[len(PREFIX):].split("|")
-    values = dict(field.split("=", 1) for field in fields if "=" in field)
-    try:
-        return kernel, float(values["flops"]), float(values["bytes"]), values.get("precision", "fp32")
-    except (KeyError, ValueError):
-        return None
+PREFIX = ranges.COST_PREFIX
+cost_range_name = ranges.cost_range
+parse_cost_range = ranges.parse_cost_range
 
 
 @contextlib.contextmanager

@@ -16,7 +16,8 @@ from kernelscope.contracts.summary import Summary
 from kernelscope.load import rundir
 from kernelscope.load.calibration import find_calibration
 from kernelscope.report.languages import LANGUAGES
-from kernelscope.report.render import TOP_N, render_report
+
+TOP_N = 20  # kernels per phase in a report's top tables
 
 
 def run_ceilings(info: RunInfo) -> Ceilings | None:
@@ -32,8 +33,10 @@ def write_run_directory(directory: Path, run: Run, report: bool = True,
     run = with_costs_and_names(run)
     summary = summarize(run)
     rundir.write_run(directory, run, summary)
-    if report:
-        render_report(run, summary, directory / rundir.REPORT_DIR, ceilings=run_ceilings(run.info),
+    if report:  # matplotlib and Jinja are imported only when a report is made
+        from kernelscope.report.render import render_report
+
+        render_report(run, summary, directory / rundir.REPORT_DIR, top_n=TOP_N, ceilings=run_ceilings(run.info),
                       languages=languages)
     return summary
 
@@ -66,6 +69,8 @@ def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFram
 
 
 def _report_into(staging: Path, run: Run, top_n: int, languages: tuple[str, ...]) -> None:
+    from kernelscope.report.render import render_report
+
     summary = summarize(run)
     render_report(run, summary, staging / rundir.REPORT_DIR, top_n=top_n, ceilings=run_ceilings(run.info),
                   languages=languages)

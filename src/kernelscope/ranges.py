@@ -13,8 +13,9 @@ PHASE_PREFIX = "ks.phase:"
 MODULE_PREFIX = "ks.module:"
 GENERATION_PREFIX = "ks.generation:"
 # Around one engine kernel launch, declaring its exact cost: `ks.cost|<kernel>|flops=…|bytes=…|precision=…`
-# (written by kernelscope.engine_costs, read by analyze.costs).
+# (pushed through kernelscope.engine_costs, read by analyze.kernel_costs).
 COST_PREFIX = "ks.cost|"
+COST_DEFAULT_PRECISION = "fp32"
 
 PREFILL = "prefill"
 DECODE = "decode"
@@ -37,6 +38,28 @@ def module_range(qualified_name: str) -> str:
 def generation_range(index: int) -> str:
     """Around one generate() call of a profiled run that holds several (one per input image)."""
     return f"{GENERATION_PREFIX}{index}"
+
+
+def cost_range(kernel: str, flops: int, nbytes: int, precision: str) -> str:
+    return f"{COST_PREFIX}{kernel}|flops={int(flops)}|bytes={int(nbytes)}|precision={precision}"
+
+
+def cost_field_pattern(key: str) -> str:
+    """A regex whose first group is one field (flops, bytes, precision) of a cost range name."""
+    return rf"\|{key}=([^|]+)"
+
+
+def parse_cost_range(name: str) -> tuple[str, float, float, str] | None:
+    """(kernel, flops, bytes, precision) from a range name, or None when the name is not a cost declaration."""
+    if not name.startswith(COST_PREFIX):
+        return None
+    fields = {key: re.search(cost_field_pattern(key), name) for key in ("flops", "bytes", "precision")}
+    try:
+        flops, nbytes = float(fields["flops"].group(1)), float(fields["bytes"].group(1))
+    except (AttributeError, ValueError):
+        return None
+    precision = fields["precision"].group(1) if fields["precision"] else COST_DEFAULT_PRECISION
+    return name[len(COST_PREFIX):].split("|", 1)[0], flops, nbytes, precision
 
 
 def stage_phase(qualified_name: str) -> str:

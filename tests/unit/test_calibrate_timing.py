@@ -1,6 +1,8 @@
 """The GPU branch of the calibration timer, run on CPU with a stand-in for CUDA events (CI has no GPU, and a
 typo there once broke `hw calibrate` and the engine benchmark on the device)."""
 
+import time
+
 import torch
 
 from kernelscope.capture import calibrate
@@ -35,4 +37,6 @@ def test_gpu_timer_reads_cuda_events_and_takes_the_median(monkeypatch):
 
 
 def test_cpu_timer_uses_the_wall_clock():
-    assert calibrate.median_seconds(lambda: None, torch.device("cpu"), repeats=3) >= 0.0
+    # A function that sleeps 20 ms takes at least that long by the wall clock (and far less than a second).
+    seconds = calibrate.median_seconds(lambda: time.sleep(0.02), torch.device("cpu"), repeats=3, warmup=0)
+    assert 0.02 <= seconds < 1.0

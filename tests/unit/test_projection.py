@@ -28,7 +28,7 @@ from kernelscope.analyze.projection_fit import FitRun, calibration_table, fit_fa
 from kernelscope.contracts.tables import conform_kernels
 from kernelscope.errors import UserError
 from kernelscope.load.rundir import read_run
-from kernelscope.load.targets import parse_settings, parse_sweep, read_spec_file
+from kernelscope.load.whatif_inputs import parse_settings, parse_sweep, read_spec_file
 from kernelscope.pipeline import run_ceilings
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"

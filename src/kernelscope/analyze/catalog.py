@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from kernelscope.packaged import packaged_toml
+from kernelscope.load import knowledge
 
 UNKNOWN_LIBRARY = "unknown"
 OTHER_CATEGORY = "other"
@@ -401,7 +401,7 @@ class Catalog:
 @functools.cache
 def load_catalog() -> Catalog:
     """The catalog shipped with the package, compiled once."""
-    return Catalog(packaged_toml("kernelscope.data", "kernel_catalog.toml"))
+    return Catalog(knowledge.kernel_catalog())
 
 
 _CACHE: dict[str, KernelInfo] = {}

@@ -17,7 +17,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.launches import launch_count
+from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.layers import OUTSIDE, layer_breakdown, with_layer_columns
 from kernelscope.analyze.phases import PHASE_ORDER, phase_table
 from kernelscope.contracts.run import Run

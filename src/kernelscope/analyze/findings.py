@@ -71,50 +71,73 @@ def compute_metrics(tables: Any, info: RunInfo) -> dict[str, Metric]:
     m["tpot_ms"] = Metric(info.plain_timings.tpot_ms, formula="run.json timings.plain.tpot_ms")
     stages = [p for p in tables.phases["phase"].to_list() if p not in (*ranges.STEP_PHASES, ranges.UNKNOWN)]
     for phase in (ranges.PREFILL, ranges.DECODE, *stages):
-        of_phase = tables.by_phase.get(phase)
-        cats = of_phase.categories if of_phase is not None else None
-        t = f"categories_{phase}"
-        m[f"{phase}_matmul_pct"] = _from_table(cats, t, "time_pct", {"category": ["GEMM", "GEMV"]})
-        m[f"{phase}_gemv_pct"] = _from_table(cats, t, "time_pct", {"category": ["GEMV"]})
-        m[f"{phase}_fusable_pct"] = _from_table(cats, t, "time_pct", {"category": FUSABLE})
-        m[f"{phase}_copy_pct"] = _from_table(cats, t, "time_pct", {"category": ["copy/cast", "concat"]})
-        m[f"{phase}_attention_pct"] = _from_table(cats, t, "time_pct", {"category": ["attention", "attention-combine"]})
-        kernels = of_phase.kernels if of_phase is not None else None
-        attention = kernels.filter(pl.col("category") == "attention") if kernels is not None else None
-        m[f"{phase}_attention_kernel"] = _from_table(attention, f"kernels_{phase}", "label", {"category": ["attention"]},
-                                                     agg="first")
-        m[f"{phase}_attention_library"] = _from_table(attention, f"kernels_{phase}", "library",
-                                                      {"category": ["attention"]}, agg="first")
-        classes = of_phase.classes if of_phase is not None else None
-        c = f"roofline_classes_{phase}"
-        m[f"{phase}_memory_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["memory-bound"]})
-        m[f"{phase}_latency_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["latency-bound"]})
-        m[f"{phase}_compute_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["compute-bound"]})
-        far = _from_table(of_phase.roofline_kernels if of_phase is not None else None, f"roofline_kernels_{phase}", "dur_ns",
-                          {"compute_side_far": [True]})
-        phase_ns = _from_table(tables.phases, "phases", "device_time_ns", {"phase": [phase]}, agg="first")
-        m[f"{phase}_compute_far_ns"] = far
-        m[f"{phase}_device_ns"] = phase_ns
-        share = 100.0 * far.value / phase_ns.value if far.value is not None and phase_ns.value else None
-        m[f"{phase}_compute_far_pct"] = _derived(f"{phase}_compute_far_pct", share,
-                                                 (f"{phase}_compute_far_ns", f"{phase}_device_ns"),
-                                                 f"100 × {phase}_compute_far_ns / {phase}_device_ns")
-        phases = tables.phases.filter(pl.col("phase") == phase)
-        m[f"{phase}_kernels_per_step"] = _from_table(phases, "phases", "kernels_per_step", {"phase": [phase]},
-                                                     agg="first")
-        m[f"{phase}_device_ns_per_step"] = _from_table(phases, "phases", "device_time_per_step_ns",
-                                                       {"phase": [phase]}, agg="first")
-        m[f"{phase}_mean_launch_ns"] = _from_table(phases, "phases", "mean_launch_ns", {"phase": [phase]}, agg="first")
+        m.update(_phase_metrics(tables, phase))
     m.update(_stage_metrics(tables.phases, stages))
+    m.update(_decode_host_metrics(m))
+    m.update(_measured_metrics(tables))
+    return m
+
+
+def _phase_metrics(tables: Any, phase: str) -> dict[str, Metric]:
+    """A phase's shares by kind of work, its attention kernel, its roofline classes and its per-step figures."""
+    of_phase = tables.by_phase.get(phase)
+    m = _mix_metrics(phase, of_phase)
+    classes = of_phase.classes if of_phase is not None else None
+    c = f"roofline_classes_{phase}"
+    m[f"{phase}_memory_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["memory-bound"]})
+    m[f"{phase}_latency_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["latency-bound"]})
+    m[f"{phase}_compute_bound_pct"] = _from_table(classes, c, "time_pct", {"roofline_class": ["compute-bound"]})
+    far = _from_table(of_phase.roofline_kernels if of_phase is not None else None, f"roofline_kernels_{phase}",
+                      "dur_ns", {"compute_side_far": [True]})
+    phase_ns = _from_table(tables.phases, "phases", "device_time_ns", {"phase": [phase]}, agg="first")
+    m[f"{phase}_compute_far_ns"] = far
+    m[f"{phase}_device_ns"] = phase_ns
+    share = 100.0 * far.value / phase_ns.value if far.value is not None and phase_ns.value else None
+    m[f"{phase}_compute_far_pct"] = _derived(f"{phase}_compute_far_pct", share,
+                                             (f"{phase}_compute_far_ns", f"{phase}_device_ns"),
+                                             f"100 × {phase}_compute_far_ns / {phase}_device_ns")
+    row = {"phase": [phase]}
+    phases = tables.phases.filter(pl.col("phase") == phase)
+    m[f"{phase}_kernels_per_step"] = _from_table(phases, "phases", "kernels_per_step", row, agg="first")
+    m[f"{phase}_device_ns_per_step"] = _from_table(phases, "phases", "device_time_per_step_ns", row, agg="first")
+    m[f"{phase}_mean_launch_ns"] = _from_table(phases, "phases", "mean_launch_ns", row, agg="first")
+    return m
+
+
+def _mix_metrics(phase: str, of_phase: Any) -> dict[str, Metric]:
+    m: dict[str, Metric] = {}
+    cats = of_phase.categories if of_phase is not None else None
+    t = f"categories_{phase}"
+    m[f"{phase}_matmul_pct"] = _from_table(cats, t, "time_pct", {"category": ["GEMM", "GEMV"]})
+    m[f"{phase}_gemv_pct"] = _from_table(cats, t, "time_pct", {"category": ["GEMV"]})
+    m[f"{phase}_fusable_pct"] = _from_table(cats, t, "time_pct", {"category": FUSABLE})
+    m[f"{phase}_copy_pct"] = _from_table(cats, t, "time_pct", {"category": ["copy/cast", "concat"]})
+    m[f"{phase}_attention_pct"] = _from_table(cats, t, "time_pct", {"category": ["attention", "attention-combine"]})
+    kernels = of_phase.kernels if of_phase is not None else None
+    attention = kernels.filter(pl.col("category") == "attention") if kernels is not None else None
+    rows = {"category": ["attention"]}
+    m[f"{phase}_attention_kernel"] = _from_table(attention, f"kernels_{phase}", "label", rows, agg="first")
+    m[f"{phase}_attention_library"] = _from_table(attention, f"kernels_{phase}", "library", rows, agg="first")
+    return m
+
+
+def _decode_host_metrics(m: dict[str, Metric]) -> dict[str, Metric]:
+    """What the host adds to a decode step: TPOT against the device time per step."""
+    out: dict[str, Metric] = {}
     device_ns, tpot = m["decode_device_ns_per_step"].value, m["tpot_ms"].value
     device = device_ns / 1e6 if device_ns is not None else None
     idle = 100.0 * (1 - device / tpot) if device is not None and tpot else None
-    m["decode_idle_pct"] = _derived("decode_idle_pct", idle, ("decode_device_ns_per_step", "tpot_ms"),
-                                    "100 × (1 − decode_device_ns_per_step / 1e6 / tpot_ms)")
+    out["decode_idle_pct"] = _derived("decode_idle_pct", idle, ("decode_device_ns_per_step", "tpot_ms"),
+                                      "100 × (1 − decode_device_ns_per_step / 1e6 / tpot_ms)")
     overhead = (tpot - device) if device is not None and tpot else None
-    m["decode_host_ms_per_step"] = _derived("decode_host_ms_per_step", overhead,
-                                            ("tpot_ms", "decode_device_ns_per_step"),
-                                            "tpot_ms − decode_device_ns_per_step / 1e6")
+    out["decode_host_ms_per_step"] = _derived("decode_host_ms_per_step", overhead,
+                                              ("tpot_ms", "decode_device_ns_per_step"),
+                                              "tpot_ms − decode_device_ns_per_step / 1e6")
+    return out
+
+
+def _measured_metrics(tables: Any) -> dict[str, Metric]:
+    m: dict[str, Metric] = {}
     if tables.measured is not None:
         overall = {"measured_class": ["overall"]}
         classes = tables.measured.classes

@@ -84,7 +84,7 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def _declared_field(key: str) -> pl.Expr:
-    return pl.col("op").str.extract(rf"\|{key}=([^|]+)")
+    return pl.col("op").str.extract(ranges.cost_field_pattern(key))
 
 
 def _with_declared_costs(kernels: pl.DataFrame) -> pl.DataFrame:
@@ -103,7 +103,7 @@ def _with_declared_costs(kernels: pl.DataFrame) -> pl.DataFrame:
     return kernels.with_columns(
         pl.when(declared).then(flops * share).otherwise(pl.col("flops")).alias("flops"),
         pl.when(declared).then(nbytes * share).otherwise(pl.col("bytes_moved")).alias("bytes_moved"),
-        pl.when(declared).then(_declared_field("precision").fill_null("fp32")).otherwise(pl.col("precision"))
+        pl.when(declared).then(_declared_field("precision").fill_null(ranges.COST_DEFAULT_PRECISION)).otherwise(pl.col("precision"))
         .alias("precision"),
         pl.when(declared).then(pl.lit(DECLARED_MODEL)).otherwise(pl.col("cost_model")).alias("cost_model"),
         pl.when(declared).then(pl.col("op_id")).otherwise(pl.col("cost_op_id")).alias("cost_op_id"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from kernelscope.analyze.launches import launches
+from kernelscope.analyze.launch_counts import launches
 
 STAT_COLUMNS = ["time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from kernelscope.analyze.launches import launch_count
+from kernelscope.analyze.launch_counts import launch_count
 
 OUTSIDE = "outside layers"
 LAYER_ITSELF = "(layer)"

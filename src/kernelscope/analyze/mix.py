@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.kernel_stats import kernel_summary
-from kernelscope.analyze.launches import launch_count
+from kernelscope.analyze.launch_counts import launch_count
 
 
 def mix_table(kernels: pl.DataFrame, column: str) -> pl.DataFrame:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from kernelscope.analyze.launches import launches
+from kernelscope.analyze.launch_counts import launches
 
 FOLLOWER_NAME = r"splitKreduce|splitkv_combine|_combine_kernel|[Ss]tage_?2|stage2"
 FOLLOWER_CATEGORIES = ["attention-combine"]

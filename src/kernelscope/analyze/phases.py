@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.launches import launch_count
+from kernelscope.analyze.launch_counts import launch_count
 
 PHASE_ORDER = [ranges.PREFILL, ranges.DECODE, ranges.UNKNOWN]
 GENERATION = "generation"

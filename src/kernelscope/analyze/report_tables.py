@@ -13,11 +13,15 @@ from kernelscope.analyze.generations import generation_table
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.kernel_stats import kernel_summary
-from kernelscope.analyze.launches import has_timeline
+from kernelscope.analyze.launch_counts import has_timeline
 from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
-from kernelscope.analyze.measured import analytic_vs_measured, measured_by_kernel, measured_class_table
 from kernelscope.analyze.mix import longest_launches, mix_table
 from kernelscope.analyze.naming import catalog_coverage, kernel_labels
+from kernelscope.analyze.ncu_measurements import (
+    analytic_vs_measured,
+    measured_by_kernel,
+    measured_class_table,
+)
 from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.analyze.phases import phase_table, step_table
 from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings

@@ -16,7 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
-from kernelscope.analyze.launches import launch_count
+from kernelscope.analyze.launch_counts import launch_count
 
 CLASSES = ["memory-bound", "compute-bound", "balanced", "latency-bound", "unclassified"]
 

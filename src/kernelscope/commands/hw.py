@@ -192,7 +192,7 @@ MODEL_HEADER = (
 
 
 def _write_model(out: Path, fitted, fit, settings: dict, runs: list[Path]) -> Path:
-    from kernelscope.load.targets import model_toml
+    from kernelscope.load.whatif_inputs import model_toml
 
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,

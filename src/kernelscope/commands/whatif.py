@@ -66,7 +66,7 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
     )
     from kernelscope.analyze.whatif import what_if
     from kernelscope.load import rundir
-    from kernelscope.load.targets import parse_settings, parse_sweep, read_model_file
+    from kernelscope.load.whatif_inputs import parse_settings, parse_sweep, read_model_file
     from kernelscope.pipeline import run_ceilings
     from kernelscope.report.whatif import render_whatif
 
@@ -102,7 +102,7 @@ def _target(hw: str | None, source: Target, model: ProjectionModel) -> Target:
     from kernelscope.analyze.hardware import ceilings_for, find_spec
     from kernelscope.analyze.projection import Target, target_from_ceilings
     from kernelscope.load.calibration import find_calibration_matching
-    from kernelscope.load.targets import read_spec_file
+    from kernelscope.load.whatif_inputs import read_spec_file
 
     if hw is None:
         return source

@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from kernelscope.errors import UserError
-from kernelscope.load.files import check_input_file
+from kernelscope.load.input_checks import check_input_file
 
 T = TypeVar("T")
 

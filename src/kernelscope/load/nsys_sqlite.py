@@ -52,7 +52,7 @@ from typing import Any
 import polars as pl
 
 from kernelscope.errors import UserError
-from kernelscope.load.files import check_input_file
+from kernelscope.load.input_checks import check_input_file
 from kernelscope.load.kineto import _COLUMN_ORDER as COLUMN_ORDER
 from kernelscope.load.kineto import _KERNEL_SCHEMA as KERNEL_SCHEMA
 from kernelscope.load.kineto import TraceTables

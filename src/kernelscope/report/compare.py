@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -78,60 +79,80 @@ def _env(lang: str) -> Environment:
                                             term=lambda v: words["terms"].get(v, v)))
 
 
-def _context(c: Comparison, runs: list[ComparedRun], top_n: int, lang: str) -> dict[str, Any]:
-    words = message_catalog("compare", lang)
-    h, terms = words["headers"], words["terms"]
-    labels, base = c.labels, c.baseline
-    others = labels[1:]
+@dataclass(frozen=True)
+class _Words:
+    """A comparison page's words in one language, and the cell formatter of translated terms."""
 
-    def term(value: Any) -> str:
+    words: dict[str, Any]
+
+    @property
+    def h(self) -> dict[str, str]:
+        return self.words["headers"]
+
+    def term(self, value: Any) -> str:
+        terms = self.words["terms"]
         return fmt.plain(terms.get(value, value) if isinstance(value, str) else value)
 
-    per_phase: dict[str, dict[str, Any]] = {}
-    for phase in c.phase_names:
-        if phase == ranges.UNKNOWN:
-            continue
-        matched = c.matched.filter(pl.col("phase") == phase)
-        layers = c.layers.filter(pl.col("phase") == phase)
-        changes = c.changes.filter(pl.col("phase") == phase)
-        per_phase[phase] = {
-            "changes": _table(changes, [
-                (h["run"], lambda r: fmt.plain(r["run"])),
-                (h["module"], lambda r: fmt.code(r["match_module"])),
-                (h["work"], lambda r: term(r["group"])),
-                (h["kernels"], lambda r: _pair(base, r["kernels_base"], r["run"], r["kernels_run"])),
-                (f'{h["per_step"]} ({base})', lambda r: fmt.duration(r["base_ns"])),
-                (h["per_step_run"], lambda r: fmt.duration(r["run_ns"])),
-                (h["delta"], lambda r: signed_duration(r["delta_ns"])),
-                (h["ratio"], lambda r: ratio(r["ratio"])),
-                (h["share_of_change"], lambda r: fmt.percent(r["share_of_change_pct"])),
-            ], numeric_from=4) if changes.height else None,
-            "matched": _table(matched.head(top_n), [
-                (h["module"], lambda r: fmt.code(r["match_module"])),
-                (h["work"], lambda r: term(r["group"])),
-                (h["kernels"], _merged(labels, "kernels")),
-                (h["ops"], _merged(labels, "ops", code=True)),
-                *_per_run(labels, h["per_step"], "per_step_ns", fmt.duration),
-                *_per_run(labels, h["launches_per_step"], "launches_per_step", lambda v: fmt.number(v, 1)),
-                *_ratios(labels, h["ratio_of"]),
-            ], numeric_from=4),
-            "matched_shown": min(top_n, matched.height),
-            "matched_total": matched.height,
-            "layers": _table(layers, [
-                (h["layer_type"], lambda r: term(r["layer_type"])),
-                (h["module"], lambda r: fmt.code(r["layer_module"])),
-                (h["work"], lambda r: term(r["group"])),
-                (h["kernels"], _merged(labels, "kernels")),
-                *_per_run(labels, h["per_layer_step"], "per_layer_step_ns", fmt.duration),
-                *_per_run(labels, h["launches_per_layer_step"], "launches_per_layer_step", lambda v: fmt.number(v, 1)),
-                *_ratios(labels, h["ratio_of"]),
-            ], numeric_from=4) if layers.height else None,
-            "categories": _mix(c.categories.filter(pl.col("phase") == phase), "category", labels, h, term),
-            "libraries": _mix(c.libraries.filter(pl.col("phase") == phase), "library", labels, h, term),
-            "row": c.phases.filter(pl.col("phase") == phase).row(0, named=True),
-        }
-    phases = _table(c.phases, [
-        (h["phase"], lambda r: term(r["phase"])),
+
+def _context(c: Comparison, runs: list[ComparedRun], top_n: int, lang: str) -> dict[str, Any]:
+    w = _Words(message_catalog("compare", lang))
+    per_phase = {phase: _phase_context(c, phase, w, top_n) for phase in c.phase_names if phase != ranges.UNKNOWN}
+    return {
+        "labels": c.labels, "base": c.baseline, "others": c.labels[1:], "runs": runs, "lang": lang,
+        # Attribute access in the messages (n.models): a namespace, so no value is shadowed by a dict method.
+        "notes": [SimpleNamespace(key=n.key, **n.values) for n in c.notes],
+        "setup": _setup_table(c, w), "timings": _timings_table(c, w), "phases": _phases_table(c, w),
+        "per_phase": per_phase, "col": col, "ratio_col": ratio_col, "delta_col": delta_col, "top_n": top_n,
+    }
+
+
+def _phase_context(c: Comparison, phase: str, w: _Words, top_n: int) -> dict[str, Any]:
+    h, term, labels, base = w.h, w.term, c.labels, c.baseline
+    matched = c.matched.filter(pl.col("phase") == phase)
+    layers = c.layers.filter(pl.col("phase") == phase)
+    changes = c.changes.filter(pl.col("phase") == phase)
+    return {
+        "changes": _table(changes, [
+            (h["run"], lambda r: fmt.plain(r["run"])),
+            (h["module"], lambda r: fmt.code(r["match_module"])),
+            (h["work"], lambda r: term(r["group"])),
+            (h["kernels"], lambda r: _pair(base, r["kernels_base"], r["run"], r["kernels_run"])),
+            (f'{h["per_step"]} ({base})', lambda r: fmt.duration(r["base_ns"])),
+            (h["per_step_run"], lambda r: fmt.duration(r["run_ns"])),
+            (h["delta"], lambda r: signed_duration(r["delta_ns"])),
+            (h["ratio"], lambda r: ratio(r["ratio"])),
+            (h["share_of_change"], lambda r: fmt.percent(r["share_of_change_pct"])),
+        ], numeric_from=4) if changes.height else None,
+        "matched": _table(matched.head(top_n), [
+            (h["module"], lambda r: fmt.code(r["match_module"])),
+            (h["work"], lambda r: term(r["group"])),
+            (h["kernels"], _merged(labels, "kernels")),
+            (h["ops"], _merged(labels, "ops", code=True)),
+            *_per_run(labels, h["per_step"], "per_step_ns", fmt.duration),
+            *_per_run(labels, h["launches_per_step"], "launches_per_step", lambda v: fmt.number(v, 1)),
+            *_ratios(labels, h["ratio_of"]),
+        ], numeric_from=4),
+        "matched_shown": min(top_n, matched.height),
+        "matched_total": matched.height,
+        "layers": _table(layers, [
+            (h["layer_type"], lambda r: term(r["layer_type"])),
+            (h["module"], lambda r: fmt.code(r["layer_module"])),
+            (h["work"], lambda r: term(r["group"])),
+            (h["kernels"], _merged(labels, "kernels")),
+            *_per_run(labels, h["per_layer_step"], "per_layer_step_ns", fmt.duration),
+            *_per_run(labels, h["launches_per_layer_step"], "launches_per_layer_step", lambda v: fmt.number(v, 1)),
+            *_ratios(labels, h["ratio_of"]),
+        ], numeric_from=4) if layers.height else None,
+        "categories": _mix(c.categories.filter(pl.col("phase") == phase), "category", labels, h, term),
+        "libraries": _mix(c.libraries.filter(pl.col("phase") == phase), "library", labels, h, term),
+        "row": c.phases.filter(pl.col("phase") == phase).row(0, named=True),
+    }
+
+
+def _phases_table(c: Comparison, w: _Words) -> str:
+    h, labels = w.h, c.labels
+    return _table(c.phases, [
+        (h["phase"], lambda r: w.term(r["phase"])),
         *_per_run(labels, h["device_time"], "device_time_ns", fmt.duration),
         *_per_run(labels, h["steps"], "steps", fmt.number),
         *_per_run(labels, h["per_step"], "device_time_per_step_ns", fmt.duration),
@@ -139,27 +160,30 @@ def _context(c: Comparison, runs: list[ComparedRun], top_n: int, lang: str) -> d
         *_per_run(labels, h["busy"], "busy_pct", fmt.percent),
         *_ratios(labels, h["ratio_of"]),
     ], numeric_from=1)
-    timing_format = {"ttft_ms": lambda v: fmt.ms(v, 2), "tpot_ms": lambda v: fmt.ms(v, 2),
-                     "e2e_ms": lambda v: fmt.ms(v, 1), "device_time_ms": lambda v: fmt.ms(v, 3),
-                     "tokens_per_s": lambda v: fmt.number(v, 1), "decode_tokens_per_s": lambda v: fmt.number(v, 1),
-                     "kernel_count": fmt.number, "attribution_coverage": lambda v: fmt.ratio_percent(v, 1)}
-    timings = _table(c.timings, [
-        (h["metric"], lambda r: fmt.plain(words["metrics"].get(r["metric"], r["metric"]))),
-        *((label, (lambda r, label=label: timing_format[r["metric"]](r[col("value", label)]))) for label in labels),
-        *_ratios(labels, h["ratio_of"]),
+
+
+TIMING_FORMAT: dict[str, Cell] = {
+    "ttft_ms": lambda v: fmt.ms(v, 2), "tpot_ms": lambda v: fmt.ms(v, 2), "e2e_ms": lambda v: fmt.ms(v, 1),
+    "device_time_ms": lambda v: fmt.ms(v, 3), "tokens_per_s": lambda v: fmt.number(v, 1),
+    "decode_tokens_per_s": lambda v: fmt.number(v, 1), "kernel_count": fmt.number,
+    "attribution_coverage": lambda v: fmt.ratio_percent(v, 1),
+}
+
+
+def _timings_table(c: Comparison, w: _Words) -> str:
+    return _table(c.timings, [
+        (w.h["metric"], lambda r: fmt.plain(w.words["metrics"].get(r["metric"], r["metric"]))),
+        *((label, (lambda r, label=label: TIMING_FORMAT[r["metric"]](r[col("value", label)]))) for label in c.labels),
+        *_ratios(c.labels, w.h["ratio_of"]),
     ], numeric_from=1)
-    setup = _table(c.setup, [
-        (h["item"], lambda r: fmt.plain(words["items"].get(r["item"], r["item"]))),
-        *((label, (lambda r, label=label: _setup_value(r["item"], r[col("value", label)]))) for label in labels),
-        (h["differs"], lambda r: terms["yes"] if r["differs"] else ""),
+
+
+def _setup_table(c: Comparison, w: _Words) -> str:
+    return _table(c.setup, [
+        (w.h["item"], lambda r: fmt.plain(w.words["items"].get(r["item"], r["item"]))),
+        *((label, (lambda r, label=label: _setup_value(r["item"], r[col("value", label)]))) for label in c.labels),
+        (w.h["differs"], lambda r: w.words["terms"]["yes"] if r["differs"] else ""),
     ], numeric_from=None)
-    return {
-        "labels": labels, "base": base, "others": others, "runs": runs, "lang": lang,
-        # Attribute access in the messages (n.models): a namespace, so no value is shadowed by a dict method.
-        "notes": [SimpleNamespace(key=n.key, **n.values) for n in c.notes],
-        "setup": setup, "timings": timings, "phases": phases, "per_phase": per_phase,
-        "col": col, "ratio_col": ratio_col, "delta_col": delta_col, "top_n": top_n,
-    }
 
 
 def _setup_value(item: str, value: str | None) -> str:
@@ -215,12 +239,9 @@ def _mix(df: pl.DataFrame, column: str, labels: list[str], h: dict[str, str], te
 
 def _table(df: pl.DataFrame, columns: list[tuple[str, Cell]], numeric_from: int | None) -> str:
     """A GitHub Markdown table; columns from `numeric_from` on are right-aligned."""
-    headers = [fmt.plain(title) for title, _ in columns]
-    align = ["---:" if numeric_from is not None and i >= numeric_from else "---" for i in range(len(columns))]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
-    for row in df.iter_rows(named=True):
-        lines.append("| " + " | ".join(cell(row) for _, cell in columns) + " |")
-    return "\n".join(lines)
+    right = [numeric_from is not None and i >= numeric_from for i in range(len(columns))]
+    rows = ([cell(row) for _, cell in columns] for row in df.iter_rows(named=True))
+    return fmt.markdown_table([fmt.plain(title) for title, _ in columns], right, rows)
 
 
 def _write_csvs(c: Comparison, directory: Path) -> list[Path]:

@@ -1,12 +1,10 @@
-"""Number formatting for reports."""
+"""Number and table formatting for reports: units, Markdown cells, the one Markdown table writer."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
-
-import polars as pl
 
 
 def duration(ns: float | None) -> str:
@@ -59,14 +57,9 @@ def plain(text: Any) -> str:
     return "–" if text is None else str(text).replace("|", "\\|").replace("\n", " ")
 
 
-Column = tuple[str, str, Callable[[Any], str]]
-
-
-def markdown_table(df: pl.DataFrame, columns: Sequence[Column], align_right: Sequence[str] = ()) -> str:
-    """Render df as a GitHub Markdown table; columns are (header, column name, formatter)."""
-    headers = [h for h, _, _ in columns]
-    sep = ["---:" if h in align_right else "---" for h in headers]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
-    for row in df.iter_rows(named=True):
-        lines.append("| " + " | ".join(fmt(row[col]) for _, col, fmt in columns) + " |")
+def markdown_table(titles: Sequence[str], right_aligned: Sequence[bool], rows: Iterable[Sequence[str]]) -> str:
+    """The one GitHub Markdown table writer: cells are already formatted (and escaped) text."""
+    align = ["---:" if right else "---" for right in right_aligned]
+    lines = ["| " + " | ".join(titles) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     return "\n".join(lines)

@@ -89,17 +89,66 @@ def _title(context: dict[str, Any], lang: str) -> str:
     return _env(lang).from_string(message_catalog("", lang)["text"]["title"]).render(**context)
 
 
-def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang: str) -> dict[str, Any]:
-    # The templates read the run's metadata as plain values (missing keys read as absent, not as errors).
-    info = run.info.to_dict()
-    headers = message_catalog("", lang)["headers"]
-    terms = message_catalog("", lang)["terms"]
+class _Tables:
+    """Markdown tables in one language, by their spec in tables_spec.SPECS."""
 
-    def table(name: str, df: pl.DataFrame | None, limit: int | None = None) -> str | None:
+    def __init__(self, lang: str) -> None:
+        words = message_catalog("", lang)
+        self.headers, self.terms = words["headers"], words["terms"]
+
+    def __call__(self, name: str, df: pl.DataFrame | None, limit: int | None = None) -> str | None:
         if df is None:
             return None
-        return table_markdown(df.head(limit) if limit else df, SPECS[name], headers, terms)
+        return table_markdown(df.head(limit) if limit else df, SPECS[name], self.headers, self.terms)
 
+
+def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang: str) -> dict[str, Any]:
+    table = _Tables(lang)
+    shown: set[str] = set()
+    for t in tables.by_phase.values():
+        shown |= set(t.kernels.head(top_n)["name"].to_list())
+    acc = tables.accelerator
+    return {
+        **_run_context(run, summary, lang),
+        **_phase_contexts(tables, table, top_n),
+        "measured": _measured_context(tables, table, top_n),
+        "phase_table": table("phases", tables.phases),
+        "ceilings": tables.ceilings,
+        "rule": classification_rule(),
+        "findings": _findings(tables, lang),
+        "acc": acc,
+        "acc_requirements": table("requirements", acc.requirements if acc else None),
+        "acc_fixed": table("mix", acc.fixed_function if acc else None),
+        "acc_layers": table("weights", acc.weights_per_layer if acc is not None and acc.weights_per_layer.height else None),
+        "projection": projection_section(tables.projection, lang) if tables.projection is not None else None,
+        "unattributed": table("kernels", tables.unattributed, 10),
+        "appendix": table("names", tables.labels.filter(pl.col("name").is_in(sorted(shown)))),
+        "images_table": _images_table(tables, table.headers, table.terms),
+    }
+
+
+def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
+    """What ran: the templates read the run's metadata as plain values (missing keys read as absent)."""
+    info = run.info.to_dict()
+    return {
+        "lang": lang,
+        "run": info,
+        "summary": summary.to_dict(),
+        "workload": info.get("workload") or {},
+        "hardware": info["hardware"],
+        "software": info["software"],
+        "model": info.get("model") or {},
+        "capture": info.get("capture") or {},
+        "timings": info.get("timings") or {},
+        "trace": info.get("trace") or {},
+        "cpu_run": run.info.is_cpu,
+        "unit": "CPU ops" if run.info.is_cpu else "kernels",
+        "config_rows": _config_rows(run.info.model.language_config() if run.info.model is not None else {}),
+    }
+
+
+def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[str, Any]:
+    """Per phase: kernel tables, layer breakdowns, roofline tables, cost coverage."""
     kernel_tables = {}
     for phase, t in tables.by_phase.items():
         rest = t.kernels.slice(top_n)
@@ -115,62 +164,28 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
             "op_groups": table("op_groups", t.op_groups, top_n),
         }
     breakdowns = {
-        phase: {
-            "types": table("layer_types", t.layer_types),
-            "modules": table("breakdown", t.layer_breakdown),
-            "per_layer": table("per_layer", t.per_layer),
-        }
+        phase: {"types": table("layer_types", t.layer_types), "modules": table("breakdown", t.layer_breakdown),
+                "per_layer": table("per_layer", t.per_layer)}
         for phase, t in tables.by_phase.items() if t.layer_breakdown is not None
     }
     roofline = {
         phase: {"classes": table("classes", t.classes), "kernels": table("roofline", t.roofline_kernels, top_n)}
         for phase, t in tables.by_phase.items() if t.classes is not None
     }
-    measured = None
-    if tables.measured is not None:
-        m = tables.measured
-        measured = {
-            "phase": m.phase,
-            "count": m.kernels.height,
-            "classes": table("measured_classes", m.classes),
-            "kernels": table("measured_kernels", m.kernels, top_n),
-            "accuracy": table("accuracy", m.analytic_vs_measured, top_n),
-        }
-    shown: set[str] = set()
-    for t in tables.by_phase.values():
-        shown |= set(t.kernels.head(top_n)["name"].to_list())
-    acc = tables.accelerator
+    return {"kernel_tables": kernel_tables, "breakdowns": breakdowns, "roofline": roofline,
+            "cost_coverage": {phase: t.cost_coverage for phase, t in tables.by_phase.items()}}
+
+
+def _measured_context(tables: ReportTables, table: _Tables, top_n: int) -> dict[str, Any] | None:
+    m = tables.measured
+    if m is None:
+        return None
     return {
-        "lang": lang,
-        "run": info,
-        "summary": summary.to_dict(),
-        "workload": info.get("workload") or {},
-        "hardware": info["hardware"],
-        "software": info["software"],
-        "model": info.get("model") or {},
-        "capture": info.get("capture") or {},
-        "timings": info.get("timings") or {},
-        "trace": info.get("trace") or {},
-        "cpu_run": run.info.is_cpu,
-        "unit": "CPU ops" if run.info.is_cpu else "kernels",
-        "phase_table": table("phases", tables.phases),
-        "kernel_tables": kernel_tables,
-        "breakdowns": breakdowns,
-        "roofline": roofline,
-        "measured": measured,
-        "ceilings": tables.ceilings,
-        "cost_coverage": {phase: t.cost_coverage for phase, t in tables.by_phase.items()},
-        "rule": classification_rule(),
-        "findings": _findings(tables, lang),
-        "acc": acc,
-        "acc_requirements": table("requirements", acc.requirements if acc else None),
-        "acc_fixed": table("mix", acc.fixed_function if acc else None),
-        "acc_layers": table("weights", acc.weights_per_layer if acc is not None and acc.weights_per_layer.height else None),
-        "projection": projection_section(tables.projection, lang) if tables.projection is not None else None,
-        "unattributed": table("kernels", tables.unattributed, 10),
-        "appendix": table("names", tables.labels.filter(pl.col("name").is_in(sorted(shown)))),
-        "config_rows": _config_rows(run.info.model.language_config() if run.info.model is not None else {}),
-        "images_table": _images_table(tables, headers, terms),
+        "phase": m.phase,
+        "count": m.kernels.height,
+        "classes": table("measured_classes", m.classes),
+        "kernels": table("measured_kernels", m.kernels, top_n),
+        "accuracy": table("accuracy", m.analytic_vs_measured, top_n),
     }
 
 

@@ -100,16 +100,17 @@ SPECS: dict[str, Spec] = {
 def table_markdown(df: pl.DataFrame, spec: Spec, headers: dict[str, str], terms: dict[str, str]) -> str:
     """A GitHub Markdown table; numeric columns right-aligned, `term` cells in the report's language."""
     titles = [headers.get(key, key) for key, _, _ in spec]
-    align = ["---" if kind in TEXT_FORMATTERS else "---:" for _, _, kind in spec]
-    lines = ["| " + " | ".join(titles) + " |", "| " + " | ".join(align) + " |"]
-    for row in df.iter_rows(named=True):
-        cells = []
-        for _, column, kind in spec:
-            value = row.get(column)
-            if kind == "term" and isinstance(value, bool):
-                value = terms["yes"] if value else ""
-            elif kind == "term" and isinstance(value, str):
-                value = terms.get(value, value)
-            cells.append(FORMATTERS[kind](value))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    right = [kind not in TEXT_FORMATTERS for _, _, kind in spec]
+    return fmt.markdown_table(titles, right, (_cells(row, spec, terms) for row in df.iter_rows(named=True)))
+
+
+def _cells(row: dict[str, Any], spec: Spec, terms: dict[str, str]) -> list[str]:
+    cells = []
+    for _, column, kind in spec:
+        value = row.get(column)
+        if kind == "term" and isinstance(value, bool):
+            value = terms["yes"] if value else ""
+        elif kind == "term" and isinstance(value, str):
+            value = terms.get(value, value)
+        cells.append(FORMATTERS[kind](value))
+    return cells

@@ -88,6 +88,24 @@ def calibration_holds(calibration: pl.DataFrame) -> bool:
 
 
 def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_path: Path, lang: str) -> dict[str, Any]:
+    tables = _tables(s, model, lang)
+    phases = s.phases.filter(pl.col("phase") != ranges.UNKNOWN)
+    decode = phases.filter(pl.col("phase") == ranges.DECODE)
+    prefill = phases.filter(pl.col("phase") == ranges.PREFILL)
+    return {
+        "lang": lang, "source": s.source, "target": s.target, "options": s.options, "run_path": str(run_path),
+        "workload": msgspec.to_builtins(workload) if workload is not None else {}, "tables": tables,
+        "timings": s.timings,
+        "decode": decode.row(0, named=True) if decode.height else None,
+        "prefill": prefill.row(0, named=True) if prefill.height else None,
+        "calibrated": calibration_holds(s.calibration), "bound_pct": 100 * CALIBRATION_BOUND,
+        "same_device": s.source.name == s.target.name and s.source.bandwidth == s.target.bandwidth,
+        "fit": model.fit, "device_latency": model.device_latency,
+    }
+
+
+def _tables(s: WhatIf, model: ProjectionModel, lang: str) -> dict[str, Any]:
+    """Every table of the study as Markdown in `lang`."""
     words = message_catalog("whatif", lang)
     # The report's own terms name phases such as model stages ("SAM encoder"); what-if terms come on top.
     h, terms = words["headers"], {**message_catalog("", lang)["terms"], **words["terms"]}
@@ -95,9 +113,14 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
     def term(value: Any) -> str:
         return fmt.plain(terms.get(value, value) if isinstance(value, str) else value)
 
-    pct = lambda v: fmt.percent(v, 1)  # noqa: E731
     phases = s.phases.filter(pl.col("phase") != ranges.UNKNOWN)
-    tables = {
+    return {**_overview_tables(s, model, h, term, phases), **_detail_tables(s, h, term, words, phases)}
+
+
+def _overview_tables(s: WhatIf, model: ProjectionModel, h: dict[str, str], term: Cell,
+                     phases: pl.DataFrame) -> dict[str, Any]:
+    pct = lambda v: fmt.percent(v, 1)  # noqa: E731
+    return {
         "target": _table(_target_rows(s.source, s.target), [
             (h["quantity"], lambda r: term(r["quantity"])), (h["source_device"], lambda r: r["source"]),
             (h["target"], lambda r: r["target"]), (h["from"], lambda r: term(r["from"]))], numeric_from=None),
@@ -114,6 +137,20 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
             (h["model_on"].format(device=s.target.name), lambda r: fmt.duration(r["target_model_ns"])),
             (h["estimate"], lambda r: fmt.duration(r["estimate_ns"])), (h["speedup"], lambda r: times(r["speedup"]))],
             numeric_from=1),
+        "factors": _table(pl.DataFrame([(g, f.latency_ns, f.memory_efficiency, f.compute_efficiency)
+                                        for g, f in model.factors.items()],
+                                       schema=["group", "latency_ns", "memory_efficiency", "compute_efficiency"],
+                                       orient="row"), [
+            (h["work"], lambda r: term(r["group"])), (h["latency"], lambda r: fmt.duration(r["latency_ns"])),
+            (h["memory_efficiency"], lambda r: fmt.number(r["memory_efficiency"], 3)),
+            (h["compute_efficiency"], lambda r: fmt.number(r["compute_efficiency"], 3))], numeric_from=1),
+    }
+
+
+def _detail_tables(s: WhatIf, h: dict[str, str], term: Cell, words: dict[str, Any],
+                   phases: pl.DataFrame) -> dict[str, Any]:
+    pct = lambda v: fmt.percent(v, 1)  # noqa: E731
+    return {
         "groups": {phase: _table(s.groups.filter(pl.col("phase") == phase), [
             (h["work"], lambda r: term(r["group"])), (h["launches"], lambda r: fmt.number(r["launches_per_step"], 1)),
             (h["measured"], lambda r: fmt.duration(r["measured_per_step_ns"])),
@@ -141,25 +178,6 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
             (h["compute_needed"], lambda r: tflops(r["bf16_needed"]) if r["bf16_needed"] else words["text"]["unreachable"]),
             (h["compute_floor"], lambda r: fmt.ms(r["compute_floor_ms"], 3))], numeric_from=1),
         "sweeps": _sweep_tables(s, h, term),
-        "factors": _table(pl.DataFrame([(g, f.latency_ns, f.memory_efficiency, f.compute_efficiency)
-                                        for g, f in model.factors.items()],
-                                       schema=["group", "latency_ns", "memory_efficiency", "compute_efficiency"],
-                                       orient="row"), [
-            (h["work"], lambda r: term(r["group"])), (h["latency"], lambda r: fmt.duration(r["latency_ns"])),
-            (h["memory_efficiency"], lambda r: fmt.number(r["memory_efficiency"], 3)),
-            (h["compute_efficiency"], lambda r: fmt.number(r["compute_efficiency"], 3))], numeric_from=1),
-    }
-    decode = phases.filter(pl.col("phase") == ranges.DECODE)
-    prefill = phases.filter(pl.col("phase") == ranges.PREFILL)
-    return {
-        "lang": lang, "source": s.source, "target": s.target, "options": s.options, "run_path": str(run_path),
-        "workload": msgspec.to_builtins(workload) if workload is not None else {}, "tables": tables,
-        "timings": s.timings,
-        "decode": decode.row(0, named=True) if decode.height else None,
-        "prefill": prefill.row(0, named=True) if prefill.height else None,
-        "calibrated": calibration_holds(s.calibration), "bound_pct": 100 * CALIBRATION_BOUND,
-        "same_device": s.source.name == s.target.name and s.source.bandwidth == s.target.bandwidth,
-        "fit": model.fit, "device_latency": model.device_latency,
     }
 
 
@@ -212,10 +230,9 @@ def _table(rows: pl.DataFrame | list[dict[str, Any]], columns: list[tuple[str, C
     """A GitHub Markdown table; columns numeric_from … numeric_to (default: the last) are right-aligned."""
     records = rows.iter_rows(named=True) if isinstance(rows, pl.DataFrame) else rows
     last = len(columns) - 1 if numeric_to is None else numeric_to
-    align = ["---:" if numeric_from is not None and numeric_from <= i <= last else "---" for i in range(len(columns))]
-    lines = ["| " + " | ".join(fmt.plain(t) for t, _ in columns) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in records]
-    return "\n".join(lines)
+    right = [numeric_from is not None and numeric_from <= i <= last for i in range(len(columns))]
+    cells = ([cell(r) for _, cell in columns] for r in records)
+    return fmt.markdown_table([fmt.plain(t) for t, _ in columns], right, cells)
 
 
 def _write_csvs(s: WhatIf, directory: Path) -> list[Path]:
