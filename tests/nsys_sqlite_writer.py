@@ -28,7 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
-from kernelscope.load.kineto import TraceTables
+from kernelscope.contracts.trace import TraceTables
 
 VARIANTS = ("current", "nvtx-textid", "short-name-only", "legacy")
 ABSOLUTE_BASE_NS = 1_700_000_000_000_000_000
@@ -256,8 +256,8 @@ def _write_nvtx(db, ranges: pl.DataFrame, layout: _Layout, strings: _Strings, ba
     _insert(db, "NVTX_EVENTS", names, rows)
 
 
-def _write_target_info(db, meta: dict, layout: _Layout, main_pid: int) -> None:
-    props = (meta.get("device_properties") or [{}])[0]
+def _write_target_info(db, meta, layout: _Layout, main_pid: int) -> None:
+    props = (meta.device_properties or [{}])[0]
     gpu = [("vmId", "INTEGER NOT NULL"), ("id", "INTEGER NOT NULL"), ("name", "TEXT"), ("busLocation", "TEXT"),
            ("l2CacheSize", "INTEGER"), ("totalMemory", "INTEGER"), ("smCount", "INTEGER"), ("uuid", "TEXT"),
            ("cuDevice", "INTEGER"), ("maxRegistersPerBlock", "INTEGER"), ("maxShmemPerBlock", "INTEGER"),

@@ -41,7 +41,11 @@ def test_profile_writes_a_complete_run_directory(tiny_run):
     summary = json.loads((tiny_run / "summary.json").read_text())
     kernels = pl.read_parquet(tiny_run / "kernels.parquet")
     assert summary["kernel_count"] == kernels.height > 0
-    assert summary["device_time_us"] == pytest.approx(kernels["dur_ns"].sum() / 1e3)
+    # A CPU run: its CPU ops' self time, kept apart from device time (there is none).
+    assert summary["kind"] == "cpu" and (kernels["kind"] == "cpu_op").all()
+    assert summary["cpu_time_us"] == pytest.approx(kernels["dur_ns"].sum() / 1e3)
+    assert summary["device_time_us"] == 0.0
+    assert summary["phases"]["decode"]["device_time_us"] is None and summary["phases"]["decode"]["cpu_time_us"] > 0
     assert summary["attribution_coverage"] >= 0.995
     assert set(summary["phases"]) == {"prefill", "decode"}
     assert summary["phases"]["decode"]["steps"] == 63

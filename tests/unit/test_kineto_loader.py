@@ -6,7 +6,6 @@ import polars as pl
 import pytest
 
 from kernelscope.errors import UserError
-from kernelscope.load import kineto
 from kernelscope.load.kineto import load_kineto
 from tests.conftest import GPU_TRACES, write_trace
 
@@ -33,7 +32,7 @@ def test_real_gpu_traces_load_completely(path):
     assert tables.ops.height == expected["ops"]
     kernel_ns = tables.kernels.filter(pl.col("kind") == "kernel")["dur_ns"].sum()
     assert abs(kernel_ns - expected["kernel_ns"]) <= tables.kernels.height  # rounding to whole ns
-    assert tables.meta["device_properties"][0]["name"] == "NVIDIA H200"
+    assert tables.meta.device_properties[0]["name"] == "NVIDIA H200"
     assert tables.kernels["correlation"].null_count() == 0
     assert tables.kernels["start_ns"].min() >= 0
     assert set(tables.kernels["kind"]) <= {"kernel", "memcpy", "memset"}
@@ -57,14 +56,13 @@ def test_gzip_and_plain_give_identical_tables(qwen_gpu_trace, tmp_path):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_chunked_decoding_matches_single_chunk(qwen_gpu_trace, monkeypatch, workers):
+def test_chunked_decoding_matches_single_chunk(qwen_gpu_trace, workers):
     whole = load_kineto(qwen_gpu_trace, workers=1)
-    monkeypatch.setattr(kineto, "CHUNK_BYTES", 1 << 20)  # ~12 chunks for this 12 MB trace
-    chunked = load_kineto(qwen_gpu_trace, workers=workers)
+    chunked = load_kineto(qwen_gpu_trace, workers=workers, chunk_bytes=1 << 20)  # ~12 chunks for this 12 MB trace
     assert chunked.kernels.equals(whole.kernels)
     assert chunked.ops.equals(whole.ops)
     assert chunked.launches.equals(whole.launches)
-    assert chunked.meta["event_count"] == whole.meta["event_count"]
+    assert chunked.meta.event_count == whole.meta.event_count
 
 
 def test_older_capitalised_categories_and_field_names(tmp_path):
@@ -130,4 +128,4 @@ def test_unusual_layout_takes_the_exact_path(tmp_path):
     path.write_text(json.dumps({"traceEvents": events, "padding": "x" * 70_000, "schemaVersion": 1}))
     tables = load_kineto(path)
     assert tables.ops["name"].to_list() == ["aten::add"]
-    assert tables.meta["schema_version"] == 1
+    assert tables.meta.schema_version == 1

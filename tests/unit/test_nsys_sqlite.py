@@ -112,14 +112,14 @@ def test_memcpy_and_memset_names_and_bytes(kineto, exports):
 @pytest.mark.parametrize("variant", ["current", "legacy"])
 def test_device_properties_feed_the_import_hardware(kineto, exports, variant):
     meta = load_nsys_sqlite(exports[variant]).meta
-    props = meta["device_properties"][0]
+    props = meta.device_properties[0]
     assert props["name"] == "NVIDIA H200" and props["numSms"] == 132
-    hardware = hardware_from_properties(meta["device_properties"], "cuda")
+    hardware = hardware_from_properties(meta.device_properties, "cuda")
     assert hardware.compute_capability == "9.0"
-    assert hardware.memory_bytes == kineto.meta["device_properties"][0]["totalGlobalMem"]
-    assert meta["source_format"] == "nsys-sqlite"
-    assert meta["event_count"] == 4148 + 4421 + 1281
-    assert meta["schema_version"] == ("3.16.1" if variant == "current" else None)
+    assert hardware.memory_bytes == kineto.meta.device_properties[0]["totalGlobalMem"]
+    assert meta.source_format == "nsys-sqlite"
+    assert meta.event_count == 4148 + 4421 + 1281
+    assert meta.schema_version == ("3.16.1" if variant == "current" else None)
 
 
 def test_minimal_export_with_text_names_and_missing_optional_columns(tmp_path):
@@ -138,7 +138,7 @@ def test_minimal_export_with_text_names_and_missing_optional_columns(tmp_path):
     row = tables.kernels.row(0, named=True)
     assert (row["name"], row["start_ns"], row["dur_ns"], row["grid_x"], row["shared_memory_bytes"]) == (
         "my_kernel", 0, 2000, None, None)
-    assert tables.launches.height == 0 and tables.ops.height == 0 and tables.meta["device_properties"] == []
+    assert tables.launches.height == 0 and tables.ops.height == 0 and tables.meta.device_properties == []
     kernels, _ = attribute(tables)
     assert kernels["phase"].to_list() == ["unknown"]
 
@@ -166,7 +166,7 @@ def test_kernels_of_two_processes_keep_their_own_launches(exports, tmp_path):
     assert (other["pid"], other["tid"], other["launch_api"]) == (4242, 4243, "cuLaunchKernel")
     first = kernels.sort("start_ns").row(0, named=True)
     assert first["name"] != "other_process_kernel" and first["pid"] == 723
-    assert tables.meta["correlation_encoding"]
+    assert tables.meta.correlation_encoding
 
 
 # --- 3. bad input fails with one line naming the file --------------------------------------------------------

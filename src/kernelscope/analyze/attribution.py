@@ -17,7 +17,7 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.intervals import NestedIntervals
 from kernelscope.contracts.tables import conform_kernels, conform_ops
-from kernelscope.load.kineto import TraceTables
+from kernelscope.contracts.trace import TraceTables
 
 _LAYER_PATTERN = r"(?:^|\.)(\d+)(?:\.|$)"
 

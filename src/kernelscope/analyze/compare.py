@@ -226,7 +226,9 @@ def timings_table(views: list[RunView]) -> pl.DataFrame:
                 value = getattr(v.run.info.plain_timings, key)
             else:
                 value = getattr(v.summary, key)
-                value = value / 1e3 if value is not None and key == "device_time_us" else value
+                if key == "device_time_us":  # CPU runs: their CPU ops' time plays the device's part
+                    value = v.summary.cpu_time_us if v.summary.kind == "cpu" else value
+                    value = value / 1e3 if value is not None else None
             values.append(None if value is None else float(value))
         rows.append({"metric": metric, **{col("value", v.label): x for v, x in zip(views, values, strict=True)}})
     table = pl.DataFrame(rows, schema={"metric": pl.String, **{col("value", v.label): pl.Float64 for v in views}},

@@ -22,7 +22,8 @@ def assign_groups(kernels: pl.DataFrame) -> pl.DataFrame:
     k = kernels.sort("start_ns", nulls_last=True)
     follower = pl.col("name").str.contains(FOLLOWER_NAME) | pl.col("category").is_in(FOLLOWER_CATEGORIES).fill_null(False)
     # Without an op instance: start a new group unless this kernel follows another on its stream.
-    starts = (~follower | (pl.col("stream") != pl.col("stream").shift(1)) | pl.col("start_ns").is_null()).fill_null(True)
+    other_lane = (pl.col("stream") != pl.col("stream").shift(1)) | (pl.col("rank") != pl.col("rank").shift(1))
+    starts = (~follower | other_lane | pl.col("start_ns").is_null()).fill_null(True)
     fallback = starts.cast(pl.Int64).cum_sum()
     return k.with_columns(
         pl.when(pl.col("top_op_id").is_not_null())

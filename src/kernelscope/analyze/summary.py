@@ -11,6 +11,8 @@ from kernelscope.analyze.phases import phase_table
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.summary import KeyTimings, PhaseSummary, Summary
 
+CPU_OP = "cpu_op"  # the kind of kernels rows on CPU-only runs
+
 
 def _share(kernels: pl.DataFrame, condition: pl.Expr) -> float:
     total = kernels["dur_ns"].sum()
@@ -21,6 +23,16 @@ def _us(ns: float | None) -> float | None:
     return None if ns is None else ns / 1e3
 
 
+def _phase(row: dict, cpu: bool) -> PhaseSummary:
+    total, per_step = row["device_time_ns"] / 1e3, _us(row["device_time_per_step_ns"])
+    if cpu:
+        return PhaseSummary(kernel_count=row["kernel_count"], device_time_us=None, steps=row["steps"],
+                            kernels_per_step=row["kernels_per_step"], cpu_time_us=total,
+                            cpu_time_per_step_us=per_step)
+    return PhaseSummary(kernel_count=row["kernel_count"], device_time_us=total, steps=row["steps"],
+                        device_time_per_step_us=per_step, kernels_per_step=row["kernels_per_step"])
+
+
 def summarize(run: Run) -> Summary:
     """kernel_count counts launches (a summary row stands for `instances` of them); kernel_rows, the rows of
     kernels.parquet, is added only where the two differ. Per-step figures are null where steps are unknown.
@@ -28,24 +40,19 @@ def summarize(run: Run) -> Summary:
     kernels = run.kernels
     info = run.info
     plain = info.plain_timings
-    phases = {
-        row["phase"]: PhaseSummary(
-            kernel_count=row["kernel_count"],
-            device_time_us=row["device_time_ns"] / 1e3,
-            steps=row["steps"],
-            device_time_per_step_us=_us(row["device_time_per_step_ns"]),
-            kernels_per_step=row["kernels_per_step"],
-        )
-        for row in phase_table(kernels).iter_rows(named=True)
-    }
+    cpu = bool(kernels.height) and bool((kernels["kind"] == CPU_OP).all())
+    phases = {row["phase"]: _phase(row, cpu) for row in phase_table(kernels).iter_rows(named=True)}
     launches = int(kernels["instances"].sum())
+    total_us = float(kernels["dur_ns"].sum()) / 1e3
     return Summary(
         source=info.source,
         model=info.workload.model if info.workload is not None else None,
         device=info.hardware.name,
+        kind="cpu" if cpu else "gpu",
         kernel_count=launches,
         kernel_rows=kernels.height if launches != kernels.height else msgspec.UNSET,
-        device_time_us=float(kernels["dur_ns"].sum()) / 1e3,
+        device_time_us=0.0 if cpu else total_us,
+        cpu_time_us=total_us if cpu else None,
         attribution_coverage=attribution_coverage(kernels),
         phase_coverage=_share(kernels, pl.col("phase") != ranges.UNKNOWN),
         module_coverage=_share(kernels, pl.col("module").is_not_null()),

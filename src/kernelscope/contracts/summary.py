@@ -10,11 +10,16 @@ from kernelscope.contracts.run_info import GraphReplays
 
 
 class PhaseSummary(msgspec.Struct, kw_only=True):
+    """Per phase. On GPU runs (Summary.kind "gpu") the device time; on CPU-only runs the CPU ops' self time in
+    cpu_time_us / cpu_time_per_step_us, the device keys then null."""
+
     kernel_count: int
-    device_time_us: float
+    device_time_us: float | None
     steps: int | None = None
     device_time_per_step_us: float | None = None
     kernels_per_step: float | None = None
+    cpu_time_us: float | msgspec.UnsetType = msgspec.UNSET
+    cpu_time_per_step_us: float | None | msgspec.UnsetType = msgspec.UNSET
 
 
 class KeyTimings(msgspec.Struct, kw_only=True):
@@ -28,14 +33,18 @@ class KeyTimings(msgspec.Struct, kw_only=True):
 
 class Summary(msgspec.Struct, kw_only=True):
     """kernel_count counts launches (a summary row stands for `instances` of them); kernel_rows, the rows of
-    kernels.parquet, is written only where the two differ. Coverage values are shares of device time."""
+    kernels.parquet, is written only where the two differ. kind: "gpu" when the trace holds device activity
+    (kernels, copies, sets), "cpu" when CPU ops stand in for kernels; device_time_us is device time only and
+    cpu_time_us the CPU ops' self time (CPU runs). Coverage values are shares of that run's time."""
 
     source: str | None = None
     model: str | None = None
     device: str | None = None
+    kind: str = "gpu"
     kernel_count: int = 0
     kernel_rows: int | msgspec.UnsetType = msgspec.UNSET
     device_time_us: float = 0.0
+    cpu_time_us: float | None = None
     attribution_coverage: float = 0.0
     phase_coverage: float = 0.0
     module_coverage: float = 0.0

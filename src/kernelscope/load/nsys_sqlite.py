@@ -51,11 +51,10 @@ from typing import Any
 
 import polars as pl
 
+from kernelscope.contracts.tables import conform, empty_trace_tables
+from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
 from kernelscope.load.input_checks import check_input_file
-from kernelscope.load.kineto import _COLUMN_ORDER as COLUMN_ORDER
-from kernelscope.load.kineto import _KERNEL_SCHEMA as KERNEL_SCHEMA
-from kernelscope.load.kineto import TraceTables
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -400,7 +399,7 @@ def _ranges(conn: sqlite3.Connection, schema: _Schema, strings: pl.DataFrame) ->
 # --- metadata ------------------------------------------------------------------------------------------------
 
 
-def _metadata(conn: sqlite3.Connection, schema: _Schema, devices: pl.DataFrame) -> dict[str, Any]:
+def _metadata(conn: sqlite3.Connection, schema: _Schema, devices: pl.DataFrame) -> TraceMeta:
     export: dict[str, str] = {}
     for table in EXPORT_META_TABLES:
         if schema.column(table, "name") and schema.column(table, "value"):
@@ -409,19 +408,13 @@ def _metadata(conn: sqlite3.Connection, schema: _Schema, devices: pl.DataFrame) 
     if schema.column("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
         row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
         session_start = row[0] if row else None
-    return {
-        "schema_version": export.get("EXPORT_SCHEMA_VERSION"),
-        "nsys_version": export.get("EXPORT_PRODUCT_VERSION"),
-        "device_properties": _device_properties(conn, schema, devices),
-        "session_start_utc_ns": session_start,
-        "base_time_ns": None,
-        "cuda_runtime_version": None,
-        "cuda_driver_version": None,
-        "cupti_version": None,
-        "trace_id": None,
-        "distributed_info": None,
-        "source_format": "nsys-sqlite",
-    }
+    return TraceMeta(
+        source_format="nsys-sqlite",
+        schema_version=export.get("EXPORT_SCHEMA_VERSION"),
+        device_properties=_device_properties(conn, schema, devices),
+        nsys_version=export.get("EXPORT_PRODUCT_VERSION"),
+        session_start_utc_ns=session_start,
+    )
 
 
 def _device_properties(conn: sqlite3.Connection, schema: _Schema, devices: pl.DataFrame) -> list[dict[str, Any]]:
@@ -473,7 +466,7 @@ def _device_properties(conn: sqlite3.Connection, schema: _Schema, devices: pl.Da
 
 
 def _assemble(devices: pl.DataFrame, launches: pl.DataFrame, ranges: pl.DataFrame,
-              meta: dict[str, Any]) -> TraceTables:
+              meta: TraceMeta) -> TraceTables:
     devices = devices.sort("start", maintain_order=True)
     # Correlation ids repeat across processes: make them unique per process when several are present.
     if devices["pid"].drop_nulls().n_unique() > 1:
@@ -481,7 +474,7 @@ def _assemble(devices: pl.DataFrame, launches: pl.DataFrame, ranges: pl.DataFram
         devices = devices.with_columns(pl.when(pl.col("pid").is_not_null()).then(unique)
                                        .otherwise(pl.col("correlation")).alias("correlation"))
         launches = launches.with_columns(unique)
-        meta["correlation_encoding"] = "pid * 2**32 + correlationId"
+        meta.correlation_encoding = "pid * 2**32 + correlationId"
     firsts = [int(t["start"].min()) for t in (devices, launches, ranges) if t.height]
     origin = min(firsts)
 
@@ -492,17 +485,11 @@ def _assemble(devices: pl.DataFrame, launches: pl.DataFrame, ranges: pl.DataFram
         pl.lit(None, dtype=pl.Int64).alias("external_id"),
         pl.lit(None, dtype=pl.Float64).alias("est_occupancy_pct"),
     )
-    for column, dtype in KERNEL_SCHEMA.items():
-        if column not in kernels.columns:
-            kernels = kernels.with_columns(pl.lit(None, dtype=dtype).alias(column))
-    kernels = kernels.select(COLUMN_ORDER["kernels"]).cast(
-        {"name": pl.String, "kind": pl.String, "start_ns": pl.Int64, "dur_ns": pl.Int64, **KERNEL_SCHEMA}
-    )
-    launches = relative(launches).select(COLUMN_ORDER["launches"])
-    ops = relative(ranges).with_columns(
-        pl.lit("annotation").alias("cat"),
-        *(pl.lit(None, dtype=pl.Int64).alias(c) for c in ("external_id", "sequence_number")),
-        *(pl.lit(None, dtype=pl.String).alias(c) for c in ("input_dims", "input_types", "concrete_inputs")),
-    ).select(COLUMN_ORDER["ops"])
-    meta = dict(meta, event_count=devices.height + launches.height + ops.height, origin_us=origin / 1e3)
+    kernel_columns, launch_columns, op_columns = (t.schema for t in empty_trace_tables())
+    kernels = conform(kernels, dict(kernel_columns)).select(list(kernel_columns))
+    launches = conform(relative(launches), dict(launch_columns)).select(list(launch_columns))
+    ops = conform(relative(ranges).with_columns(pl.lit("annotation").alias("cat")), dict(op_columns))
+    ops = ops.select(list(op_columns))
+    meta.event_count = devices.height + launches.height + ops.height
+    meta.origin_us = origin / 1e3
     return TraceTables(kernels=kernels, launches=launches, ops=ops, meta=meta)

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 import kernelscope
 from kernelscope.contracts.run_info import (
     IMPORT,
@@ -22,8 +24,9 @@ from kernelscope.contracts.run_info import (
     TraceFile,
     TraceInfo,
 )
+from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
-from kernelscope.load.kineto import TraceTables, load_kineto
+from kernelscope.load.kineto import load_kineto
 from kernelscope.load.ncu import is_ncu_input
 from kernelscope.load.nsys_sqlite import SQLITE_MAGIC, export_nsys_rep, is_nsys_sqlite, load_nsys_sqlite
 from kernelscope.load.nsys_stats import is_nsys_stats
@@ -89,26 +92,25 @@ def hardware_from_properties(properties: list[dict[str, Any]], device_type: str)
     )
 
 
-def trace_file(meta: dict[str, Any], file: str, json_bytes: int | None = None) -> TraceFile:
+def trace_file(meta: TraceMeta, file: str, json_bytes: int | None = None) -> TraceFile:
     """run.json's record of one trace file read, from the loader's metadata."""
     return TraceFile(
-        file=file, format=meta.get("source_format", KINETO), event_count=meta.get("event_count"),
-        json_bytes=json_bytes, schema_version=meta.get("schema_version"),
-        device_properties=meta.get("device_properties") or [], base_time_ns=meta.get("base_time_ns"),
-        cuda_runtime_version=meta.get("cuda_runtime_version"), cuda_driver_version=meta.get("cuda_driver_version"),
-        cupti_version=meta.get("cupti_version"), trace_id=meta.get("trace_id"),
-        distributed_info=meta.get("distributed_info"), origin_us=meta.get("origin_us"),
+        file=file, format=meta.source_format, event_count=meta.event_count, json_bytes=json_bytes,
+        schema_version=meta.schema_version, device_properties=meta.device_properties,
+        base_time_ns=meta.base_time_ns, cuda_runtime_version=meta.cuda_runtime_version,
+        cuda_driver_version=meta.cuda_driver_version, cupti_version=meta.cupti_version, trace_id=meta.trace_id,
+        distributed_info=meta.distributed_info, origin_us=meta.origin_us,
+        unread_device_activity=meta.unread_device_activity or msgspec.UNSET,
     )
 
 
-def profiled_trace(meta: dict[str, Any], json_bytes: int, file: str) -> TraceInfo:
+def profiled_trace(meta: TraceMeta, json_bytes: int, file: str) -> TraceInfo:
     """run.json's `trace` of a profile run: the trace kernelscope recorded and kept as `file`."""
     return TraceInfo(
-        event_count=meta.get("event_count"), schema_version=meta.get("schema_version"),
-        cuda_runtime_version=meta.get("cuda_runtime_version"), cuda_driver_version=meta.get("cuda_driver_version"),
-        cupti_version=meta.get("cupti_version"), base_time_ns=meta.get("base_time_ns"),
-        origin_us=meta.get("origin_us"), device_properties=meta.get("device_properties") or [],
-        json_bytes=json_bytes, file=file,
+        event_count=meta.event_count, schema_version=meta.schema_version,
+        cuda_runtime_version=meta.cuda_runtime_version, cuda_driver_version=meta.cuda_driver_version,
+        cupti_version=meta.cupti_version, base_time_ns=meta.base_time_ns, origin_us=meta.origin_us,
+        device_properties=meta.device_properties, json_bytes=json_bytes, file=file,
     )
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
-
 from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.ranks import combine_ranks
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import TraceInfo
 from kernelscope.load import rundir
@@ -17,24 +16,22 @@ from kernelscope.pipeline import write_run_directory
 
 def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: bool = True,
                   languages: tuple[str, ...] = ("en", "zh")) -> Path:
-    kernels_parts, ops_parts, metas = [], [], []
-    for rank, path in enumerate(files):
+    parts, metas = [], []
+    for path in files:
         tables = read_trace(path)
-        kernels, ops = attribute(tables)
-        kernels_parts.append(kernels.with_columns(pl.lit(rank, dtype=pl.Int64).alias("rank")))
-        ops_parts.append(ops.with_columns(pl.lit(rank, dtype=pl.Int64).alias("rank")))
+        parts.append(attribute(tables))
         metas.append(tables.meta)
-    kernels = pl.concat(kernels_parts, how="diagonal_relaxed")
-    ops = pl.concat(ops_parts, how="diagonal_relaxed")
+    kernels, ops = combine_ranks(parts)
     first = metas[0]
     device_type = "cuda" if kernels.height and kernels["kind"].first() != "cpu_op" else "cpu"
-    hardware = hardware_from_properties(first.get("device_properties") or [], device_type)
+    # A trace without device activity is a CPU run, whatever devices its process could see.
+    hardware = hardware_from_properties(first.device_properties if device_type == "cuda" else [], device_type)
     trace = TraceInfo(
-        format=first.get("source_format", "kineto"),
-        event_count=sum(m["event_count"] for m in metas),
+        format=first.source_format,
+        event_count=sum(m.event_count for m in metas),
         files=[trace_file(meta, str(path)) for meta, path in zip(metas, files, strict=True)],
-        cuda_runtime_version=first.get("cuda_runtime_version"),
-        cuda_driver_version=first.get("cuda_driver_version"),
+        cuda_runtime_version=first.cuda_runtime_version,
+        cuda_driver_version=first.cuda_driver_version,
     )
     run = Run(info=imported_run_info(files, hardware, trace), kernels=kernels, ops=ops)
     target = out or rundir.default_run_path(runs_dir, files[0].name.split(".")[0], hardware.name or device_type)

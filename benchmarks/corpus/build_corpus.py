@@ -1,0 +1,45 @@
+"""Rebuild the trace corpus (benchmarks/corpus/manifest.toml) from local git mirrors of its source repositories.
+
+The corpus is ~50 MB of public traces, too large for this repository; only small ones are committed (under
+tests/data/public/). This developer script needs the repositories as git directories (e.g. the snapshots the
+project's `fetch` tool brings into /work/.mirror/<owner>+<name>/repo, or any clone): CI cannot reach GitHub and
+does not run it.
+
+    python benchmarks/corpus/build_corpus.py [--mirrors /work/.mirror] [--out /work/corpus]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def git_dir(mirrors: Path, repo: str) -> Path:
+    base = mirrors / repo.replace("/", "+")
+    return base / "repo" if (base / "repo").exists() else base
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    parser.add_argument("--out", type=Path, default=Path("/work/corpus"))
+    args = parser.parse_args()
+    manifest = tomllib.loads((ROOT / "benchmarks/corpus/manifest.toml").read_text())
+    for entry in manifest["trace"]:
+        data = subprocess.run(["git", "--git-dir", str(git_dir(args.mirrors, entry["source"])), "show",
+                               f"{entry['commit']}:{entry['source_path']}"], capture_output=True, check=True).stdout
+        if len(data) != entry["bytes"]:
+            raise SystemExit(f"{entry['path']}: {len(data)} bytes, the manifest says {entry['bytes']}")
+        target = args.out / entry["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        print(f"{hashlib.sha256(data).hexdigest()[:12]}  {entry['path']}")
+
+
+if __name__ == "__main__":
+    main()

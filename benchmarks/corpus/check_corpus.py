@@ -1,0 +1,96 @@
+"""Import every trace of the corpus (benchmarks/corpus/manifest.toml, rebuilt by build_corpus.py) and compare it
+with what the file holds, computed independently (tests/trace_reference.py): launches, device time and
+per-kernel-name totals; also the catalog's coverage of kernel time. Writes one JSON result.
+
+    python benchmarks/corpus/check_corpus.py [--corpus /work/corpus] [--out benchmarks/results/corpus-DATE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import tomllib
+from datetime import date
+from pathlib import Path
+
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
+
+from kernelscope.analyze.attribution import attribute  # noqa: E402
+from kernelscope.analyze.naming import with_kernel_catalog  # noqa: E402
+from kernelscope.errors import UserError  # noqa: E402
+from kernelscope.load.sources import read_trace  # noqa: E402
+from tests.trace_reference import reference  # noqa: E402
+
+
+def check(path: Path) -> dict:
+    started = time.perf_counter()
+    try:
+        kernels, _ = attribute(read_trace(path))
+    except UserError as exc:
+        return {"refused": str(exc)}
+    seconds = time.perf_counter() - started
+    device = kernels.filter(pl.col("kind") != "cpu_op")
+    ref = reference(path)
+    ours = {name: (count, total) for name, count, total in
+            device.group_by("name").agg(pl.len(), pl.col("dur_ns").sum()).iter_rows()}
+    named = with_kernel_catalog(device.filter(pl.col("kind") == "kernel"))
+    kernel_ns = int(named["dur_ns"].sum())
+    known_ns = int(named.filter((pl.col("library") != "unknown") & (pl.col("category") != "other"))["dur_ns"].sum())
+    return {
+        "refused": None,
+        "seconds": round(seconds, 3),
+        "launches": device.height, "launches_expected": ref.launches,
+        "device_ns": int(device["dur_ns"].sum()), "device_ns_expected": ref.device_ns,
+        "names_match": ours == ref.by_name,
+        "match": device.height == ref.launches and int(device["dur_ns"].sum()) == ref.device_ns
+        and ours == ref.by_name,
+        "cpu_only": device.height == 0,
+        "kernel_ns": kernel_ns,
+        "catalog_coverage": round(known_ns / kernel_ns, 4) if kernel_ns else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=Path("/work/corpus"))
+    parser.add_argument("--out", type=Path, default=ROOT / f"benchmarks/results/corpus-{date.today()}.json")
+    args = parser.parse_args()
+    manifest = tomllib.loads((ROOT / "benchmarks/corpus/manifest.toml").read_text())
+    rows = []
+    for entry in manifest["trace"]:
+        path = args.corpus / entry["path"]
+        if not path.is_file():
+            rows.append({**entry, "missing": True})
+            continue
+        row = {**entry, **check(path)}
+        rows.append(row)
+        print(f"{'OK ' if row.get('match') or row.get('expect_refusal') and row['refused'] else 'BAD'} "
+              f"{entry['path']}: {row.get('refused') or row.get('launches')}", flush=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    kineto = [r for r in rows if not r.get("expect_refusal") and not r.get("missing")]
+    summary = {
+        "files": len(rows), "kineto_files": len(kineto),
+        "refused": sum(bool(r.get("refused")) for r in kineto),
+        "matching": sum(bool(r.get("match")) for r in kineto),
+        "sources": sorted({r["source"] for r in rows}),
+    }
+    for vendor in ("nvidia", "amd"):
+        chosen = [r for r in kineto if r.get("vendor") == vendor and r.get("kernel_ns")]
+        total = sum(r["kernel_ns"] for r in chosen)
+        covered = sum(r["kernel_ns"] * r["catalog_coverage"] for r in chosen)
+        summary[f"catalog_coverage_{vendor}"] = round(covered / total, 4) if total else None
+    result = {"benchmark": "corpus import check", "machine": "2-core CPU dev machine", "date": str(date.today()),
+              "commit": commit.strip(), "summary": summary, "files": rows}
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

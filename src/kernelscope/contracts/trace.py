@@ -1,0 +1,44 @@
+"""What a loader gives for one recorded trace (Kineto JSON, Nsight Systems SQLite): three tables with the columns
+of contracts.tables (TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS; times in int64 ns from the
+trace's origin) and what the file says about itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import polars as pl
+
+
+class TraceMeta(msgspec.Struct, kw_only=True):
+    source_format: str = "kineto"  # kineto, nsys-sqlite
+    event_count: int = 0
+    origin_us: float = 0.0  # the trace's own timestamp (µs) that the tables' *_ns columns count from
+    schema_version: Any = None
+    device_properties: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    base_time_ns: Any = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
+    cupti_version: Any = None
+    trace_id: Any = None
+    distributed_info: Any = None
+    # Device activity the trace holds that no table reads (e.g. CUPTI range-profiler ranges): category → events.
+    unread_device_activity: dict[str, int] = msgspec.field(default_factory=dict)
+    # Nsight Systems exports: the product version, the session's start (UTC ns), how per-process correlation
+    # ids were made unique.
+    nsys_version: str | None = None
+    session_start_utc_ns: int | None = None
+    correlation_encoding: str | None = None
+
+
+@dataclass
+class TraceTables:
+    """kernels: device kernels, memory copies and sets (kind kernel / memcpy / memset); launches: the runtime
+    or driver calls that launched them; ops: CPU ops (cat cpu_op), annotation ranges (annotation) and Python
+    frames (python: with_stack traces, incl. `nn.Module: …` frames)."""
+
+    kernels: pl.DataFrame
+    launches: pl.DataFrame
+    ops: pl.DataFrame
+    meta: TraceMeta

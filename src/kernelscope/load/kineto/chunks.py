@@ -1,0 +1,152 @@
+"""Split the event array between top-level events and decode the pieces, in bounded memory; big traces also in a
+helper process.
+
+Split points are `}` `,` `{` with any whitespace between, found by one regex search per chunk (any separator
+style: compact, `}, {`, newlines, indentation). A search cannot know whether a match sits between top-level
+events, but the decoder can: a chunk ends in `}` + `]` and starts with `[` + `{`, so a cut inside a string leaves
+that string unterminated and a cut inside a nested object or list leaves brackets unclosed, and the chunk does
+not decode. Every chunk decoding therefore proves every cut was between top-level events; any failure makes the
+caller decode the exactly located array in one piece instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import multiprocessing
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from kernelscope.load.kineto.document import mapped
+
+CHUNK_BYTES = 16 << 20
+PARALLEL_BYTES = 64 << 20
+_SEPARATOR = re.compile(rb"\}\s*,\s*\{")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    start: int
+    stop: int
+    opens: bool  # holds the array's opening bracket
+    closes: bool  # holds its closing bracket
+
+
+class ChunkError(Exception):
+    """A chunk did not decode: a split point was wrong for this file (or the file is broken)."""
+
+
+def chunk_ranges(data: mmap.mmap, offset: int, length: int, chunk_bytes: int = CHUNK_BYTES,
+                 closed: bool = True) -> list[Chunk]:
+    """Chunks of about chunk_bytes that split the array [offset, offset + length) between events; `closed`:
+    the range ends with the array's closing bracket."""
+    end = offset + length
+    chunks, start = [], offset
+    target = offset + chunk_bytes
+    while target < end - chunk_bytes // 4:
+        match = _SEPARATOR.search(data, target, end)
+        if match is None:
+            break
+        cut = match.start()
+        chunks.append(Chunk(start, cut + 1, start == offset, False))
+        start = match.end() - 1  # the next event's `{`
+        target = start + chunk_bytes
+    chunks.append(Chunk(start, end, start == offset, closed))
+    return chunks
+
+
+def chunk_text(data: mmap.mmap, chunk: Chunk) -> bytearray:
+    """One chunk of events as a JSON array (a single copy out of the map)."""
+    text = bytearray() if chunk.opens else bytearray(b"[")
+    text += memoryview(data)[chunk.start:chunk.stop]
+    if not chunk.closes:
+        text += b"]"
+    return text
+
+
+Decode = Callable[[bytes | bytearray, bool], dict[str, Any]]
+
+
+def decode_chunks(decode: Decode, plain: Path, data: mmap.mmap, chunks: list[Chunk], workers: int,
+                  final: bool = False) -> list[dict]:
+    """decode(text, final) → that chunk's tables, for every chunk in order; `final`: the one chunk of an exactly
+    located array (a decoding error is then the file's, not a split point's). With workers > 1 the parent takes
+    chunks from the front and helper processes from the back until they meet (a shared counter pair), so a
+    helper that starts late simply takes fewer. Helpers map the file themselves: no chunk text crosses
+    processes, only finished tables come back (as Arrow IPC files the parent maps)."""
+    if workers <= 1 or len(chunks) == 1:
+        return [decode(chunk_text(data, c), final and len(chunks) == 1) for c in chunks]
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    bounds = ctx.Array("q", [0, len(chunks)])
+    results: dict[int, dict[str, Any]] = {}
+    spool = tempfile.mkdtemp(prefix="kernelscope-chunks-")
+    try:
+        with ProcessPoolExecutor(workers - 1, mp_context=ctx, initializer=_set_bounds, initargs=(bounds,)) as pool:
+            futures: list = []
+            # Submitting starts the fork server (hundreds of ms): do it off the main thread.
+            submitter = threading.Thread(target=lambda: futures.extend(
+                pool.submit(_helper_chunks, decode, str(plain), chunks, spool) for _ in range(workers - 1)))
+            submitter.start()
+            while (index := _take(bounds, from_back=False)) is not None:
+                results[index] = decode(chunk_text(data, chunks[index]), False)
+            submitter.join()
+            for future in futures:
+                with contextlib.suppress(BrokenProcessPool, OSError, EOFError):
+                    for index, files in future.result().items():
+                        results[index] = {k: pl.read_ipc(v) if isinstance(v, str) else v for k, v in files.items()}
+        # A helper that could not start or died (e.g. the main module cannot be re-imported, as for code
+        # run from stdin) leaves chunks undone: finish them here.
+        for index in range(len(chunks)):
+            if index not in results:
+                results[index] = decode(chunk_text(data, chunks[index]), False)
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
+    return [results[i] for i in range(len(chunks))]
+
+
+_BOUNDS: Any = None
+
+
+def _set_bounds(bounds: Any) -> None:
+    global _BOUNDS
+    _BOUNDS = bounds
+
+
+def _take(bounds: Any, from_back: bool) -> int | None:
+    with bounds.get_lock():
+        front, back = bounds[0], bounds[1]
+        if front >= back:
+            return None
+        if from_back:
+            bounds[1] = back - 1
+            return back - 1
+        bounds[0] = front + 1
+        return front
+
+
+def _helper_chunks(decode: Decode, plain: str, chunks: list[Chunk], spool: str) -> dict[int, dict[str, Any]]:
+    """A helper's loop, as one task (the executor's feeder thread gets little time while the parent decodes,
+    holding the GIL, so a helper must not wait for further work items)."""
+    done: dict[int, dict[str, Any]] = {}
+    with mapped(Path(plain)) as data:
+        while (index := _take(_BOUNDS, from_back=True)) is not None:
+            tables = decode(chunk_text(data, chunks[index]), False)
+            for name, value in list(tables.items()):
+                if isinstance(value, pl.DataFrame):
+                    file = os.path.join(spool, f"{index}-{name}.arrow")
+                    value.write_ipc(file, compression="uncompressed")
+                    tables[name] = file
+            done[index] = tables
+    return done

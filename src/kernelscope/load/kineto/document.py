@@ -1,0 +1,165 @@
+"""The trace document: its text (memory-mapped; gzip input streamed to a temporary file first), where its event
+array lies, and the fields around the array.
+
+The event array is found by text where the layout allows (`"traceEvents": [` then a tail of plain fields), which
+costs nothing; the range is checked by decoding (a wrong range never decodes, see chunks.py), and when the text
+cannot be trusted the exact parser finds the array instead (one more scan of the file)."""
+
+from __future__ import annotations
+
+import gzip
+import mmap
+import shutil
+import tempfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from kernelscope.errors import UserError
+from kernelscope.load.input_checks import check_input_file
+
+_KEY = b'"traceEvents"'
+
+
+@dataclass(frozen=True)
+class EventArray:
+    """The byte range of the event array (brackets included) and the document's other fields."""
+
+    fields: dict[str, Any]
+    offset: int
+    length: int
+    exact: bool  # found by the exact parser (no need to check it again)
+    unclosed: bool = False  # a bare array whose closing bracket is missing (the Chrome format allows it)
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+
+@contextmanager
+def open_trace_text(path: Path) -> Iterator[tuple[Path, mmap.mmap]]:
+    """The trace's JSON text as a memory map (no copy into the heap) and the plain file behind it:
+    the file itself, or, for gzip input, a temporary file it is decompressed into by streaming."""
+    check_input_file(path, "a Kineto trace file (.json or .json.gz)")
+    with path.open("rb") as f:
+        compressed = f.read(2) == b"\x1f\x8b"
+    if not compressed:
+        with mapped(path) as data:
+            yield path, data
+        return
+    with tempfile.TemporaryDirectory(prefix="kernelscope-trace-") as tmp:
+        plain = Path(tmp) / "trace.json"
+        try:
+            with gzip.open(path, "rb") as fin, plain.open("wb") as fout:
+                shutil.copyfileobj(fin, fout, length=1 << 22)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise UserError(f"{path}: corrupt or truncated gzip data ({exc})") from None
+        if plain.stat().st_size == 0:
+            raise UserError(f"{path}: file is empty after decompression")
+        with mapped(plain) as data:
+            yield plain, data
+
+
+@contextmanager
+def mapped(path: Path) -> Iterator[mmap.mmap]:
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        yield data
+
+
+class _Document(msgspec.Struct):
+    """The trace object with its event array left as raw text (the exact locator)."""
+
+    traceEvents: msgspec.Raw
+    schemaVersion: Any = None
+    deviceProperties: Any = None
+    baseTimeNanoseconds: Any = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
+    cupti_version: Any = None
+    trace_id: Any = None
+    distributedInfo: Any = None
+
+
+def locate_events(path: Path, data: mmap.mmap, exact: bool = False) -> EventArray:
+    """Where the event array is. The text search (default) may be wrong for unusual layouts: callers check it by
+    decoding and ask again with exact=True when it fails."""
+    first = data[_bom(data):4096].lstrip()[:1]
+    if first == b"[":
+        return _bare_array(data)
+    if first != b"{":
+        raise UserError(f"{path}: not JSON (a Kineto trace starts with '{{' or '[')")
+    if not exact:
+        found = _locate_by_text(data)
+        if found is not None:
+            return found
+    return _locate_exactly(path, data)
+
+
+def _bom(data: mmap.mmap) -> int:
+    """Bytes of a UTF-8 byte order mark at the start (some Windows tools write one)."""
+    return 3 if data[:3] == b"\xef\xbb\xbf" else 0
+
+
+def _bare_array(data: mmap.mmap) -> EventArray:
+    """The Chrome trace's array form: `[ {…}, … ]`, the closing bracket optional (and a trailing comma with it)."""
+    start = data.find(b"[")
+    close = data.rfind(b"]")
+    if close > start and not data[close + 1:].strip():
+        return EventArray({}, start, close + 1 - start, exact=True)
+    last = data.rfind(b"}")
+    return EventArray({}, start, max(last + 1 - start, 1), exact=True, unclosed=True)
+
+
+def _locate_by_text(data: mmap.mmap) -> EventArray | None:
+    """Kineto's layout: a few fields, then "traceEvents": [...], then fields whose values hold no `]` (or none).
+    The fields before and after the array are decoded on their own; None if they do not decode."""
+    key = data.find(_KEY)
+    if key < 0:
+        return None
+    start = data.find(b"[", key)
+    if start < 0 or data[key + len(_KEY): start].strip() != b":":
+        return None
+    tail_from = max(start, len(data) - (1 << 16))
+    end = data.rfind(b"]", tail_from)
+    if end <= start:
+        return None
+    tail = data[end + 1:].strip()
+    if not (tail == b"}" or tail.startswith(b",")):
+        return None
+    try:
+        head = msgspec.json.decode(data[_bom(data):key].rstrip().rstrip(b",") + b"}")
+        rest = msgspec.json.decode(b"{" + tail[1:]) if tail.startswith(b",") else {}
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(head, dict) or not isinstance(rest, dict):
+        return None
+    return EventArray({**head, **rest}, start, end + 1 - start, exact=False)
+
+
+def _locate_exactly(path: Path, data: mmap.mmap) -> EventArray:
+    """Slow but exact: the decoder finds the array (it scans the whole text once)."""
+    with memoryview(data) as whole, whole[_bom(data):] as text:
+        try:
+            document = msgspec.json.decode(text, type=_Document)
+        except msgspec.ValidationError as exc:
+            raise UserError(f"{path}: not a Kineto trace: {exc}") from None
+        except msgspec.DecodeError as exc:
+            raise UserError(f"{path}: invalid or truncated JSON: {exc}") from None
+        # Views into the map must all be released before returning or raising, or the map cannot close.
+        fields = msgspec.structs.asdict(document)
+        raw = fields.pop("traceEvents")
+        del document
+        with memoryview(raw) as view:
+            is_list = view[:1].tobytes() == b"["
+            length = len(view)
+            offset = np.frombuffer(view, dtype=np.uint8).ctypes.data - np.frombuffer(whole, dtype=np.uint8).ctypes.data
+        del raw
+    if not is_list:
+        raise UserError(f"{path}: not a Kineto trace: 'traceEvents' is not a list")
+    return EventArray(fields, int(offset), int(length), exact=True)

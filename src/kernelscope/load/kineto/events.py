@@ -1,0 +1,260 @@
+"""Decoded Kineto events → the kernels, launches and ops tables of one chunk.
+
+Decoding is typed (msgspec): only the fields kernelscope uses are materialised, everything else is skipped by
+the decoder, and event args are decoded per category afterwards with a struct of just that category's fields
+(about twice as fast as one struct for all events). Categories are matched case-insensitively: torch ≤ 1.9
+writes `Kernel`, `Runtime`, `Operator`, `Memcpy`, `Memset`.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, TypeVar
+
+import msgspec
+import numpy as np
+import polars as pl
+
+from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
+from kernelscope.errors import UserError
+
+T = TypeVar("T")
+
+
+class _Event(msgspec.Struct):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str | None = 0
+    tid: int | str | None = 0
+    ts: float | None = None
+    dur: float | None = None
+    args: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class _KernelArgs(msgspec.Struct):
+    external_id: int | None = msgspec.field(name="External id", default=None)
+    external_id_old: int | None = msgspec.field(name="external id", default=None)
+    correlation: int | None = None
+    device: int | None = None
+    stream: int | None = None
+    grid: list[int] | None = None
+    block: list[int] | None = None
+    registers: int | None = msgspec.field(name="registers per thread", default=None)
+    shared_memory: int | None = msgspec.field(name="shared memory", default=None)
+    occupancy: float | None = msgspec.field(name="est. achieved occupancy %", default=None)
+    bytes: int | None = None
+
+
+class _RuntimeArgs(msgspec.Struct):
+    external_id: int | None = msgspec.field(name="External id", default=None)
+    external_id_old: int | None = msgspec.field(name="external id", default=None)
+    correlation: int | None = None
+
+
+class _OpArgs(msgspec.Struct):
+    external_id: int | None = msgspec.field(name="External id", default=None)
+    external_id_old: int | None = msgspec.field(name="external id", default=None)
+    sequence_number: int | None = msgspec.field(name="Sequence number", default=None)
+    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+    input_dims_old: msgspec.Raw = msgspec.field(name="Input dims", default=msgspec.Raw(b""))
+    input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
+    concrete_inputs: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b""))
+
+
+# Event categories, lower-cased, to the table they go to. MTIA's command-processor events are its kernels.
+KERNEL_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
+                "memset": "memset", "mtia_ccp_events": "kernel"}
+RUNTIME_CATS = {"cuda_runtime", "runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime", "mtia_runtime"}
+OP_CATS = {"cpu_op": "cpu_op", "operator": "cpu_op", "user_annotation": "annotation", "python_function": "python"}
+# Device-side activity no table holds: ranges measured on the device (CUPTI's range profiler) and device-side
+# copies of user annotations. Counted in the trace's metadata, so a run without kernels can say what it had.
+UNREAD_DEVICE_CATS = {"cuda_profiler_range", "gpu_user_annotation"}
+
+_CODE_KERNEL, _CODE_RUNTIME, _CODE_OP, _CODE_UNREAD = 1, 2, 3, 4
+
+# Ops whose scalar arguments ("Concrete Inputs") the cost models read; others' are not kept.
+CONCRETE_INPUT_OPS = frozenset({
+    "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+    "aten::_scaled_dot_product_attention_math", "aten::_flash_attention_forward", "aten::_efficient_attention_forward",
+    "aten::_cudnn_attention_forward", "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::conv2d", "aten::conv1d",
+    "aten::mean", "aten::sum", "aten::amax", "aten::max", "aten::argmax", "aten::topk", "aten::_softmax",
+})
+
+
+def decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, Any]:
+    """One chunk's tables (ts still absolute µs, in `ts_us`), its event count and the device activity it skipped.
+    A chunk that does not decode raises ChunkError (chunks.py), or, when `final` (the whole, exactly located
+    array), the one-line error naming the file."""
+    from kernelscope.load.kineto.chunks import ChunkError
+
+    try:
+        events = msgspec.json.decode(text, type=list[_Event])
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        if not final:
+            raise ChunkError from None
+        kind = "not a Kineto trace" if isinstance(exc, msgspec.ValidationError) else "invalid or truncated JSON"
+        raise UserError(f"{path}: {kind}: {exc}") from None
+    del text
+    codes = _category_codes(events)
+    kernel_events = _select(events, codes, _CODE_KERNEL)
+    runtime_events = _select(events, codes, _CODE_RUNTIME)
+    op_events = _select(events, codes, _CODE_OP)
+    unread: dict[str, int] = {}
+    for index in np.flatnonzero(codes == _CODE_UNREAD).tolist():
+        cat = events[index].cat.lower()
+        unread[cat] = unread.get(cat, 0) + 1
+    count = len(events)
+    del events
+    return {
+        "event_count": count,
+        "unread": unread,
+        "kernels": _kernel_table(kernel_events, _decode_args(path, kernel_events, _KernelArgs)),
+        "launches": _launch_table(runtime_events, _decode_args(path, runtime_events, _RuntimeArgs)),
+        "ops": _op_table(op_events, _decode_args(path, [e for e in op_events if e.cat != "python_function"],
+                                                 _OpArgs)),
+    }
+
+
+def _category_codes(events: list[_Event]) -> np.ndarray:
+    lookup: dict[str, int] = {}
+    for cat in {e.cat for e in events}:
+        low = cat.lower()
+        if low in KERNEL_KINDS:
+            lookup[cat] = _CODE_KERNEL
+        elif low in RUNTIME_CATS:
+            lookup[cat] = _CODE_RUNTIME
+        elif low in OP_CATS:
+            lookup[cat] = _CODE_OP
+        elif low in UNREAD_DEVICE_CATS:
+            lookup[cat] = _CODE_UNREAD
+    get = lookup.get
+    return np.fromiter([get(e.cat, 0) for e in events], dtype=np.int8, count=len(events))
+
+
+def _select(events: list[_Event], codes: np.ndarray, code: int) -> list[_Event]:
+    """Events of one table; only complete events ("X") with a start time form intervals."""
+    chosen = map(events.__getitem__, np.flatnonzero(codes == code).tolist())
+    return [e for e in chosen if e.ph == "X" and e.ts is not None]
+
+
+def _decode_args(path: str, events: list[_Event], struct: type[T]) -> list[T]:
+    decoder = msgspec.json.Decoder(struct)
+    try:
+        return [decoder.decode(e.args) for e in events]
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise UserError(f"{path}: not a Kineto trace: event args: {exc}") from None
+
+
+def _times(events: list[_Event]) -> tuple[np.ndarray, np.ndarray]:
+    """Start in µs as written (float64), duration in int64 ns."""
+    ts = np.fromiter((e.ts for e in events), dtype=np.float64, count=len(events))
+    dur = np.fromiter((e.dur or 0.0 for e in events), dtype=np.float64, count=len(events))
+    return ts, np.rint(dur * 1e3).astype(np.int64)
+
+
+def thread_id(value: int | str | None) -> int | None:
+    """A process or thread id as an integer: ints as written; numeric strings (torch ≤ 1.9 writes tids as
+    strings) as their number; other strings (synthetic lanes such as "stream 7") as a stable negative code, so
+    that events of one lane still share one id."""
+    if isinstance(value, int) or value is None:
+        return value
+    text = value.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    return -1 - zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+def _ids(values: list[int | str | None]) -> list[int | None]:
+    return [thread_id(v) for v in values]
+
+
+def _external_ids(args: list[Any]) -> list[int | None]:
+    return [a.external_id if a.external_id is not None else a.external_id_old for a in args]
+
+
+def _int_only(value: int | str | None) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _kernel_table(events: list[_Event], args: list[_KernelArgs]) -> pl.DataFrame:
+    start, dur = _times(events)
+    grids = [a.grid if a.grid and len(a.grid) == 3 else (None, None, None) for a in args]
+    blocks = [a.block if a.block and len(a.block) == 3 else (None, None, None) for a in args]
+    return pl.DataFrame(
+        {
+            "name": [e.name for e in events],
+            "kind": [KERNEL_KINDS[e.cat.lower()] for e in events],
+            "device": [a.device if a.device is not None else _int_only(e.pid) for e, a in zip(events, args, strict=True)],
+            "stream": [a.stream if a.stream is not None else _int_only(e.tid) for e, a in zip(events, args, strict=True)],
+            "ts_us": start,
+            "dur_ns": dur,
+            "correlation": [a.correlation for a in args],
+            "external_id": _external_ids(args),
+            "grid_x": [g[0] for g in grids],
+            "grid_y": [g[1] for g in grids],
+            "grid_z": [g[2] for g in grids],
+            "block_x": [b[0] for b in blocks],
+            "block_y": [b[1] for b in blocks],
+            "block_z": [b[2] for b in blocks],
+            "registers_per_thread": [a.registers for a in args],
+            "shared_memory_bytes": [a.shared_memory for a in args],
+            "est_occupancy_pct": [a.occupancy for a in args],
+            "bytes": [a.bytes for a in args],
+        },
+        schema_overrides={**TRACE_KERNEL_COLUMNS, "ts_us": pl.Float64},
+    )
+
+
+def _launch_table(events: list[_Event], args: list[_RuntimeArgs]) -> pl.DataFrame:
+    start, dur = _times(events)
+    return pl.DataFrame(
+        {
+            "api": [e.name for e in events],
+            "pid": _ids([e.pid for e in events]),
+            "tid": _ids([e.tid for e in events]),
+            "ts_us": start,
+            "dur_ns": dur,
+            "correlation": [a.correlation for a in args],
+            "external_id": _external_ids(args),
+        },
+        schema_overrides={**TRACE_LAUNCH_COLUMNS, "ts_us": pl.Float64},
+    )
+
+
+def _op_table(events: list[_Event], args: list[_OpArgs]) -> pl.DataFrame:
+    """CPU ops and annotations (with their args) first, then Python frames (no args), in event order each."""
+    python = [e for e in events if e.cat == "python_function"]
+    ops = [e for e in events if e.cat != "python_function"]
+    start, dur = _times(ops + python)
+    blank = msgspec.Raw(b"")
+    none_args = [_OpArgs() for _ in python]
+    all_args = args + none_args
+    every = ops + python
+    return pl.DataFrame(
+        {
+            "name": [e.name for e in every],
+            "cat": [OP_CATS[e.cat.lower()] for e in every],
+            "pid": _ids([e.pid for e in every]),
+            "tid": _ids([e.tid for e in every]),
+            "ts_us": start,
+            "dur_ns": dur,
+            "external_id": _external_ids(all_args),
+            "sequence_number": [a.sequence_number for a in all_args],
+            "input_dims": _raw_column([bytes(a.input_dims or a.input_dims_old or blank) for a in all_args]),
+            "input_types": _raw_column([bytes(a.input_type) for a in all_args]),
+            # Scalar arguments matter to a few cost models (is_causal, strides); kept only for those ops.
+            "concrete_inputs": _raw_column(
+                [bytes(a.concrete_inputs) if e.name in CONCRETE_INPUT_OPS else b"" for e, a in zip(every, all_args,
+                                                                                                  strict=True)]),
+        },
+        schema_overrides={**TRACE_OP_COLUMNS, "ts_us": pl.Float64},
+    )
+
+
+def _raw_column(raws: list[bytes]) -> pl.Series:
+    """Undecoded JSON (shapes, dtypes) kept as text; conversion is vectorised, empty becomes null."""
+    text = pl.Series(raws, dtype=pl.Binary).cast(pl.String)
+    return text.set(text == "", None)

@@ -1,0 +1,82 @@
+"""load_kineto: one Kineto trace file → TraceTables (contracts.trace)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
+from kernelscope.contracts.trace import TraceMeta, TraceTables
+from kernelscope.errors import UserError
+from kernelscope.load.kineto.chunks import PARALLEL_BYTES, ChunkError, chunk_ranges, decode_chunks
+from kernelscope.load.kineto.document import EventArray, locate_events, open_trace_text
+from kernelscope.load.kineto.events import decode_chunk
+
+_COLUMNS = {"kernels": TRACE_KERNEL_COLUMNS, "launches": TRACE_LAUNCH_COLUMNS, "ops": TRACE_OP_COLUMNS}
+
+
+def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None = None) -> TraceTables:
+    """Read one Kineto trace. The event array is decoded in chunks (bounded memory); with workers > 1 (default:
+    2 for traces over PARALLEL_BYTES on a machine with 2+ cores) a helper process decodes part of the chunks.
+    A chunk that does not decode means the text search misplaced the array or a split point: the exactly
+    located array is then decoded in one piece (and errors name the file)."""
+    decode = functools.partial(decode_chunk, str(path))
+    with open_trace_text(path) as (plain, data):
+        array = locate_events(path, data)
+        if workers is None:
+            workers = min(2, os.cpu_count() or 1) if array.length > PARALLEL_BYTES else 1
+        try:
+            parts = _decode(decode, plain, data, array, workers, chunk_bytes)
+        except ChunkError:
+            exact = array if array.exact else locate_events(path, data, exact=True)
+            parts = _decode(decode, plain, data, exact, 1, chunk_bytes=exact.length + 1, final=True)
+            array = exact
+    tables = _assemble(parts, _metadata(array.fields))
+    if tables.kernels.height == 0 and not (tables.ops["cat"] == "cpu_op").any():
+        raise UserError(f"{path}: no kernels, memory copies or CPU ops in this trace")
+    return tables
+
+
+def _decode(decode, plain: Path, data, array: EventArray, workers: int, chunk_bytes: int | None,
+            final: bool = False) -> list[dict]:
+    kwargs = {"chunk_bytes": chunk_bytes} if chunk_bytes else {}
+    chunks = chunk_ranges(data, array.offset, array.length, closed=not array.unclosed, **kwargs)
+    return decode_chunks(decode, plain, data, chunks, workers, final=final)
+
+
+def _metadata(fields: dict[str, Any]) -> TraceMeta:
+    properties = fields.get("deviceProperties")
+    return TraceMeta(
+        source_format="kineto",
+        schema_version=fields.get("schemaVersion"),
+        device_properties=[p for p in properties if isinstance(p, dict)] if isinstance(properties, list) else [],
+        base_time_ns=fields.get("baseTimeNanoseconds"),
+        cuda_runtime_version=fields.get("cuda_runtime_version"),
+        cuda_driver_version=fields.get("cuda_driver_version"),
+        cupti_version=fields.get("cupti_version"),
+        trace_id=fields.get("trace_id"),
+        distributed_info=fields.get("distributedInfo"),
+    )
+
+
+def _assemble(parts: list[dict[str, Any]], meta: TraceMeta) -> TraceTables:
+    """Concatenate chunk tables and turn absolute µs starts into int64 ns from the trace's origin."""
+    tables = {name: pl.concat([p[name] for p in parts], how="vertical_relaxed") for name in _COLUMNS}
+    firsts = [t["ts_us"].min() for t in tables.values() if t.height]
+    origin_us = float(min(firsts)) if firsts else 0.0
+    for name, table in tables.items():
+        start = ((table["ts_us"].to_numpy() - origin_us) * 1e3).round().astype(np.int64)
+        tables[name] = table.with_columns(pl.Series("start_ns", start)).drop("ts_us").select(list(_COLUMNS[name]))
+    unread: dict[str, int] = {}
+    for part in parts:
+        for cat, count in part["unread"].items():
+            unread[cat] = unread.get(cat, 0) + count
+    meta.event_count = sum(p["event_count"] for p in parts)
+    meta.origin_us = origin_us
+    meta.unread_device_activity = unread
+    return TraceTables(kernels=tables["kernels"], launches=tables["launches"], ops=tables["ops"], meta=meta)

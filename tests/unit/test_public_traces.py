@@ -1,0 +1,164 @@
+"""Real public traces (tests/data/public, README there) read right: every launch, its duration and name as the file
+holds them (tests/trace_reference.py, plain json), whatever the file's layout; ranks never mixed; old torch
+traces attributed; runs without device activity say so."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.ranks import combine_ranks
+from kernelscope.analyze.summary import summarize
+from kernelscope.contracts.run import Run
+from kernelscope.contracts.run_info import RunInfo
+from kernelscope.load.kineto import load_kineto
+from kernelscope.load.sources import read_trace
+from tests.trace_reference import read_events, reference
+
+PUBLIC = Path(__file__).resolve().parents[1] / "data" / "public"
+TRACES = sorted(p for p in PUBLIC.rglob("*.json*"))
+RANKS = [PUBLIC / "hta" / f"data__trace_filter__sampled_rank-{i}.json.gz" for i in (0, 1)]
+
+
+def _device_totals(kernels: pl.DataFrame) -> dict[str, tuple[int, int]]:
+    device = kernels.filter(pl.col("kind") != "cpu_op")
+    return {name: (count, total) for name, count, total in
+            device.group_by("name").agg(pl.len(), pl.col("dur_ns").sum()).iter_rows()}
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:60])
+def test_every_launch_as_the_file_holds_it(path):
+    kernels, _ = attribute(read_trace(path))
+    expected = reference(path)
+    device = kernels.filter(pl.col("kind") != "cpu_op")
+    assert device.height == expected.launches
+    assert int(device["dur_ns"].sum()) == expected.device_ns
+    assert _device_totals(kernels) == expected.by_name
+
+
+def _rewrite(source: Path, target: Path, layout: str) -> Path:
+    """The same trace in another writer's layout (json module: the events and fields unchanged)."""
+    document = json.loads(gzip.decompress(source.read_bytes()))
+    events = document.pop("traceEvents")
+    if layout == "compact":
+        text = json.dumps({**document, "traceEvents": events}, separators=(",", ":"))
+    elif layout == "indented":
+        text = json.dumps({**document, "traceEvents": events}, indent=4)
+    elif layout == "lists_after_events":  # Kineto's own INFO/ERROR log arrays, whose strings hold `]`
+        text = json.dumps({**document, "traceEvents": events, "deviceProperties": document.get("deviceProperties"),
+                           "INFO": ["INFO: a ] b", "x], [y"], "ERROR": ["]"]}, indent=1)
+    elif layout == "events_first":
+        text = json.dumps({"traceEvents": events, **document})
+    elif layout == "bare_array":
+        text = json.dumps(events, indent=2)
+    elif layout == "bare_array_unclosed":  # the Chrome format allows leaving the array open
+        text = json.dumps(events, indent=2).rstrip().rstrip("]").rstrip() + ",\n"
+    elif layout == "bom_crlf":
+        text = "\ufeff" + json.dumps({**document, "traceEvents": events}, indent=2).replace("\n", "\r\n")
+    else:
+        raise ValueError(layout)
+    target.write_bytes(text.encode("utf-8"))
+    return target
+
+
+LAYOUTS = ["compact", "indented", "lists_after_events", "events_first", "bare_array", "bare_array_unclosed",
+           "bom_crlf"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_layout_reads_the_same(layout, tmp_path, qwen_gpu_trace):
+    original = load_kineto(qwen_gpu_trace)
+    # Small chunks: many split points, each proven by decoding (chunks.py).
+    rewritten = load_kineto(_rewrite(qwen_gpu_trace, tmp_path / "t.json", layout), chunk_bytes=1 << 18)
+    assert rewritten.kernels.equals(original.kernels)
+    assert rewritten.launches.equals(original.launches)
+    # Shapes and dtypes are kept as the JSON text the writer wrote: compare what it says, not its spacing.
+    raw = ["input_dims", "input_types", "concrete_inputs"]
+    assert rewritten.ops.drop(raw).equals(original.ops.drop(raw))
+    for column in raw:
+        assert [json.loads(v) if v else v for v in rewritten.ops[column]] == \
+            [json.loads(v) if v else v for v in original.ops[column]]
+
+
+def test_separators_inside_strings_never_split_an_event(tmp_path, qwen_gpu_trace):
+    """Names holding `}, {`, `},{`, `]` and "traceEvents": a cut there would leave a string open, so the reader
+    must fall back to whole-array decoding and still read every event exactly."""
+    document = json.loads(gzip.decompress(qwen_gpu_trace.read_bytes()))
+    hostile = ['a"}, {"ph": "X', 'b},{c', "d]}]", '"traceEvents": [', "e}\n  ,\n  {f"]
+    for i, event in enumerate(document["traceEvents"]):
+        if event.get("cat") == "kernel":
+            event["name"] = hostile[i % len(hostile)] + event["name"]
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(document, indent=2))
+    kernels = load_kineto(path, chunk_bytes=1 << 16).kernels
+    expected = reference(path)
+    assert kernels.height == expected.launches
+    assert {n: (c, t) for n, c, t in kernels.group_by("name").agg(pl.len(), pl.col("dur_ns").sum()).iter_rows()} \
+        == expected.by_name
+
+
+def test_ranks_imported_together_equal_each_rank_alone():
+    alone = [attribute(read_trace(path)) for path in RANKS]
+    kernels, ops = combine_ranks(alone)
+    for rank, (single, _) in enumerate(alone):
+        part = kernels.filter(pl.col("rank") == rank)
+        assert part.height == single.height
+        assert _device_totals(part) == _device_totals(single)
+    assert kernels["kernel_id"].n_unique() == kernels.height
+    assert ops["op_id"].n_unique() == ops.height  # no id is shared by two ranks
+    for rank, path in enumerate(RANKS):
+        assert _device_totals(kernels.filter(pl.col("rank") == rank)) == reference(path).by_name
+
+
+def test_ranks_keep_their_own_costs():
+    from kernelscope.analyze.kernel_costs import kernel_costs
+
+    alone = [attribute(read_trace(path)) for path in RANKS]
+    kernels, ops = combine_ranks(alone)
+    together = kernel_costs(kernels, ops)
+    for rank, (single_kernels, single_ops) in enumerate(alone):
+        single = kernel_costs(single_kernels, single_ops)
+        part = together.filter(pl.col("rank") == rank)
+        assert part.height == single.height  # no row joined twice
+        assert part["flops"].fill_null(0).sum() == pytest.approx(single["flops"].fill_null(0).sum(), rel=1e-12)
+
+
+def test_old_torch_traces_tie_kernels_to_their_operators():
+    """torch 1.8: tids as strings, capitalised categories, `external id`; every kernel's external id names the
+    operator open at its launch, and attribution must find that same operator."""
+    path = PUBLIC / "kineto" / "resnet50_num_workers_0__worker0.pt.trace.json.gz"
+    events = read_events(path)
+    operators = {e["args"]["External id"]: e["name"] for e in events
+                 if e.get("cat") == "Operator" and "External id" in e.get("args", {})}
+    kernels, ops = attribute(read_trace(path))
+    linked = kernels.filter(pl.col("external_id").is_in(list(operators)) & (pl.col("external_id") > 0))
+    assert linked.height > 0.8 * kernels.filter(pl.col("kind") == "kernel").height
+    ours = linked.join(ops.select(pl.col("op_id"), pl.col("external_id").alias("op_external_id")), on="op_id",
+                       how="left")
+    agree = (ours["op_external_id"] == ours["external_id"]).mean()
+    assert agree >= 0.99
+
+
+def test_traces_without_device_activity_are_cpu_runs():
+    for name in ("data__cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+                 "data__cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz"):
+        tables = read_trace(PUBLIC / "hta" / name)
+        kernels, ops = attribute(tables)
+        summary = summarize(Run(info=RunInfo(source="import", schema_version=1), kernels=kernels, ops=ops))
+        assert summary.kind == "cpu" and summary.device_time_us == 0.0 and summary.cpu_time_us > 0
+    profiler = read_trace(PUBLIC / "hta" / "data__cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz")
+    ranges = sum(e.get("cat") == "cuda_profiler_range" for e in read_events(
+        PUBLIC / "hta" / "data__cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz"))
+    assert profiler.meta.unread_device_activity == {"cuda_profiler_range": ranges}
+
+
+def test_mtia_device_activity_is_read():
+    path = PUBLIC / "hta" / "data__mtia_inference_trace__mtia_inference_rank_0.json.gz"
+    kernels, _ = attribute(read_trace(path))
+    ccp = [e for e in read_events(path) if e.get("cat") == "mtia_ccp_events" and e.get("ph") == "X"]
+    assert kernels.filter(pl.col("kind") == "kernel").height == len(ccp) > 0
