@@ -23,7 +23,8 @@ TOP_N = 20  # kernels per phase in a report's top tables
 def run_ceilings(info: RunInfo) -> Ceilings | None:
     """Ceilings of the run's device: measured (if calibrated on a machine like it) or datasheet."""
     name = info.hardware.name
-    return ceilings_for(name, find_calibration(name))
+    spec_key = info.hardware.spec or None  # UNSET reads as None
+    return ceilings_for(name, find_calibration(name), info.hardware.memory_bytes, spec_key)
 
 
 def write_run_directory(directory: Path, run: Run, report: bool = True,

@@ -2,7 +2,10 @@
 the measured class tables."""
 
 import csv
+import io
+import json
 import shutil
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -14,6 +17,7 @@ from kernelscope.analyze.ncu_measurements import (
     measured_by_kernel,
     measured_class_table,
 )
+from kernelscope.cli import main
 from kernelscope.errors import UserError
 from kernelscope.load import rundir
 from kernelscope.load.ncu import normalize, parse_number, read_ncu_csv, read_ncu_directory
@@ -173,3 +177,34 @@ def test_metric_choice_keeps_only_what_the_device_has():
                  "sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_on", "sm__ops_path_tensor_op_hmma_src_fp16"}
     chosen = nc.choose_metrics(available)
     assert chosen == ["dram__bytes_read.sum", "sm__ops_path_tensor_src_bf16_dst_fp32.sum"]
+
+
+# Every kernel of the committed runs that Nsight Compute measured, in both spellings: the trace's (`name`) and
+# Nsight Compute's (`kernel_name`, namespaces and casts stripped). The `kernels` command must say the same of both.
+_RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
+
+
+def _spelling_pairs() -> list[tuple[str, str]]:
+    pairs: set[tuple[str, str]] = set()
+    for path in sorted(_RUNS.glob("*/ncu.parquet")):
+        table = pl.read_parquet(path, columns=["name", "kernel_name"]).drop_nulls()
+        pairs |= set(table.unique().iter_rows())
+    return sorted(pairs)
+
+
+def test_kernels_command_answers_alike_for_both_spellings(capsys):
+    pairs = _spelling_pairs()
+    assert len(pairs) >= 20  # the committed runs measure dozens of kernels
+    names = [n for pair in pairs for n in pair]
+    stdin, sys.stdin = sys.stdin, io.StringIO("\n".join(names) + "\n")
+    try:
+        assert main(["kernels", "--json"]) == 0
+    finally:
+        sys.stdin = stdin
+    answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [a["name"] for a in answers] == names
+    for (trace_name, ncu_name), trace, ncu in zip(pairs, answers[0::2], answers[1::2], strict=True):
+        # The friendly name carries the precision and the tile: the same words for both spellings.
+        fields = ("library", "category", "friendly_name")
+        assert [trace[f] for f in fields] == [ncu[f] for f in fields], (trace_name, ncu_name)
+        assert trace["library"] != "unknown", trace_name

@@ -14,6 +14,16 @@ PRECISIONS = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """Links as datasheets quote them: bytes/s with both directions together."""
+
+    host_link: str
+    host_bandwidth: float
+    link: str | None = None  # GPU-to-GPU (NVLink, Infinity Fabric); None where the part has none
+    link_bandwidth: float | None = None
+
+
+@dataclass(frozen=True)
 class HardwareSpec:
     key: str
     name: str
@@ -26,6 +36,7 @@ class HardwareSpec:
     memory_bandwidth: float
     l2_bytes: float | None
     peak: dict[str, float]
+    interconnect: Interconnect | None = None
     sources: list[str] = field(default_factory=list)
 
     def ridge(self, precision: str) -> float | None:
@@ -61,10 +72,19 @@ def load_specs() -> dict[str, HardwareSpec]:
             sm_count=int(d["sm_count"]), boost_clock_mhz=float(d["boost_clock_mhz"]),
             memory_bytes=float(d["memory_bytes"]), memory_bandwidth=float(d["memory_bandwidth"]),
             l2_bytes=float(d["l2_bytes"]) if d.get("l2_bytes") is not None else None,
-            peak={k: float(v) for k, v in d["peak"].items()}, sources=list(d.get("sources", [])),
+            peak={k: float(v) for k, v in d["peak"].items()}, interconnect=_interconnect(d.get("interconnect")),
+            sources=list(d.get("sources", [])),
         )
         for key, d in table["devices"].items()
     }
+
+
+def _interconnect(entry: dict | None) -> Interconnect | None:
+    if not entry:
+        return None
+    link_bandwidth = entry.get("link_bandwidth")
+    return Interconnect(host_link=entry["host_link"], host_bandwidth=float(entry["host_bandwidth"]),
+                        link=entry.get("link"), link_bandwidth=float(link_bandwidth) if link_bandwidth else None)
 
 
 def classification_rule() -> dict[str, float]:
@@ -72,13 +92,21 @@ def classification_rule() -> dict[str, float]:
     return {k: float(v) for k, v in rule.items()}
 
 
-def match_spec(device_name: str | None) -> HardwareSpec | None:
+def match_spec(device_name: str | None, memory_bytes: float | None = None) -> HardwareSpec | None:
+    """The first spec whose pattern the name matches. Where several match and the device's memory is known,
+    the first whose memory fits: names such as "A100-PG509-200" carry no size, the runtime's memory does."""
     if not device_name:
         return None
-    for spec in load_specs().values():
-        if re.search(spec.match, device_name, flags=re.IGNORECASE):
-            return spec
-    return None
+    candidates = [s for s in load_specs().values() if re.search(s.match, device_name, flags=re.IGNORECASE)]
+    if len(candidates) > 1 and memory_bytes:
+        fitting = [s for s in candidates if _memory_fits(s, memory_bytes)]
+        candidates = fitting or candidates
+    return candidates[0] if candidates else None
+
+
+def _memory_fits(spec: HardwareSpec, memory_bytes: float) -> bool:
+    # Datasheets quote decimal GB; runtimes report bytes a little short of that many GiB (80 GB → 79.6 GiB).
+    return abs(memory_bytes / 2**30 - spec.memory_bytes / 1e9) <= 0.12 * spec.memory_bytes / 1e9
 
 
 def find_spec(name: str) -> HardwareSpec | None:
@@ -86,9 +114,11 @@ def find_spec(name: str) -> HardwareSpec | None:
     return load_specs().get(name.lower()) or match_spec(name)
 
 
-def ceilings_for(device_name: str | None, calibration: Calibration | None = None) -> Ceilings | None:
-    """Measured ceilings where a calibration of this device is given, datasheet values for the rest."""
-    spec = match_spec(device_name)
+def ceilings_for(device_name: str | None, calibration: Calibration | None = None,
+                 memory_bytes: float | None = None, spec_key: str | None = None) -> Ceilings | None:
+    """Measured ceilings where a calibration of this device is given, datasheet values for the rest: of the
+    spec the user named (spec_key) or else the one the device name and memory match."""
+    spec = load_specs().get(spec_key) if spec_key else match_spec(device_name, memory_bytes)
     if spec is None and calibration is None:
         return None
     flops: dict[str, float] = dict(spec.peak) if spec else {}

@@ -26,10 +26,12 @@ from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.analyze.phases import phase_table, step_table
 from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
 from kernelscope.analyze.roofline import (
+    MissingCeiling,
     class_table,
     cost_coverage,
     kernel_points,
     kernel_roofline_table,
+    missing_ceilings,
     place_on_roofline,
 )
 from kernelscope.analyze.whatif import WhatIf, what_if
@@ -74,6 +76,7 @@ class ReportTables:
     kernels: pl.DataFrame  # every kernel with costs and roofline columns
     labels: pl.DataFrame  # name → label, library, category, description
     ceilings: Ceilings | None = None
+    missing_ceilings: list[MissingCeiling] = field(default_factory=list)  # roofs the run needs, the device lacks
     by_phase: dict[str, PhaseTables] = field(default_factory=dict)
     unattributed: pl.DataFrame | None = None
     measured: MeasuredTables | None = None
@@ -108,7 +111,7 @@ def report_tables(run: Run, ceilings: Ceilings | None = None) -> ReportTables:
     phases = phase_table(kernels)
     labels = kernel_labels(kernels)
     tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,
-                          labels=labels, generations=generation_table(kernels, phases["phase"].to_list(), run.info))
+                          missing_ceilings=missing_ceilings(kernels, ceilings), labels=labels, generations=generation_table(kernels, phases["phase"].to_list(), run.info))
     for phase in phases["phase"]:
         tables.by_phase[phase] = _phase_tables(run, kernels, phase, phases, labels, ceilings)
     tables.measured = _measured_tables(run, kernels, labels, ceilings)

@@ -13,6 +13,8 @@ over that roof. Class (docs/roofline.md):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
@@ -51,7 +53,9 @@ def place_on_roofline(kernels: pl.DataFrame, ceilings: Ceilings | None) -> pl.Da
         .otherwise(pl.col("memory_roof_pct"))
     )
     k = k.with_columns(attained.alias("roof_pct"))
-    known = pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0) & pl.col("peak_flops").is_not_null()
+    # A kernel without FLOPs needs only the bandwidth roof; one with FLOPs needs its precision's peak too.
+    has_peak = pl.col("peak_flops").is_not_null() | (pl.col("flops").fill_null(0) == 0)
+    known = pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0) & has_peak
     compute_side = pl.col("arithmetic_intensity") >= pl.col("ridge_intensity")
     approached = pl.col("roof_pct") >= rule["approach_pct"]
     cls = (
@@ -62,6 +66,33 @@ def place_on_roofline(kernels: pl.DataFrame, ceilings: Ceilings | None) -> pl.Da
         .otherwise(pl.lit("balanced"))
     )
     return k.with_columns(cls.alias("roofline_class")).drop("peak_flops")
+
+
+@dataclass(frozen=True)
+class MissingCeiling:
+    """A roof the device lacks although the run's kernels need it: 'bandwidth' or a precision key."""
+
+    quantity: str
+    time_ns: float  # device time of the costed kernels that need it
+    share: float  # of the run's device time
+
+
+def missing_ceilings(kernels: pl.DataFrame, ceilings: Ceilings | None) -> list[MissingCeiling]:
+    """Which roofs the run needs (costed kernels: bandwidth; kernels with FLOPs: their precision's peak) and the
+    device's ceilings do not give, largest time first."""
+    costed = kernels.filter(pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
+    total = float(kernels["dur_ns"].sum() or 0)
+    if not costed.height or not total:
+        return []
+    missing = []
+    if ceilings is None or not ceilings.bandwidth:
+        missing.append(MissingCeiling("bandwidth", float(costed["dur_ns"].sum()), float(costed["dur_ns"].sum()) / total))
+    computing = costed.filter((pl.col("flops").fill_null(0) > 0) & pl.col("precision").is_not_null())
+    by_precision = computing.group_by("precision").agg(pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
+    for precision, time_ns in by_precision.iter_rows():
+        if ceilings is None or ceilings.peak(precision) is None:
+            missing.append(MissingCeiling(precision, float(time_ns), float(time_ns) / total))
+    return missing
 
 
 _METRICS = ["arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "ridge_intensity",

@@ -100,6 +100,11 @@ def show_spec(name: str) -> str:
     for key, value in spec.peak.items():
         ridge = spec.ridge(key)
         lines.append(f"    {key:12s} {value / 1e12:10.1f} TFLOP/s   ridge {ridge:7.1f} FLOP/B")
+    if spec.interconnect:
+        link = spec.interconnect
+        if link.link:
+            lines.append(f"  GPU link          {link.link}, {link.link_bandwidth / 1e9:.0f} GB/s (both directions)")
+        lines.append(f"  host link         {link.host_link}, {link.host_bandwidth / 1e9:.0f} GB/s (both directions)")
     lines.append("  sources")
     lines += [f"    - {s}" for s in spec.sources]
     calibration = find_calibration(spec.name)

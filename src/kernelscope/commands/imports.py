@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="add Nsight Compute exports to this existing run instead of making a new one")
     parser.add_argument("--phase", default="decode", choices=["prefill", "decode"],
                         help="with --into: the phase the exports measured (default decode)")
+    parser.add_argument("--device", metavar="DEVICE",
+                        help="the GPU the recording ran on, for files that name it generically or not at all: a "
+                             "key or device name of `kernelscope hw list` (picks the datasheet ceilings)")
     add_output_args(parser)
 
 
@@ -45,20 +48,37 @@ def run(args: argparse.Namespace, steps) -> int:
                         ".nsys-rep), nsys stats kernel summaries, or Nsight Compute exports")
     if args.into is not None and kind != NCU:
         raise UserError("import --into: only Nsight Compute exports can be added to an existing run")
+    if args.into is not None and args.device:
+        raise UserError("import --device: the run given with --into already names its device")
+    device_spec = _device_spec(args.device)
     report = not args.no_report
     with steps.step(f"Importing {len(args.files)} file{'s' if len(args.files) > 1 else ''}"):
         if kind == NCU:
             from kernelscope.commands.importers.ncu import import_ncu
 
             path = import_ncu(args.files, args.out, args.runs_dir, args.into, args.phase, report=report,
-                              languages=args.lang)
+                              languages=args.lang, device_spec=device_spec)
         elif kind == NSYS_STATS:
             from kernelscope.commands.importers.nsys_stats import import_nsys_stats
 
-            path = import_nsys_stats(args.files, args.out, args.runs_dir, report=report, languages=args.lang)
+            path = import_nsys_stats(args.files, args.out, args.runs_dir, report=report, languages=args.lang,
+                                     device_spec=device_spec)
         else:
             from kernelscope.commands.importers.traces import import_traces
 
-            path = import_traces(args.files, args.out, args.runs_dir, report=report, languages=args.lang)
+            path = import_traces(args.files, args.out, args.runs_dir, report=report, languages=args.lang,
+                                 device_spec=device_spec)
     print(path)
     return 0
+
+
+def _device_spec(device: str | None) -> str | None:
+    """The hardware key --device names, or a clear error."""
+    if device is None:
+        return None
+    from kernelscope.analyze.hardware import find_spec
+
+    spec = find_spec(device)
+    if spec is None:
+        raise UserError(f"import --device: no device matches '{device}' (see `kernelscope hw list`)")
+    return spec.key

@@ -111,6 +111,8 @@ class Hardware(_Record, kw_only=True):
     compute_capability: str | None = None
     l2_cache_bytes: int | None = None
     driver_version: str | None = None
+    # Key of data/hardware.toml the user named (`import --device`): it, not the name, picks the datasheet.
+    spec: str | msgspec.UnsetType = msgspec.UNSET
     cpu: str | None = None
     cpu_cores: int | None = None
     threads: int | msgspec.UnsetType = msgspec.UNSET  # CPU runs: torch's intra-op threads

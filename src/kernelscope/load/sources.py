@@ -26,6 +26,7 @@ from kernelscope.contracts.run_info import (
 )
 from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
+from kernelscope.load import knowledge
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.ncu import is_ncu_input
 from kernelscope.load.nsys_sqlite import SQLITE_MAGIC, export_nsys_rep, is_nsys_sqlite, load_nsys_sqlite
@@ -114,8 +115,13 @@ def profiled_trace(meta: TraceMeta, json_bytes: int, file: str) -> TraceInfo:
     )
 
 
-def imported_run_info(inputs: list[Path], hardware: Hardware, trace: TraceInfo, **sections: Any) -> RunInfo:
-    """run.json of a run made by `kernelscope import`."""
+def imported_run_info(inputs: list[Path], hardware: Hardware, trace: TraceInfo, device_spec: str | None = None,
+                      **sections: Any) -> RunInfo:
+    """run.json of a run made by `kernelscope import`. device_spec: a hardware key the user named for the
+    device; the trace's own device name is kept, and the spec's name fills in where the trace has none."""
+    if device_spec and not hardware.is_cpu:  # a trace without device activity stays a CPU run
+        spec_name = knowledge.hardware()["devices"][device_spec]["name"]
+        hardware = msgspec.structs.replace(hardware, spec=device_spec, name=hardware.name or spec_name)
     return RunInfo(
         schema_version=SCHEMA_VERSION, source=IMPORT, created=datetime.now(UTC).isoformat(timespec="seconds"),
         inputs=[str(p) for p in inputs], hardware=hardware, software=Software(kernelscope=kernelscope.__version__),

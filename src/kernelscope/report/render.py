@@ -114,6 +114,7 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "measured": _measured_context(tables, table, top_n),
         "phase_table": table("phases", tables.phases),
         "ceilings": tables.ceilings,
+        "missing_ceilings": tables.missing_ceilings,
         "rule": classification_rule(),
         "findings": _findings(tables, lang),
         "acc": acc,
@@ -257,25 +258,27 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
 
 
 def _draw_figures(tables: ReportTables, directory: Path, device_name: str | None) -> dict[str, list[Path]]:
-    """Roofline charts and histograms per phase when the device has ceilings; Nsight Compute figures when
+    """Histograms per phase always; roofline charts when the device has ceilings; Nsight Compute figures when
     measurements exist."""
     out: dict[str, list[Path]] = {}
     ceilings = tables.ceilings
     device = device_name or (ceilings.device if ceilings else "")
-    for phase, points in tables.per_phase("roofline_points").items():
-        if points.height == 0 or ceilings is None:
-            continue
-        # Histograms are of single launches, not of summary rows.
+    for phase in tables.by_phase:
+        # Histograms are of single launches, not of summary rows; they need no ceilings.
         subset = tables.kernels.filter((pl.col("phase") == phase) & (pl.col("instances") == 1))
-        label = f"{phase} on {device}"
+        label = f"{phase} on {device}" if device else phase
+        if subset.height:
+            out[f"histograms_{phase}"] = figures.histograms(subset, f"Per-launch metrics: {label}", directory,
+                                                            f"histograms_{phase}")
+        points = tables.by_phase[phase].roofline_points
+        if points is None or points.height == 0 or ceilings is None:
+            continue
         out[f"roofline_{phase}"] = figures.roofline_physical(points, ceilings, f"Roofline: {label}", directory,
                                                              f"roofline_{phase}")
         out[f"roofline_normalized_{phase}"] = figures.roofline_normalized(
             points, ceilings, f"Normalized roofline: {label}", directory, f"roofline_normalized_{phase}")
         out[f"roofline_top_{phase}"] = figures.per_kernel_rooflines(
             points, ceilings, f"Top kernels on their roofs: {label}", directory, f"roofline_top_{phase}")
-        out[f"histograms_{phase}"] = figures.histograms(subset, f"Per-launch metrics: {label}", directory,
-                                                        f"histograms_{phase}")
     measured = tables.measured
     if measured is not None and measured.kernels.height:
         out["ncu_histograms"] = figures.measured_histograms(

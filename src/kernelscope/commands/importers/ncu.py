@@ -42,7 +42,7 @@ def _concat(paths: list[Path]) -> NcuTables:
 
 
 def import_ncu(paths: list[Path], out: Path | None, runs_dir: Path, into: Path | None, phase: str,
-               report: bool = True, languages: tuple[str, ...] = ("en", "zh")) -> Path:
+               report: bool = True, languages: tuple[str, ...] = ("en", "zh"), device_spec: str | None = None) -> Path:
     tables = _concat(paths)
     if into is not None:
         return _add_to_run(into, tables, paths, phase)
@@ -59,7 +59,8 @@ def import_ncu(paths: list[Path], out: Path | None, runs_dir: Path, into: Path |
     )
     ncu = NcuInfo(phase="unknown", imported_from=[str(p) for p in paths], profiled_launches=launches.height,
                   sections=_sections(tables))
-    info = imported_run_info(paths, Hardware(device_type="cuda", name=None), TraceInfo(event_count=0), ncu=ncu)
+    info = imported_run_info(paths, Hardware(device_type="cuda", name=None), TraceInfo(event_count=0), device_spec,
+                             ncu=ncu)
     run = Run(info=info, kernels=kernels, ops=pl.DataFrame(), ncu=measured)
     target = out or rundir.default_run_path(runs_dir, paths[0].stem, "ncu")
     with rundir.staged_directory(target) as tmp:

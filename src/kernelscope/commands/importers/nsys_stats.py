@@ -33,7 +33,7 @@ _SUMMARY_COLUMNS = ["name", "kind", "dur_ns", "instances", "min_ns", "max_ns", "
 
 
 def import_nsys_stats(files: list[Path], out: Path | None, runs_dir: Path, report: bool = True,
-                      languages: tuple[str, ...] = ("en", "zh")) -> Path:
+                      languages: tuple[str, ...] = ("en", "zh"), device_spec: str | None = None) -> Path:
     """Make a run directory from nsys stats kernel summaries (one file per stage, or one projected onto NVTX
     ranges). Returns the run directory."""
     if not files:
@@ -46,7 +46,7 @@ def import_nsys_stats(files: list[Path], out: Path | None, runs_dir: Path, repor
     kernels = pl.concat(parts, how="vertical")
     kernels = kernels.with_columns(pl.int_range(kernels.height, dtype=pl.Int64).alias("kernel_id"))
     info = imported_run_info(files, Hardware(device_type="cuda", name=None),
-                             TraceInfo(format=NSYS_STATS, files=metas))
+                             TraceInfo(format=NSYS_STATS, files=metas), device_spec)
     run = Run(info=info, kernels=kernels, ops=pl.DataFrame())
     target = out or rundir.default_run_path(runs_dir, files[0].stem, NSYS_STATS)
     with rundir.staged_directory(target) as tmp:

@@ -15,7 +15,7 @@ from kernelscope.pipeline import write_run_directory
 
 
 def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: bool = True,
-                  languages: tuple[str, ...] = ("en", "zh")) -> Path:
+                  languages: tuple[str, ...] = ("en", "zh"), device_spec: str | None = None) -> Path:
     parts, metas = [], []
     for path in files:
         tables = read_trace(path)
@@ -33,8 +33,9 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
         cuda_runtime_version=first.cuda_runtime_version,
         cuda_driver_version=first.cuda_driver_version,
     )
-    run = Run(info=imported_run_info(files, hardware, trace), kernels=kernels, ops=ops)
-    target = out or rundir.default_run_path(runs_dir, files[0].name.split(".")[0], hardware.name or device_type)
+    info = imported_run_info(files, hardware, trace, device_spec)
+    run = Run(info=info, kernels=kernels, ops=ops)
+    target = out or rundir.default_run_path(runs_dir, files[0].name.split(".")[0], info.hardware.name or device_type)
     with rundir.staged_directory(target) as tmp:
         write_run_directory(tmp, run, report=report, languages=languages)
     return target.resolve()
