@@ -20,8 +20,12 @@ COST_DEFAULT_PRECISION = "fp32"
 PREFILL = "prefill"
 DECODE = "decode"
 UNKNOWN = "unknown"
+# Phases of steps inferred from serving engines' annotations (analyze/step_inference.py): a step that batches
+# prefill and decode requests together, and one that ran the model with no request.
+MIXED = "mixed"
+IDLE = "idle"
 # The phases of the language model itself; any other phase name is a model stage (a vision encoder, a projector).
-STEP_PHASES = (PREFILL, DECODE)
+STEP_PHASES = (PREFILL, MIXED, DECODE, IDLE)
 
 # Non-model work of a generation step (logits processing, token selection, stopping checks).
 GENERATE_MODULE = "generate"

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.intervals import NestedIntervals
+from kernelscope.analyze.intervals import NestedIntervals, gather_rows
 from kernelscope.contracts.tables import conform_kernels, conform_ops
 from kernelscope.contracts.trace import TraceTables
 
@@ -53,8 +53,8 @@ def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
     top_row = cpu_index.outermost(thread_code, t)
     cpu_names = cpu["name"]
     kernels = kernels.with_columns(
-        _gather(cpu_names, op_row).alias("op"),
-        _gather(cpu_names, top_row).alias("top_op"),
+        gather_rows(cpu_names, op_row).alias("op"),
+        gather_rows(cpu_names, top_row).alias("top_op"),
         _ids(cpu_ids, op_row).alias("op_id"),
         _ids(cpu_ids, top_row).alias("top_op_id"),
     )
@@ -65,9 +65,9 @@ def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
     phases = annotations.filter(pl.col("name").str.starts_with(ranges.PHASE_PREFIX))
     modules = annotations.filter(pl.col("name").str.starts_with(ranges.MODULE_PREFIX))
     generations = annotations.filter(pl.col("name").str.starts_with(ranges.GENERATION_PREFIX))
-    phase_names = _gather(phases["name"], _index(phases, span).innermost(thread_code, t))
-    module_names = _gather(modules["name"], _index(modules, span).innermost(thread_code, t))
-    generation_names = _gather(generations["name"], _index(generations, span).innermost(thread_code, t))
+    phase_names = gather_rows(phases["name"], _index(phases, span).innermost(thread_code, t))
+    module_names = gather_rows(modules["name"], _index(modules, span).innermost(thread_code, t))
+    generation_names = gather_rows(generations["name"], _index(generations, span).innermost(thread_code, t))
 
     phase_parts = phase_names.str.strip_prefix(ranges.PHASE_PREFIX).str.split_exact(":", 1)
     kernels = kernels.with_columns(
@@ -87,7 +87,7 @@ def _with_declared_ops(kernels: pl.DataFrame, declared: pl.DataFrame, span: int,
     """A cost range (one engine launch declaring its cost) open at launch becomes the kernel's op and top op,
     also over the framework ops it encloses (the engine's torch backend): its kernels are one op group."""
     row = _index(declared, span).innermost(thread_code, t)
-    name = _gather(declared["name"], row)
+    name = gather_rows(declared["name"], row)
     op_id = _ids(declared["op_id"].to_numpy(), row)
     return kernels.with_columns(
         pl.coalesce(name, "op").alias("op"),
@@ -130,15 +130,6 @@ def _ids(ids: np.ndarray, rows: np.ndarray) -> pl.Series:
     if len(ids) == 0:
         return pl.Series([None] * len(rows), dtype=pl.Int64)
     return pl.Series(np.where(rows >= 0, ids[np.maximum(rows, 0)], -1)).replace(-1, None)
-
-
-def _gather(values: pl.Series, rows: np.ndarray) -> pl.Series:
-    """values[rows], null where rows is -1."""
-    if len(values) == 0:
-        return pl.Series(values.name, [None] * len(rows), dtype=values.dtype)
-    gathered = values.gather(np.maximum(rows, 0))
-    missing = np.flatnonzero(rows < 0)
-    return gathered.scatter(missing, None) if len(missing) else gathered
 
 
 def _with_launches(

@@ -1,83 +1,186 @@
-"""Attribute the kernels of CUDA-graph replays, which no CPU op or module range surrounds.
+"""Attribute the kernels of CUDA-graph (and HIP-graph) replays, which no CPU op or module frame surrounds.
 
-Kineto gives every kernel of one replay the correlation id of its `cudaGraphLaunch` call, so the phase and
-step ranges open around the launch reach them (attribution.py), but the module and op ranges were open only
-while the graph was captured, which the trace does not see. A replay repeats the kernels of an eager decode
-step (the engine runs its first decode step eagerly, with ranges, then replays the captured graph), so each
-replay kernel takes module, layer, op and top op from the kernel at the same position of an eager decode step
-of the same generation whose kernel names hold the replay's names in order (the eager step may launch more
-around the graph's part, e.g. the copy of the new token). A replay that matches no eager step is left as it
-is and the reason is recorded. op_id and top_op_id stay null: they name one CPU event, and a replay is not it.
+Kineto gives every kernel of one replay the correlation id of its graph launch, so the step ranges open around
+the launch reach them, but the ops, module ranges and Python frames were open only while the graph was
+captured. A replay is tied back to a recording of the same work, in this order (docs/importing.md):
+
+1. a capture trace given beside the replay trace (`import --capture`): the launch calls made while the graph was
+   captured, in order, each with the op, module and source line open at the call (recordings.py builds them).
+   Where the capture names its kernels (ROCm does), a replay whose kernel names equal a recording's is an
+   `exact` match; where it does not (CUDA), a replay of as many kernels of the same kinds (kernel, memset,
+   memcpy) in the same order is a `position` match; otherwise the longest common runs of the two sequences are
+   a `partial` match and only the kernels in them are attributed;
+2. an eager step of the same trace whose kernel names hold the replay's in order (`eager step`; kernelscope's
+   engine runs its first decode step eagerly for this);
+3. nothing: the replay stays unattributed and the reason is recorded. Nothing is guessed silently.
+
+Among equally good recordings (vLLM's piecewise graphs repeat one piece per layer), the one at the replay's
+position among its step's graph launches is taken. A matched replay whose launch lies in no step of its own
+becomes a step of the phase its recording ran in.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.contracts.run_info import GraphReplays, UnattributedReplays
+from kernelscope.contracts.run_info import GraphReplays, ReplayMethod, UnattributedReplays
 
-GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
-COPIED = ("module", "layer", "op", "top_op")
+GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
+COPIED = ("module", "layer", "op", "top_op", "source_line")
+EXACT, POSITION, PARTIAL, EAGER = "exact", "position", "partial", "eager step"
+_MIN_PARTIAL = 0.5  # a partial match must cover at least half of the replay's kernels
 
 
-def attribute_graph_replays(kernels: pl.DataFrame) -> tuple[pl.DataFrame, GraphReplays | None]:
-    """`kernels` as attribution gives them (analyze.attribution.attribute). Returns the kernels with replay
-    kernels attributed, and a report of what was done (None when the run replays no graph)."""
+@dataclass
+class Recording:
+    """One captured graph: its launches in order, with what was open at each (COPIED columns and phase)."""
+
+    label: str
+    kinds: list[str]
+    names: list[str | None]  # None where the capture does not name the launched kernel
+    attribution: pl.DataFrame  # one row per launch: COPIED columns and phase
+    index: int = 0  # position among the recordings of its capture trace
+
+
+@dataclass
+class _Match:
+    method: str
+    pairs: list[tuple[int, int]]  # (replay position, recording row)
+    recording: Recording | None = None
+    score: float = 0.0
+
+
+@dataclass
+class _Outcome:
+    copied: list[tuple[int, int, int]] = field(default_factory=list)  # (kernel_id, recording id, row)
+    methods: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # method → (kernels, time) per replay
+    reasons: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+
+def attribute_graph_replays(kernels: pl.DataFrame, recordings: list[Recording] | None = None
+                            ) -> tuple[pl.DataFrame, GraphReplays | None]:
+    """kernels as attribution gives them. Returns the kernels with replay kernels attributed, and what was done
+    (None when the run replays no graph)."""
     is_graph = pl.col("launch_api").is_in(GRAPH_LAUNCH_APIS).fill_null(False)
-    graph = kernels.filter(is_graph).sort("start_ns")
-    if graph.height == 0:
+    if kernels.filter(is_graph).height == 0:
         return kernels, None
-    eager = kernels.filter(~is_graph & (pl.col("phase") == ranges.DECODE) & pl.col("step").is_not_null())
-    steps = (eager.sort("start_ns").group_by("generation", "step", maintain_order=True)
-             .agg(pl.col("name"), pl.col("kernel_id")).sort("step", descending=True))
-    replays = graph.group_by("correlation", maintain_order=True).agg(
-        pl.col("name"), pl.col("kernel_id"), pl.col("generation").first())
-
-    pairs: list[tuple[int, int]] = []
-    reasons: dict[str, list[int]] = {}
-    matches: dict[tuple[Any, tuple[str, ...]], list[int] | str] = {}
-    for names, ids, generation in replays.select("name", "kernel_id", "generation").iter_rows():
-        key = (generation, tuple(names))
-        if key not in matches:
-            candidates = steps.filter(pl.col("generation").eq_missing(generation))
-            matches[key] = _match(key[1], candidates)
-        found = matches[key]
+    added = [c for c in ("rank", "launch_start_ns", "source_line") if c not in kernels.columns]
+    kernels = kernels.with_columns(pl.lit(None, dtype=pl.Int64 if c != "source_line" else pl.String).alias(c)
+                                   for c in added)
+    graph = kernels.filter(is_graph).sort("start_ns")
+    recordings = recordings or []
+    eager = _eager_steps(kernels.filter(~is_graph))
+    replays = graph.group_by("rank", "correlation", maintain_order=True).agg(
+        pl.col("name"), pl.col("kind"), pl.col("kernel_id"), pl.col("dur_ns"), pl.col("generation").first(),
+        pl.col("phase").first(), pl.col("step").first(), pl.col("launch_start_ns").first())
+    ordinals = _ordinals(replays)
+    outcome = _Outcome()
+    cache: dict[tuple, _Match | str] = {}
+    for i, row in enumerate(replays.iter_rows(named=True)):
+        key = (tuple(row["name"]), tuple(row["kind"]), row["generation"], ordinals[i])
+        if key not in cache:
+            cache[key] = _best_match(row, ordinals[i], recordings, eager)
+        found = cache[key]
+        time = int(sum(row["dur_ns"]))
         if isinstance(found, str):
-            reasons.setdefault(found, []).append(len(ids))
-        else:
-            pairs.extend(zip(ids, found, strict=True))
-
-    info = GraphReplays(
-        replays=replays.height,
-        kernels=graph.height,
-        attributed_replays=replays.height - sum(len(v) for v in reasons.values()),
-        attributed_kernels=len(pairs),
-        unattributed=[UnattributedReplays(reason=reason, replays=len(sizes), kernels=sum(sizes))
-                      for reason, sizes in reasons.items()],
-    )
-    return _copy_from(kernels, pairs), info
+            outcome.reasons.setdefault(found, []).append((len(row["kernel_id"]), time))
+            continue
+        matched_time = sum(row["dur_ns"][p] for p, _ in found.pairs)
+        outcome.methods.setdefault(found.method, []).append((len(found.pairs), int(matched_time)))
+        source = -1 if found.recording is None else recordings.index(found.recording)
+        outcome.copied += [(row["kernel_id"][p], source, r) for p, r in found.pairs]
+    attributed = _own_steps(_copy(kernels, outcome.copied, recordings), is_graph)
+    return attributed.drop(added), _report(graph, replays.height, outcome)
 
 
-def _match(names: tuple[str, ...], steps: pl.DataFrame) -> list[int] | str:
-    """kernel_ids of the eager kernels a replay repeats (the latest eager step holding its names in order),
-    or why there are none."""
-    if steps.height == 0:
-        return "no eager decode step to copy from (no kernel launched eagerly inside a ks.phase:decode:<i> range)"
+def _ordinals(replays: pl.DataFrame) -> list[int]:
+    """Each replay's position among the graph launches of its step (or of its rank, outside any step)."""
+    seen: dict[tuple, int] = {}
+    out = []
+    for rank, phase, step in replays.select("rank", "phase", "step").iter_rows():
+        key = (rank, phase, step)
+        out.append(seen.get(key, 0))
+        seen[key] = out[-1] + 1
+    return out
+
+
+def _best_match(replay: dict, ordinal: int, recordings: list[Recording], eager: pl.DataFrame) -> _Match | str:
+    names, kinds = replay["name"], replay["kind"]
+    best: _Match | None = None
+    for recording in recordings:
+        found = _against(names, kinds, recording)
+        if found is None:
+            continue
+        found.recording = recording
+        # Equal scores: prefer the recording at the replay's position (piecewise graphs, one piece per layer).
+        if best is None or (found.score, -abs(recording.index - ordinal)) > (best.score, -abs(best.recording.index - ordinal)):
+            best = found
+    if best is not None and best.method != PARTIAL:
+        return best
+    from_eager = _from_eager(names, replay["generation"], eager)
+    if not isinstance(from_eager, str):
+        return from_eager
+    if best is not None:
+        return best
+    if recordings:
+        return (f"the replay's {len(names)} kernels match no captured graph in order (closest capture shares "
+                f"{_closest(names, kinds, recordings):.0%}) and {from_eager}")
+    return f"no capture trace given (`import --capture`) and {from_eager}"
+
+
+def _against(names: list[str], kinds: list[str], recording: Recording) -> _Match | None:
+    n = len(names)
+    named = all(x is not None for x in recording.names)
+    if named and recording.names == names:
+        return _Match(EXACT, [(p, p) for p in range(n)], score=3.0)
+    if not named and recording.kinds == kinds:
+        return _Match(POSITION, [(p, p) for p in range(n)], score=2.0)
+    theirs = recording.names if named else recording.kinds
+    ours = names if named else kinds
+    blocks = SequenceMatcher(None, ours, theirs, autojunk=False).get_matching_blocks()
+    pairs = [(b.a + j, b.b + j) for b in blocks for j in range(b.size)]
+    share = len(pairs) / n if n else 0.0
+    return _Match(PARTIAL, pairs, score=share) if share >= _MIN_PARTIAL else None
+
+
+def _closest(names: list[str], kinds: list[str], recordings: list[Recording]) -> float:
+    best = 0.0
+    for recording in recordings:
+        named = all(x is not None for x in recording.names)
+        ours, theirs = (names, recording.names) if named else (kinds, recording.kinds)
+        blocks = SequenceMatcher(None, ours, theirs, autojunk=False).get_matching_blocks()
+        best = max(best, sum(b.size for b in blocks) / max(len(ours), 1))
+    return best
+
+
+def _eager_steps(eager: pl.DataFrame) -> pl.DataFrame:
+    """Eager kernels with a module, grouped by step (latest first): the steps a replay may repeat."""
+    known = eager.filter(pl.col("step").is_not_null() & (pl.col("phase") != ranges.UNKNOWN))
+    steps = (known.sort("start_ns").group_by("rank", "generation", "phase", "step", maintain_order=True)
+             .agg(pl.col("name"), pl.col("kernel_id"), pl.col("module").is_not_null().any().alias("_modules")))
+    return steps.filter("_modules").drop("_modules").sort("step", descending=True)
+
+
+def _from_eager(names: list[str], generation: int | None, steps: pl.DataFrame) -> _Match | str:
+    """The kernels of the latest eager step holding the replay's names in order, or why there are none."""
+    candidates = steps.filter(pl.col("generation").eq_missing(generation))
+    if candidates.height == 0:
+        return "no eager step with modules to copy from"
     n = len(names)
     closest = ""
-    for step, step_names, step_ids in steps.select("step", "name", "kernel_id").iter_rows():
+    for step, step_names, step_ids in candidates.select("step", "name", "kernel_id").iter_rows():
         for offset in range(len(step_names) - n + 1):
-            if tuple(step_names[offset:offset + n]) == names:
-                return step_ids[offset:offset + n]
-        if not closest:
-            closest = _difference(names, step_names, step)
-    return f"the replay's {n} kernels appear in order in no eager decode step ({closest})"
+            if step_names[offset:offset + n] == names:
+                return _Match(EAGER, [(p, step_ids[offset + p]) for p in range(n)], score=1.0)
+        closest = closest or _difference(names, step_names, step)
+    return f"its {n} kernels appear in order in no eager step ({closest})"
 
 
-def _difference(names: tuple[str, ...], step_names: list[str], step: int) -> str:
+def _difference(names: list[str], step_names: list[str], step: int) -> str:
     """Where a replay first departs from an eager step, aligned at the replay's first kernel."""
     start = step_names.index(names[0]) if names[0] in step_names else 0
     for j, name in enumerate(names):
@@ -87,16 +190,65 @@ def _difference(names: tuple[str, ...], step_names: list[str], step: int) -> str
     return f"step {step}: the step ends first"
 
 
-def _copy_from(kernels: pl.DataFrame, pairs: list[tuple[int, int]]) -> pl.DataFrame:
-    if not pairs:
+def _copy(kernels: pl.DataFrame, copied: list[tuple[int, int, int]], recordings: list[Recording]) -> pl.DataFrame:
+    """Copy COPIED (and a phase where the replay's is unknown) from eager kernels (source -1, row = kernel_id) or
+    recording rows onto the replay kernels."""
+    if not copied:
         return kernels
-    source = pl.DataFrame(pairs, schema={"kernel_id": pl.Int64, "_source": pl.Int64}, orient="row").join(
-        kernels.select(pl.col("kernel_id").alias("_source"), *(pl.col(c).alias(f"_{c}") for c in COPIED)),
-        on="_source", how="left")
+    frames = []
+    eager = [(k, r) for k, s, r in copied if s < 0]
+    if eager:
+        pairs = pl.DataFrame(eager, schema={"kernel_id": pl.Int64, "_source": pl.Int64}, orient="row")
+        frames.append(pairs.join(kernels.select(pl.col("kernel_id").alias("_source"), *COPIED, "phase"),
+                                 on="_source", how="left").drop("_source"))
+    for s, recording in enumerate(recordings):
+        rows = [(k, r) for k, src, r in copied if src == s]
+        if rows:
+            ids = pl.Series("kernel_id", [k for k, _ in rows], dtype=pl.Int64)
+            frames.append(recording.attribution[[r for _, r in rows]].select(*COPIED, "phase")
+                          .with_columns(ids))
+    source = pl.concat(frames, how="diagonal_relaxed").select(
+        "kernel_id", *(pl.col(c).alias(f"_{c}") for c in (*COPIED, "phase")))
     joined = kernels.join(source, on="kernel_id", how="left")
-    copied = pl.col("_source").is_not_null()
+    hit = pl.col("_phase").is_not_null() | pl.col("_op").is_not_null() | pl.col("_module").is_not_null()
     return joined.with_columns(
-        *(pl.when(copied).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c) for c in COPIED),
-        pl.when(copied & (pl.col("phase") == ranges.UNKNOWN)).then(pl.lit(ranges.DECODE)).otherwise(pl.col("phase"))
-        .alias("phase"),
-    ).drop("_source", *(f"_{c}" for c in COPIED))
+        *(pl.when(hit).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c) for c in COPIED),
+        pl.when(hit & (pl.col("phase") == ranges.UNKNOWN) & pl.col("_phase").is_not_null())
+        .then(pl.col("_phase")).otherwise(pl.col("phase")).alias("phase"),
+    ).drop(*(f"_{c}" for c in (*COPIED, "phase")))
+
+
+def _own_steps(kernels: pl.DataFrame, is_graph: pl.Expr) -> pl.DataFrame:
+    """Replays with a known phase but no step (launched outside every step marker) become one step each,
+    numbered after the phase's steps in time order."""
+    loose = kernels.filter(is_graph & pl.col("step").is_null() & (pl.col("phase") != ranges.UNKNOWN))
+    if loose.height == 0:
+        return kernels
+    last = kernels.filter(pl.col("step").is_not_null()).group_by("rank", "phase").agg(pl.col("step").max())
+    launches = (loose.group_by("rank", "phase", "correlation").agg(pl.col("start_ns").min())
+                .join(last, on=["rank", "phase"], how="left")
+                .sort("start_ns")
+                .with_columns((pl.col("step").fill_null(-1) + 1 + pl.int_range(pl.len()).over("rank", "phase"))
+                              .alias("_step")))
+    joined = kernels.join(launches.select("rank", "phase", "correlation", "_step"),
+                          on=["rank", "phase", "correlation"], how="left")
+    return joined.with_columns(
+        pl.when(is_graph & pl.col("step").is_null()).then(pl.col("_step")).otherwise(pl.col("step")).alias("step")
+    ).drop("_step")
+
+
+def _report(graph: pl.DataFrame, replays: int, outcome: _Outcome) -> GraphReplays:
+    methods = [ReplayMethod(method=m, replays=len(v), kernels=sum(k for k, _ in v), time_ns=sum(t for _, t in v))
+               for m, v in outcome.methods.items()]
+    return GraphReplays(
+        replays=replays,
+        kernels=graph.height,
+        time_ns=int(graph["dur_ns"].sum()),
+        attributed_replays=sum(m.replays for m in methods),
+        attributed_kernels=sum(m.kernels for m in methods),
+        attributed_time_ns=sum(m.time_ns for m in methods),
+        methods=methods,
+        unattributed=[UnattributedReplays(reason=reason, replays=len(v), kernels=sum(k for k, _ in v),
+                                          time_ns=sum(t for _, t in v))
+                      for reason, v in outcome.reasons.items()],
+    )

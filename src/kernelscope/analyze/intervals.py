@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 
 
 @dataclass(frozen=True)
@@ -103,3 +104,12 @@ class NestedIntervals:
             if not outside.any():
                 return pos
             pos[outside] = self.parent[pos[outside]]
+
+
+def gather_rows(values: pl.Series, rows: np.ndarray) -> pl.Series:
+    """values[rows], null where rows is -1 (the answer of a query that found no interval)."""
+    if len(values) == 0:
+        return pl.Series(values.name, [None] * len(rows), dtype=values.dtype)
+    gathered = values.gather(np.maximum(rows, 0))
+    missing = np.flatnonzero(rows < 0)
+    return gathered.scatter(missing, None) if len(missing) else gathered

@@ -8,7 +8,7 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.launch_counts import launch_count
 
-PHASE_ORDER = [ranges.PREFILL, ranges.DECODE, ranges.UNKNOWN]
+PHASE_ORDER = [ranges.PREFILL, ranges.MIXED, ranges.DECODE, ranges.IDLE, ranges.UNKNOWN]
 GENERATION = "generation"
 
 
@@ -25,10 +25,11 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
     """Per phase: launches (kernel_count), device time, steps, device time and launches per step, share of all
     device time, and the span from the first kernel's start to the last kernel's end.
 
-    Decode counts its distinct step numbers (per generation, on runs that profile several generate() calls);
-    another phase counts one step per generation (one on runs of one generation): per step is per image on a run
-    of one generation per image. Steps stay null where they are unknown (decode without step numbers; phases of
-    summary rows, which have no timeline), and so do the per-step figures. Span (first start to last end, per
+    A phase with step numbers counts its distinct steps (per generation, on runs that profile several generate()
+    calls: decode on profiled runs, every inferred phase of an imported trace); another phase counts one step per
+    generation (one on runs of one generation): per step is per image on a run of one generation per image. Steps
+    stay null where they are unknown (decode without step numbers; phases of summary rows, which have no
+    timeline), and so do the per-step figures. Span (first start to last end, per
     generation, summed), GPU busy and gaps need start times: null for summary rows."""
     total = kernels["dur_ns"].sum() or 1
     has_step = pl.col("step").is_not_null()
@@ -44,8 +45,9 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
         (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last_end_ns"),
     )
     table = table.with_columns(
-        pl.when(pl.col("phase") == ranges.DECODE).then(pl.col("_decode_steps"))
-        .when(pl.col("_timeline")).then(pl.col("_generations")).cast(pl.Int64).alias("steps"),
+        pl.when(pl.col("_decode_steps").is_not_null()).then(pl.col("_decode_steps"))
+        .when((pl.col("phase") != ranges.DECODE) & pl.col("_timeline")).then(pl.col("_generations"))
+        .cast(pl.Int64).alias("steps"),
     ).with_columns(
         (pl.col("device_time_ns") / pl.col("steps")).alias("device_time_per_step_ns"),
         (pl.col("kernel_count") / pl.col("steps")).alias("kernels_per_step"),
@@ -95,7 +97,6 @@ def busy_ns(kernels: pl.DataFrame) -> int | None:
 def step_table(kernels: pl.DataFrame) -> pl.DataFrame:
     """Device time and launch count of each decode step (rows without a step number are left out); on runs of
     several generations, per generation and step."""
-    kernels = kernels
     several = kernels[GENERATION].drop_nulls().n_unique() > 1
     keys = [GENERATION, "step"] if several else ["step"]
     return (
@@ -106,18 +107,31 @@ def step_table(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def steps_of_every_phase(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per step of any phase with step numbers, in time order: phase, generation, step, launches, device time, the
+    first launch's start and the last kernel's end (null on summary rows)."""
+    return (
+        kernels.filter(pl.col("step").is_not_null())
+        .group_by("phase", GENERATION, "step")
+        .agg(launch_count().alias("kernel_count"), pl.col("dur_ns").sum().alias("device_time_ns"),
+             pl.col("start_ns").min().alias("first_start_ns"),
+             (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last_end_ns"))
+        .sort("first_start_ns", "phase", "step", nulls_last=True)
+    )
+
+
 def step_counts(kernels: pl.DataFrame) -> dict[str, int]:
-    """Steps per phase as the phase table counts them, at least 1: decode its distinct (generation, step) pairs,
-    every other phase one per generation. Per-step figures anywhere divide by these."""
+    """Steps per phase as the phase table counts them, at least 1: a phase with step numbers its distinct
+    (generation, step) pairs, every other phase one per generation. Per-step figures anywhere divide by these."""
     if not kernels.height:
         return {}
     table = kernels.group_by("phase").agg(
-        pl.struct(GENERATION, "step").filter(pl.col("step").is_not_null()).n_unique().alias("decode_steps"),
+        pl.struct(GENERATION, "step").filter(pl.col("step").is_not_null()).n_unique().alias("numbered_steps"),
         pl.col(GENERATION).drop_nulls().n_unique().alias("generations"),
     )
     return {
-        phase: max(int(decode_steps if phase == ranges.DECODE else generations), 1)
-        for phase, decode_steps, generations in table.iter_rows()
+        phase: max(int(numbered if numbered or phase == ranges.DECODE else generations), 1)
+        for phase, numbered, generations in table.iter_rows()
     }
 
 

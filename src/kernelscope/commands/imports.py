@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="add Nsight Compute exports to this existing run instead of making a new one")
     parser.add_argument("--phase", default="decode", choices=["prefill", "decode"],
                         help="with --into: the phase the exports measured (default decode)")
+    parser.add_argument("--capture", action="append", type=Path, metavar="PATH",
+                        help="a trace of the CUDA-graph capture that the imported traces replay (vLLM's and SGLang's "
+                             "capture_traces/), or a directory of them; repeatable. Replayed kernels take the op, "
+                             "module and source line recorded at capture")
     parser.add_argument("--device", metavar="DEVICE",
                         help="the GPU the recording ran on, for files that name it generically or not at all: a "
                              "key or device name of `kernelscope hw list` (picks the datasheet ceilings)")
@@ -39,6 +43,7 @@ def run(args: argparse.Namespace, steps) -> int:
     for path in args.files:
         if not path.exists():  # answered before any heavy library is imported
             raise UserError(f"{path}: no such file")
+    captures = _capture_files(args.capture or [])
     from kernelscope.load.sources import NCU, NSYS_STATS, source_kind
 
     kinds = {source_kind(path) for path in args.files}
@@ -48,6 +53,8 @@ def run(args: argparse.Namespace, steps) -> int:
                         ".nsys-rep), nsys stats kernel summaries, or Nsight Compute exports")
     if args.into is not None and kind != NCU:
         raise UserError("import --into: only Nsight Compute exports can be added to an existing run")
+    if captures and kind is not None:
+        raise UserError("import --capture: capture traces go with Kineto or Nsight Systems traces only")
     if args.into is not None and args.device:
         raise UserError("import --device: the run given with --into already names its device")
     device_spec = _device_spec(args.device)
@@ -67,9 +74,25 @@ def run(args: argparse.Namespace, steps) -> int:
             from kernelscope.commands.importers.traces import import_traces
 
             path = import_traces(args.files, args.out, args.runs_dir, report=report, languages=args.lang,
-                                 device_spec=device_spec)
+                                 device_spec=device_spec, captures=captures)
     print(path)
     return 0
+
+
+def _capture_files(paths: list[Path]) -> list[Path]:
+    """--capture arguments as trace files: a directory stands for the traces under it (sorted by path)."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+            if not found:
+                raise UserError(f"import --capture: {path}: no trace files (*.json, *.json.gz) in this directory")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise UserError(f"import --capture: {path}: no such file or directory")
+    return files
 
 
 def _device_spec(device: str | None) -> str | None:

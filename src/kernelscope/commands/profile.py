@@ -248,6 +248,7 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
     import torch
 
     from kernelscope.analyze.attribution import attribute
+    from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
     from kernelscope.analyze.graph_replays import attribute_graph_replays
     from kernelscope.capture.environment import describe_hardware, describe_software
     from kernelscope.capture.torch_profiler import gzip_file, record
@@ -269,6 +270,7 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
     with steps.step(f"Loading and attributing the trace ({json_bytes / 1e6:.1f} MB)"):
         tables = load_kineto(trace_json)
         kernels, ops = attribute(tables)
+        kernels, sources = infer_attribution(kernels, ops)
         kernels, graph_replays = attribute_graph_replays(kernels)
     with steps.step("Compressing the trace"):
         # A trace of many generations runs to gigabytes: compress it fast rather than small.
@@ -286,6 +288,7 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
         timings=msgspec.structs.replace(timed.timings, profiled_tokens_match=matched),
         trace=profiled_trace(tables.meta, json_bytes, rundir.TRACE),
         graph_replays=graph_replays,
+        attribution=attribution_info(kernels, [sources]),
     )
     return Run(info=info, kernels=kernels, ops=ops)
 

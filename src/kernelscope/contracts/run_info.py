@@ -246,16 +246,69 @@ class UnattributedReplays(_Record, kw_only=True):
     reason: str
     replays: int
     kernels: int
+    time_ns: int = 0
+
+
+class ReplayMethod(_Record, kw_only=True):
+    """Replays attributed one way (analyze/graph_replays.py): exact, position, partial (capture traces) or eager
+    step; kernels and time count the kernels that got attribution."""
+
+    method: str
+    replays: int
+    kernels: int
+    time_ns: int = 0
 
 
 class GraphReplays(_Record, kw_only=True):
-    """CUDA-graph replays: how many got module attribution from an eager step, and why the others did not."""
+    """CUDA-graph replays: how many got attribution, how (per method), and why the others did not."""
 
     replays: int = 0
     kernels: int = 0
+    time_ns: int = 0
     attributed_replays: int = 0
     attributed_kernels: int = 0
+    attributed_time_ns: int = 0
+    methods: list[ReplayMethod] = msgspec.field(default_factory=list)
+    captures: list[str] = msgspec.field(default_factory=list)  # capture trace files given (`import --capture`)
     unattributed: list[UnattributedReplays] = msgspec.field(default_factory=list)
+
+
+class LevelSource(_Record, kw_only=True):
+    """Where one level of attribution (phase, step, module, layer, op, source line) came from, and the share of
+    device time it reaches. `source` is one of the names docs/importing.md lists ("none" where nothing gave it)."""
+
+    source: str = "none"
+    coverage: float = 0.0
+
+
+class StepInfo(_Record, kw_only=True, omit_defaults=True):
+    """One inferred step: its phase and number, and what its annotation says of the batch."""
+
+    phase: str
+    step: int
+    label: str | None = None  # the annotation or frame it came from
+    prefill_requests: int | None = None
+    prefill_tokens: int | None = None
+    decode_requests: int | None = None
+    decode_tokens: int | None = None
+    requests: int | None = None  # the batch's requests where the annotation gives no prefill/decode split
+    tokens: int | None = None  # the batch's tokens (annotations) or tokens per sequence (embedding lookups)
+
+
+class AttributionInfo(_Record, kw_only=True, omit_defaults=True):
+    """How the kernels of the run were tied to phases, steps, modules, layers, ops and source lines."""
+
+    phase: LevelSource = msgspec.field(default_factory=LevelSource)
+    step: LevelSource = msgspec.field(default_factory=LevelSource)
+    module: LevelSource = msgspec.field(default_factory=LevelSource)
+    layer: LevelSource = msgspec.field(default_factory=LevelSource)
+    op: LevelSource = msgspec.field(default_factory=LevelSource)
+    source_line: LevelSource = msgspec.field(default_factory=LevelSource)
+    # Layer index → type, inferred from the module classes of the trace (runs without a model section).
+    layer_types: dict[int, str] = msgspec.field(default_factory=dict)
+    layer_class: str | None = None
+    steps: list[StepInfo] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 class RunInfo(_Record, kw_only=True, omit_defaults=True):
@@ -273,6 +326,7 @@ class RunInfo(_Record, kw_only=True, omit_defaults=True):
     timings: Timings | None = None
     trace: TraceInfo | None = None
     graph_replays: GraphReplays | None = None
+    attribution: AttributionInfo | None = None
     schema_version: int  # required: always written
     ncu: NcuInfo | None = None
 
@@ -306,7 +360,9 @@ class RunInfo(_Record, kw_only=True, omit_defaults=True):
 
     @property
     def layer_types(self) -> dict[int, str]:
-        return dict(self.model.layer_types) if self.model is not None else {}
+        if self.model is not None:
+            return dict(self.model.layer_types)
+        return dict(self.attribution.layer_types) if self.attribution is not None else {}
 
     def layer_types_of(self, phase: str) -> dict[int, str]:
         """The layer types that number a phase's layers: a model stage's own (a vision encoder's layers restart

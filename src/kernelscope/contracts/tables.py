@@ -24,10 +24,11 @@ TRACE_KERNEL_COLUMNS: dict[str, pl.DataType] = {
     "registers_per_thread": pl.Int64(), "shared_memory_bytes": pl.Int64(), "est_occupancy_pct": pl.Float64(),
     "bytes": pl.Int64(),
 }
-# Runtime / driver calls that launched device work.
+# Runtime / driver calls that launched device work (kernel_name: where the trace names the launched kernel at
+# the call, as ROCm's do; it is how a graph capture, whose kernels never run, says what it recorded).
 TRACE_LAUNCH_COLUMNS: dict[str, pl.DataType] = {
     "api": pl.String(), "pid": pl.Int64(), "tid": pl.Int64(), "start_ns": pl.Int64(), "dur_ns": pl.Int64(),
-    "correlation": pl.Int64(), "external_id": pl.Int64(),
+    "correlation": pl.Int64(), "external_id": pl.Int64(), "kernel_name": pl.String(),
 }
 # CPU ops and annotation ranges (`cat`: cpu_op or annotation).
 TRACE_OP_COLUMNS: dict[str, pl.DataType] = {
@@ -42,7 +43,7 @@ ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
     "launch_api": pl.String(), "pid": pl.Int64(), "tid": pl.Int64(), "launch_start_ns": pl.Int64(),
     "launch_dur_ns": pl.Int64(), "op": pl.String(), "top_op": pl.String(), "op_id": pl.Int64(),
     "top_op_id": pl.Int64(), "phase": pl.String(), "step": pl.Int64(), "module": pl.String(), "layer": pl.Int64(),
-    "generation": pl.Int64(),
+    "generation": pl.Int64(), "source_line": pl.String(),
 }
 # Statistics of a summary row (nsys stats imports): the row stands for `instances` launches.
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {

@@ -45,3 +45,15 @@ def projection_model() -> dict[str, Any]:
 def whatif_settings() -> dict[str, Any]:
     """data/whatif.toml: design options, latency goals and default sweeps of a what-if study."""
     return packaged_toml(_DATA, "whatif.toml")
+
+
+@cache
+def source_frames() -> dict[str, Any]:
+    """data/source_frames.toml: which Python frames may name a kernel's source line (docs/importing.md)."""
+    return packaged_toml(_DATA, "source_frames.toml")
+
+
+@cache
+def step_annotations() -> list[dict[str, Any]]:
+    """data/step_annotations.toml: step annotations of serving engines and scripts, in trust order."""
+    return packaged_toml(_DATA, "step_annotations.toml")["rule"]

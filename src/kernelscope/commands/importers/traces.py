@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
+from kernelscope.analyze.graph_replays import Recording, attribute_graph_replays
 from kernelscope.analyze.ranks import combine_ranks
+from kernelscope.analyze.recordings import capture_recordings
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import TraceInfo
 from kernelscope.load import rundir
@@ -15,13 +18,21 @@ from kernelscope.pipeline import write_run_directory
 
 
 def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: bool = True,
-                  languages: tuple[str, ...] = ("en", "zh"), device_spec: str | None = None) -> Path:
-    parts, metas = [], []
+                  languages: tuple[str, ...] = ("en", "zh"), device_spec: str | None = None,
+                  captures: list[Path] | None = None) -> Path:
+    parts, metas, sources = [], [], []
     for path in files:
         tables = read_trace(path)
-        parts.append(attribute(tables))
+        kernels, ops = attribute(tables)
+        kernels, found = infer_attribution(kernels, ops)
+        parts.append((kernels, ops))
+        sources.append(found)
         metas.append(tables.meta)
     kernels, ops = combine_ranks(parts)
+    recordings = read_captures(captures or [])
+    kernels, graph_replays = attribute_graph_replays(kernels, recordings)
+    if graph_replays is not None:
+        graph_replays.captures = [str(p) for p in captures or []]
     first = metas[0]
     device_type = "cuda" if kernels.height and kernels["kind"].first() != "cpu_op" else "cpu"
     # A trace without device activity is a CPU run, whatever devices its process could see.
@@ -33,9 +44,18 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
         cuda_runtime_version=first.cuda_runtime_version,
         cuda_driver_version=first.cuda_driver_version,
     )
-    info = imported_run_info(files, hardware, trace, device_spec)
+    info = imported_run_info(files, hardware, trace, device_spec, graph_replays=graph_replays,
+                             attribution=attribution_info(kernels, sources))
     run = Run(info=info, kernels=kernels, ops=ops)
     target = out or rundir.default_run_path(runs_dir, files[0].name.split(".")[0], info.hardware.name or device_type)
     with rundir.staged_directory(target) as tmp:
         write_run_directory(tmp, run, report=report, languages=languages)
     return target.resolve()
+
+
+def read_captures(paths: list[Path]) -> list[Recording]:
+    """The graphs recorded by the capture traces given (files, or directories searched for traces)."""
+    recordings: list[Recording] = []
+    for path in paths:
+        recordings += capture_recordings(read_trace(path), path.name)
+    return recordings

@@ -50,6 +50,7 @@ class _RuntimeArgs(msgspec.Struct):
     external_id: int | None = msgspec.field(name="External id", default=None)
     external_id_old: int | None = msgspec.field(name="external id", default=None)
     correlation: int | None = None
+    kernel: str | None = None  # ROCm names the kernel a launch call launches (CUDA does not)
 
 
 class _OpArgs(msgspec.Struct):
@@ -219,6 +220,7 @@ def _launch_table(events: list[_Event], args: list[_RuntimeArgs]) -> pl.DataFram
             "dur_ns": dur,
             "correlation": [a.correlation for a in args],
             "external_id": _external_ids(args),
+            "kernel_name": [a.kernel for a in args],
         },
         schema_overrides={**TRACE_LAUNCH_COLUMNS, "ts_us": pl.Float64},
     )
