@@ -277,3 +277,24 @@ def test_tensor_parallel_ranks_each_get_steps_and_layers(tmp_path):
         steps = ours.filter(pl.col("step").is_not_null()).select("phase", "step").unique()
         assert steps.height == 6
     assert info["attribution"]["module"]["coverage"] >= 0.95
+
+
+# ---------------------------------------------------------------- the report of an imported trace
+def test_imported_report_has_steps_source_lines_and_attribution_sources(tmp_path):
+    out = tmp_path / "run"
+    assert main(["-q", "import", str(CAPTURED / "hf_generate_stack.json.gz"), "--out", str(out), "--lang", "en"]) == 0
+    report = (out / "report" / "report.md").read_text()
+    lines = pl.read_csv(out / "report" / "tables" / "source_lines.csv")
+    top = lines.row(0, named=True)
+    assert "## Where the time comes from in the source" in report
+    assert f"| `{top['source_line']}` |" in report
+    steps = pl.read_csv(out / "report" / "tables" / "steps.csv")
+    assert steps.select("phase", "step").rows() == [("prefill", 0)] + [("decode", i) for i in range(5)]
+    assert "| Phase | model forwards (top-level nn.Module frames) |" in report
+    assert "| Source line | Python frames (with\\_stack) |" in report
+    assert "#### Modules and kernels" in report  # the layer breakdown works for imported traces
+    without = tmp_path / "plain"
+    assert main(["-q", "import", str(CAPTURED / "hf_generate_plain.json.gz"), "--out", str(without), "--lang", "en"]) == 0
+    plain = (without / "report" / "report.md").read_text()
+    assert "Not available: the trace has no Python frames. Record with `torch.profiler.profile(with_stack=True" in plain
+    assert "Not available: the trace has no module ranges and no module frames." in plain

@@ -23,7 +23,7 @@ from kernelscope.analyze.ncu_measurements import (
     measured_class_table,
 )
 from kernelscope.analyze.op_groups import op_group_table
-from kernelscope.analyze.phases import phase_table, step_table
+from kernelscope.analyze.phases import phase_table, step_table, steps_of_every_phase
 from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
 from kernelscope.analyze.roofline import (
     MissingCeiling,
@@ -34,6 +34,7 @@ from kernelscope.analyze.roofline import (
     missing_ceilings,
     place_on_roofline,
 )
+from kernelscope.analyze.source_lines import source_line_table
 from kernelscope.analyze.whatif import WhatIf, what_if
 from kernelscope.contracts.run import Run
 
@@ -78,6 +79,8 @@ class ReportTables:
     ceilings: Ceilings | None = None
     missing_ceilings: list[MissingCeiling] = field(default_factory=list)  # roofs the run needs, the device lacks
     by_phase: dict[str, PhaseTables] = field(default_factory=dict)
+    every_step: pl.DataFrame | None = None  # steps of every phase with step numbers, with what their marker says
+    source_lines: pl.DataFrame | None = None  # traces with Python frames
     unattributed: pl.DataFrame | None = None
     measured: MeasuredTables | None = None
     accelerator: AcceleratorNeeds | None = None
@@ -114,6 +117,8 @@ def report_tables(run: Run, ceilings: Ceilings | None = None) -> ReportTables:
                           missing_ceilings=missing_ceilings(kernels, ceilings), labels=labels, generations=generation_table(kernels, phases["phase"].to_list(), run.info))
     for phase in phases["phase"]:
         tables.by_phase[phase] = _phase_tables(run, kernels, phase, phases, labels, ceilings)
+    tables.every_step = _every_step(kernels, run)
+    tables.source_lines = source_line_table(kernels, labels)
     tables.measured = _measured_tables(run, kernels, labels, ceilings)
     tables.accelerator = accelerator_needs(kernels, run.info, ceilings, tables.per_phase("categories"),
                                            run.info.layer_types)
@@ -126,6 +131,26 @@ def report_tables(run: Run, ceilings: Ceilings | None = None) -> ReportTables:
         if missing.height else None
     )
     return tables
+
+
+def _every_step(kernels: pl.DataFrame, run: Run) -> pl.DataFrame | None:
+    """Steps of every phase, with the tokens and requests their annotation or embedding lookup gives."""
+    steps = steps_of_every_phase(kernels)
+    if steps.height == 0:
+        return None
+    described = run.info.attribution.steps if run.info.attribution is not None else []
+    if not described:
+        return steps
+    notes = pl.DataFrame(
+        [(s.phase, s.step, s.label, s.prefill_tokens, s.decode_tokens, s.tokens,
+          _requests(s.prefill_requests, s.decode_requests, s.requests)) for s in described],
+        schema={"phase": pl.String, "step": pl.Int64, "label": pl.String, "prefill_tokens": pl.Int64,
+                "decode_tokens": pl.Int64, "tokens": pl.Int64, "requests": pl.Int64}, orient="row")
+    return steps.join(notes, on=["phase", "step"], how="left", maintain_order="left")
+
+
+def _requests(prefill: int | None, decode: int | None, either: int | None) -> int | None:
+    return (prefill or 0) + (decode or 0) if prefill is not None or decode is not None else either
 
 
 def _label_columns(labels: pl.DataFrame) -> pl.DataFrame:

@@ -16,20 +16,20 @@ from kernelscope.contracts.run_info import Capture
 
 T = TypeVar("T")
 
-def record(fn: Callable[[], T], device: torch.device, trace_json: Path) -> tuple[T, Capture]:
+def record(fn: Callable[[], T], device: torch.device, trace_json: Path, with_stack: bool = False) -> tuple[T, Capture]:
     """Run fn under torch.profiler and write the raw Kineto JSON to trace_json. Returns fn's result and
-    the capture settings (with the profiled wall time)."""
+    the capture settings (with the profiled wall time). with_stack records Python frames (source lines)."""
     activities = [ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     started = time.perf_counter()
-    with profile(activities=activities, record_shapes=True, with_stack=False, profile_memory=False) as prof:
+    with profile(activities=activities, record_shapes=True, with_stack=with_stack, profile_memory=False) as prof:
         result = fn()
         if device.type == "cuda":
             torch.cuda.synchronize()
     wall_ms = (time.perf_counter() - started) * 1e3
     prof.export_chrome_trace(str(trace_json))
-    settings = Capture(activities=[a.name for a in activities], record_shapes=True, with_stack=False,
+    settings = Capture(activities=[a.name for a in activities], record_shapes=True, with_stack=with_stack,
                        profile_memory=False, profiled_wall_ms=wall_ms)
     return result, settings
 

@@ -60,6 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=positive_int, default=3,
                    help="timed generations per mode, without the profiler; medians are reported (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed for random weights and prompt ids (default 0)")
+    p.add_argument("--stack", action="store_true",
+                   help="record Python stacks too (torch.profiler with_stack): the report then names the source line "
+                        "of every kernel; the trace grows several times")
     v = p.add_argument_group("images (vision models such as deepseek-ocr-2; see docs/ocr.md)")
     v.add_argument("--image", nargs="+", type=Path, default=[], metavar="PATH", dest="image_paths",
                    help="image files or directories of them: one generation per image")
@@ -92,6 +95,7 @@ class ProfileOptions:
     base_size: int = 1024
     image_size: int = 768
     crop_mode: bool = True
+    stack: bool = False  # record Python frames: every kernel gets its source line
     out: Path | None = None
     runs_dir: Path = Path("runs")
     report: bool = True
@@ -104,7 +108,7 @@ class ProfileOptions:
             prompt_len=args.prompt_len, new_tokens=args.new_tokens, warmup=args.warmup, repeats=args.repeats,
             seed=args.seed, temperature=args.temperature, no_repeat_ngram_size=args.no_repeat_ngram_size,
             image_paths=tuple(args.image_paths), images=args.images, base_size=args.base_size,
-            image_size=args.image_size, crop_mode=args.crop_mode,
+            image_size=args.image_size, crop_mode=args.crop_mode, stack=args.stack,
             out=args.out, runs_dir=args.runs_dir, report=not args.no_report, languages=args.lang,
         )
 
@@ -263,7 +267,7 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
     what = f"{count} generations (one per image)" if plan.per_image else "one generation"
     with steps.step(f"Profiling {what} with torch.profiler"):
         profiled, capture = record(lambda: [session.generate(i, annotated=True) for i in range(count)],
-                                   plan.device, trace_json)
+                                   plan.device, trace_json, with_stack=options.stack)
     matched = all(bool(torch.equal(plain, tokens))
                   for plain, (tokens, _) in zip(timed.last_plain_tokens, profiled, strict=True))
     json_bytes = trace_json.stat().st_size

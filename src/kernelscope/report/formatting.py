@@ -53,6 +53,15 @@ def code(text: Any) -> str:
     return f"`{text}`"
 
 
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|#~!"})
+
+
+def markdown_text(text: Any) -> str:
+    """A string read from an input, as literal Markdown text: every character that could start markup is
+    backslash-escaped, and it stays on one line."""
+    return "–" if text is None else str(text).translate(_MARKDOWN_SPECIAL).replace("\n", " ")
+
+
 def plain(text: Any) -> str:
     return "–" if text is None else str(text).replace("|", "\\|").replace("\n", " ")
 

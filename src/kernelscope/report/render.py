@@ -24,6 +24,7 @@ from kernelscope.report.templating import message_catalog, template_environment,
 from kernelscope.report.whatif import projection_section
 
 TOP_N = 20
+STEP_ROWS = 40  # steps listed in the report; tables/steps.csv has them all
 REPORT_FILES = {"en": "report.md", "zh": "report.zh.md"}
 HTML_FILES = {"en": "report.html", "zh": "report.zh.html"}
 
@@ -40,7 +41,7 @@ def _env(lang: str) -> Environment:
     terms = words["terms"]
     env = template_environment(words, dict(
         duration=fmt.duration, ms=fmt.ms, percent=fmt.percent, ratio=fmt.ratio_percent, number=fmt.number,
-        gb=fmt.gigabytes, code=fmt.code, term=lambda v: terms.get(v, v) if isinstance(v, str) else v,
+        gb=fmt.gigabytes, code=fmt.code, text=fmt.markdown_text, term=lambda v: terms.get(v, v) if isinstance(v, str) else v,
         tb=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TB/s",
         gbs=lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
         tflops=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TFLOP/s",
@@ -123,9 +124,38 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "acc_layers": table("weights", acc.weights_per_layer if acc is not None and acc.weights_per_layer.height else None),
         "projection": projection_section(tables.projection, lang) if tables.projection is not None else None,
         "unattributed": table("kernels", tables.unattributed, 10),
+        "every_step": table("steps", tables.every_step, STEP_ROWS),
+        "step_count": tables.every_step.height if tables.every_step is not None else 0,
+        "source_lines": table("source_lines", tables.source_lines, top_n),
+        "source_line_count": tables.source_lines.height if tables.source_lines is not None else 0,
+        "attribution_levels": _attribution_levels(run),
+        "replays": _replays(run),
         "appendix": table("names", tables.labels.filter(pl.col("name").is_in(sorted(shown)))),
         "images_table": _images_table(tables, table.headers, table.terms),
     }
+
+
+def _attribution_levels(run: Run) -> list[dict[str, Any]]:
+    """Per level of attribution: its source and coverage (run.json `attribution`), for the Attribution section."""
+    info = run.info.attribution
+    if info is None:
+        return []
+    return [{"level": level, "source": getattr(info, level).source, "coverage": getattr(info, level).coverage}
+            for level in ("phase", "step", "module", "layer", "op", "source_line")]
+
+
+def _replays(run: Run) -> dict[str, Any] | None:
+    """Graph replays: their time, the share attributed per method, the reasons for the rest."""
+    g = run.info.graph_replays
+    if g is None or not g.replays:
+        return None
+    total = g.time_ns or 1
+    return {"replays": g.replays, "kernels": g.kernels, "time_ns": g.time_ns, "captures": len(g.captures),
+            "attributed_share": g.attributed_time_ns / total,
+            "methods": [{"method": m.method, "replays": m.replays, "kernels": m.kernels, "share": m.time_ns / total}
+                        for m in g.methods],
+            "unattributed": [{"reason": u.reason, "replays": u.replays, "kernels": u.kernels,
+                              "share": u.time_ns / total} for u in g.unattributed]}
 
 
 def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
@@ -234,6 +264,10 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
         for phase, df in tables.per_phase(name).items():
             frames[f"{prefix}_{phase}"] = df
     frames["kernel_names"] = tables.labels
+    if tables.every_step is not None:
+        frames["steps"] = tables.every_step
+    if tables.source_lines is not None:
+        frames["source_lines"] = tables.source_lines
     if tables.measured is not None:
         frames["ncu_kernels"] = tables.measured.kernels
         frames["ncu_classes"] = tables.measured.classes

@@ -92,13 +92,29 @@ SPECS: dict[str, Spec] = {
                      ("compute_needed", "compute_flops_per_s", "flops_rate")],
     "weights": [("layer_type", "layer_type", "term"), ("layers", "layers", "int"),
                 ("bytes_per_step", "bytes_per_layer_step", "mb")],
+    "steps": [("phase", "phase", "term"), ("step", "step", "int"), ("launches", "kernel_count", "int"),
+              ("device_time", "device_time_ns", "dur"), ("prefill_tokens", "prefill_tokens?", "int"),
+              ("decode_tokens", "decode_tokens?", "int"), ("tokens", "tokens?", "int"), ("requests", "requests?", "int"),
+              ("marker", "label?", "code")],
+    "source_lines": [("source_line", "source_line", "code"), ("total", "total_ns", "dur"),
+                     ("time_pct", "time_pct", "pct"), ("launches", "launches", "int"),
+                     ("distinct_kernels", "kernels", "int"), ("top_kernel", "top_kernel", "text"),
+                     ("module", "module", "code")],
     "names": [("kernel", "label", "text"), ("library", "library", "text"), ("category", "category", "text"),
               ("description", "description", "text"), ("full_name", "name", "code")],
 }
 
 
+def _has_values(df: pl.DataFrame, column: str) -> bool:
+    return column in df.columns and df[column].null_count() < df.height
+
+
 def table_markdown(df: pl.DataFrame, spec: Spec, headers: dict[str, str], terms: dict[str, str]) -> str:
-    """A GitHub Markdown table; numeric columns right-aligned, `term` cells in the report's language."""
+    """A GitHub Markdown table; numeric columns right-aligned, `term` cells in the report's language. Columns
+    the spec marks optional (a trailing `?` on the column name) are left out where the frame lacks them or
+    holds only nulls in them."""
+    spec = [(key, column.rstrip("?"), kind) for key, column, kind in spec
+            if not column.endswith("?") or _has_values(df, column.rstrip("?"))]
     titles = [headers.get(key, key) for key, _, _ in spec]
     right = [kind not in TEXT_FORMATTERS for _, _, kind in spec]
     return fmt.markdown_table(titles, right, (_cells(row, spec, terms) for row in df.iter_rows(named=True)))
