@@ -196,7 +196,7 @@ def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[st
         }
     breakdowns = {
         phase: {"types": table("layer_types", t.layer_types), "modules": table("breakdown", t.layer_breakdown),
-                "per_layer": table("per_layer", t.per_layer)}
+                "per_layer": table("per_layer", t.per_layer) if t.per_layer is not None and t.per_layer.height else None}
         for phase, t in tables.by_phase.items() if t.layer_breakdown is not None
     }
     roofline = {
