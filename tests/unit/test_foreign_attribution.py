@@ -298,3 +298,27 @@ def test_imported_report_has_steps_source_lines_and_attribution_sources(tmp_path
     plain = (without / "report" / "report.md").read_text()
     assert "Not available: the trace has no Python frames. Record with `torch.profiler.profile(with_stack=True" in plain
     assert "Not available: the trace has no module ranges and no module frames." in plain
+
+
+# ---------------------------------------------------------------- NVTX ranges of an Nsight Systems export
+def test_step_annotations_as_nvtx_ranges_of_an_nsys_export(tmp_path):
+    """The same serving annotations pushed as NVTX ranges (an nsys export of the vLLM B200 trace, written by the
+    schema-following writer) give the same phase and counts as the Kineto file."""
+    from kernelscope.load.kineto import load_kineto
+    from tests.nsys_sqlite_writer import write_nsys_sqlite
+
+    path = TRACELENS / "traces__b200__eager_trace.json.gz"
+    export = write_nsys_sqlite(load_kineto(path), tmp_path / "b200.sqlite", variant="nvtx-textid")
+    info, kernels = _run(_import(tmp_path, str(export)))
+    marks = sorted((e for e in _events(path) if e.get("cat") == "user_annotation" and e["name"].startswith("execute_")),
+                   key=lambda e: e["ts"])
+    steps = info["attribution"]["steps"]
+    assert [s["label"] for s in steps] == [e["name"] for e in marks] and len(marks) == 1
+    tokens = int(re.search(r"execute_context_\d+\((\d+)_", marks[0]["name"]).group(1))
+    assert steps[0]["phase"] == "prefill" and steps[0]["prefill_tokens"] == tokens
+    # Every kernel launched inside the range is in the prefill phase.
+    events = _events(path)
+    launched = _launch_times(events)
+    inside = [e for e in _device(events)
+              if marks[0]["ts"] <= launched.get(e["args"].get("correlation"), -1) <= marks[0]["ts"] + marks[0]["dur"]]
+    assert kernels.filter(pl.col("phase") == "prefill").height == len(inside) > 0
