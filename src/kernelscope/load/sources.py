@@ -27,6 +27,7 @@ from kernelscope.contracts.run_info import (
 from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
 from kernelscope.load import knowledge
+from kernelscope.load.input_checks import check_input_file
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.ncu import is_ncu_input
 from kernelscope.load.nsys_sqlite import SQLITE_MAGIC, export_nsys_rep, is_nsys_sqlite, load_nsys_sqlite
@@ -45,6 +46,8 @@ def source_kind(path: Path) -> str:
     """The kind of recording `path` holds, by its content (and the .nsys-rep / .ncu-rep suffixes). Text tables
     that are no Nsight Compute export go to the nsys stats reader, which names what such a file lacks; anything
     else is read as a Kineto trace, whose reader says what is wrong with it."""
+    if not path.is_dir():  # a directory may be an Nsight Compute export; anything else must be a readable file
+        check_input_file(path, "a trace or a profiler export")
     if is_ncu_input(path):
         return NCU
     if path.suffix == ".nsys-rep":
