@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import io
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -73,10 +71,11 @@ def export_run(run_dir: Path, fmt: str, out: Path | None, phase: str | None = No
     if fmt == PERFETTO:
         if run.kernels.height and run.kernels["start_ns"].is_null().all():
             raise UserError(f"{run_dir}: its kernels have no start times (a summary import); a trace needs them")
-        _write_atomically(target, lambda f: write_trace(run, f, trace_name=run_dir.resolve().name), compress=True)
+        _write_atomically(target, lambda f: write_trace(run, f, trace_name=run_dir.resolve().name), compress=True,
+                          replace=out is None)
     else:
         table = kern_sum_table(run.kernels, phase, nvtx=fmt == KERN_SUM_NVTX, source=str(run_dir))
-        _write_atomically(target, lambda f: f.write(write_kern_sum_csv(table)))
+        _write_atomically(target, lambda f: f.write(write_kern_sum_csv(table)), replace=out is None)
     return target
 
 
@@ -90,18 +89,13 @@ def _target(run_dir: Path, fmt: str, out: Path | None, phase: str | None) -> Pat
     return out / name if out.is_dir() else out
 
 
-def _write_atomically(target: Path, write: Callable[[IO[str]], Any], compress: bool = False) -> None:
-    """Write (UTF-8 text, gzip-compressed if asked) into a temporary file next to `target`, then rename it
-    into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.partial-", dir=target.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) if compress else raw
-            with io.TextIOWrapper(stream, encoding="utf-8", newline="") as text:
-                write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+def _write_atomically(target: Path, write: Callable[[IO[str]], Any], compress: bool = False,
+                      replace: bool = False) -> None:
+    """Write (UTF-8 text, gzip-compressed if asked) into a temporary file next to `target`, then give it the
+    name: an existing file is replaced only when asked (the default place inside the run)."""
+    from kernelscope.load import rundir
+
+    with rundir.new_file(target, replace=replace) as tmp, tmp.open("wb") as raw:
+        stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) if compress else raw
+        with io.TextIOWrapper(stream, encoding="utf-8", newline="") as text:
+            write(text)

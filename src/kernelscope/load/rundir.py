@@ -8,6 +8,8 @@ inside it and moved over the old files only once all of them are written (`updat
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -54,25 +56,71 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "run"
 
 
+def umask() -> int:
+    """The process's file-creation mask (reading it means setting it: put it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def private_temp_directory(prefix: str, parent: Path) -> Path:
+    """A fresh hidden directory in `parent` for staging; mkdtemp makes it 0700, so give it the mode any other
+    directory made here would have (the umask's), or teammates could not read the run it becomes."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(tmp, 0o777 & ~umask())
+    return tmp
+
+
+def claim_parent(final: Path) -> None:
+    """Create the folders above `final`; a file where a folder should be is the user's to fix."""
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"{final.parent}: not a directory") from None
+    except OSError as exc:
+        raise UserError(f"{final.parent}: cannot create the directory ({exc.strerror or exc})") from None
+    if not final.parent.is_dir():
+        raise UserError(f"{final.parent}: not a directory")
+
+
 @contextmanager
 def staged_directory(final: Path, replace: bool = False) -> Iterator[Path]:
-    """Yield a temporary directory next to `final`; rename it to `final` if the block succeeds."""
+    """Yield a temporary directory next to `final`; rename it to `final` if the block succeeds.
+
+    Without `replace`, `final` is claimed first by creating it (atomic: of two commands writing to one --out,
+    the second is refused at once instead of one result silently replacing the other); the finished run is
+    then renamed over the empty claimed directory. On failure the claim is taken back."""
     final = final.resolve()
-    if final.exists() and not replace:
-        raise UserError(f"{final}: already exists (choose another --out or remove it)")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
+    claim_parent(final)
+    claimed = False
+    if not replace:
+        try:
+            os.mkdir(final)
+            claimed = True
+        except FileExistsError:
+            raise UserError(f"{final}: already exists (choose another --out or remove it)") from None
+        except OSError as exc:
+            raise UserError(f"{final}: cannot create ({exc.strerror or exc})") from None
+    try:
+        tmp = private_temp_directory(f".{final.name}.partial-", final.parent)
+    except OSError as exc:
+        if claimed:
+            os.rmdir(final)
+        raise UserError(f"{final.parent}: cannot write here ({exc.strerror or exc})") from None
     try:
         yield tmp
-        if final.exists():
+        if final.exists() and not claimed:
             old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
             os.replace(final, old / final.name)
             os.replace(tmp, final)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(tmp, final)
+            os.replace(tmp, final)  # over the empty directory that claimed the name
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if claimed:
+            with contextlib.suppress(OSError):
+                os.rmdir(final)  # only if still our empty claim
         raise
 
 
@@ -80,25 +128,89 @@ def staged_directory(final: Path, replace: bool = False) -> Iterator[Path]:
 def updating_run(run_dir: Path) -> Iterator[Path]:
     """Yield a hidden staging directory inside `run_dir`: whatever the block writes there (files, or whole
     directories such as report/) replaces the run's entries of the same names once the block succeeds; run.json
-    goes last. On failure the run is left as it was."""
-    staging = Path(tempfile.mkdtemp(prefix=".update.partial-", dir=run_dir))
+    goes last. On failure, in the block or while swapping, the run is left as it was. One command at a time
+    updates a run: the directory itself is locked (flock, released by the system even if the process dies)."""
+    with _locked(run_dir):
+        try:
+            staging = private_temp_directory(".update.partial-", run_dir)
+        except OSError as exc:
+            raise UserError(f"{run_dir}: cannot write into the run ({exc.strerror or exc})") from None
+        aside = staging.with_name(staging.name.replace(".partial-", ".old-"))
+        try:
+            yield staging
+            entries = sorted(staging.iterdir(), key=lambda p: p.name == RUN_JSON)
+            _swap_all(entries, run_dir, aside)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextmanager
+def _locked(run_dir: Path) -> Iterator[None]:
     try:
-        yield staging
-        entries = sorted(staging.iterdir(), key=lambda p: p.name == RUN_JSON)
-        for entry in entries:
-            _swap_in(entry, run_dir / entry.name)
+        fd = os.open(run_dir, os.O_RDONLY)
+    except OSError as exc:
+        raise UserError(f"{run_dir}: cannot open the run ({exc.strerror or exc})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"{run_dir}: another kernelscope command is updating this run; try again when it "
+                            f"has finished") from None
+        yield
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        os.close(fd)  # releases the lock
 
 
-def _swap_in(new: Path, old: Path) -> None:
-    if new.is_dir() and old.exists():
-        aside = old.with_name(f".{old.name}.old-{os.getpid()}")
-        os.replace(old, aside)
-        os.replace(new, old)
-        shutil.rmtree(aside, ignore_errors=True)
-    else:
-        os.replace(new, old)
+def _swap_all(entries: list[Path], run_dir: Path, aside: Path) -> None:
+    """Move each staged entry over the run's entry of the same name, the old ones first set aside; if any move
+    fails, every entry already swapped is put back."""
+    aside.mkdir()
+    done: list[tuple[Path, Path | None]] = []
+    try:
+        for entry in entries:
+            old = run_dir / entry.name
+            kept = None
+            if old.exists():
+                kept = aside / entry.name
+                os.replace(old, kept)
+            done.append((old, kept))
+            os.replace(entry, old)
+    except BaseException:
+        for old, kept in reversed(done):
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)
+            if kept is not None:
+                os.replace(kept, old)
+        raise
+
+
+@contextmanager
+def new_file(target: Path, replace: bool = False) -> Iterator[Path]:
+    """Yield a temporary path next to `target` to write; once the block succeeds it becomes `target`. Unless
+    `replace`, `target` must not exist (a hard link claims the name atomically: an existing file is never
+    overwritten). Its mode follows the umask."""
+    target = target.resolve()
+    claim_parent(target)
+    if target.exists() and not replace:
+        raise UserError(f"{target}: already exists (choose another --out or remove it)")
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.partial-", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        os.chmod(tmp, 0o666 & ~umask())
+        yield tmp
+        if replace:
+            os.replace(tmp, target)
+            return
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            raise UserError(f"{target}: already exists (written by another command meanwhile)") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -53,7 +53,7 @@ def render_comparison(comparison: Comparison, runs: list[ComparedRun], out_dir: 
                                      "category", f"Device time per step by category: {phase}",
                                      out_dir / "figures", f"compare_{phase}")
         if paths:
-            figure_links[phase] = f"figures/{paths[0].name}"
+            figure_links[phase] = fmt.Markdown(f"figures/{paths[0].name}")
             written += paths
     key_figures = _key_figures(comparison, runs)
     (out_dir / "compare.json").write_text(json.dumps(key_figures, indent=2) + "\n", encoding="utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -45,30 +46,59 @@ def gigabytes(value: float | None) -> str:
     return "–" if value is None else f"{value / 1e9:.2f} GB"
 
 
-def code(text: Any) -> str:
-    """Inline code in a Markdown table cell: escape pipes, keep it on one line."""
+class Markdown(str):
+    """Text that is already Markdown written by kernelscope (a table, a sentence of the page's words, an escaped
+    value): templates print it as is. Every other string is input data and is escaped (templating.py)."""
+
+
+# Line breaks and other control characters of an input would start new blocks (headings, table rows): one space.
+_BREAKS = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
+# Every ASCII character that can open Markdown: raw HTML, entities, links and images (`[`, `![`: a `(` after them
+# no longer matters), emphasis, code, table cells; `#` opens a heading only at the start of a line.
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|~!&"})
+
+
+def one_line(text: Any) -> str:
+    return _BREAKS.sub(" ", str(text))
+
+
+def code(text: Any) -> Markdown:
+    """A string read from an input as inline code: a fence longer than any run of backticks inside it (so the
+    text cannot close the span and continue as markup), pipes escaped for table cells, kept on one line."""
     if text is None:
-        return "–"
-    text = str(text).replace("|", "\\|").replace("\n", " ")
-    return f"`{text}`"
+        return Markdown("–")
+    text = one_line(text).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
+    return Markdown(f"{fence}{pad}{text}{pad}{fence}")
 
 
-_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|#~!"})
-
-
-def markdown_text(text: Any) -> str:
+def markdown_text(text: Any) -> Markdown:
     """A string read from an input, as literal Markdown text: every character that could start markup is
     backslash-escaped, and it stays on one line."""
-    return "–" if text is None else str(text).translate(_MARKDOWN_SPECIAL).replace("\n", " ")
+    if text is None:
+        return Markdown("–")
+    escaped = one_line(text).translate(_MARKDOWN_SPECIAL)
+    return Markdown(re.sub(r"^(\s*)([#>+=-])", r"\1\\\2", escaped))
 
 
-def plain(text: Any) -> str:
-    return "–" if text is None else str(text).replace("|", "\\|").replace("\n", " ")
+def plain(text: Any) -> Markdown:
+    """A table cell of input text: literal, like markdown_text."""
+    return markdown_text(text)
 
 
-def markdown_table(titles: Sequence[str], right_aligned: Sequence[bool], rows: Iterable[Sequence[str]]) -> str:
+def escape_value(value: Any) -> Any:
+    """Jinja's finalize: a plain string printed by a template is input data, so it is escaped; Markdown of ours
+    and numbers pass unchanged."""
+    if isinstance(value, Markdown) or not isinstance(value, str):
+        return value
+    return markdown_text(value)
+
+
+def markdown_table(titles: Sequence[str], right_aligned: Sequence[bool], rows: Iterable[Sequence[str]]) -> Markdown:
     """The one GitHub Markdown table writer: cells are already formatted (and escaped) text."""
     align = ["---:" if right else "---" for right in right_aligned]
     lines = ["| " + " | ".join(titles) + " |", "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    return "\n".join(lines)
+    return Markdown("\n".join(lines))

@@ -1,12 +1,15 @@
 """One self-contained HTML page from the Markdown report: figures embedded as data URIs, a table of contents,
-tables sortable by a click on their header, appendices collapsed. No external resource: it opens offline."""
+tables sortable by a click on their header, appendices collapsed. No external resource: it opens offline, and its
+Content-Security-Policy forbids any network load and any script but its own."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import re
 from pathlib import Path
+from typing import Any
 
 from markdown_it import MarkdownIt
 
@@ -57,17 +60,46 @@ def _slug(text: str, seen: dict[str, int]) -> str:
     return base if seen[base] == 1 else f"{base}-{seen[base]}"
 
 
-def _embed_images(page: str, base: Path) -> str:
-    def replace(match: re.Match[str]) -> str:
-        src = html.unescape(match.group(1))
-        path = base / src
-        if src.startswith("data:") or not path.is_file():
-            return match.group(0)
-        kind = "image/svg+xml" if path.suffix == ".svg" else "image/png"
-        data = base64.b64encode(path.read_bytes()).decode("ascii")
-        return f'src="data:{kind};base64,{data}"'
+FIGURES = "figures"
+_IMG = re.compile(r"<img\b[^>]*>")
+_SRC = re.compile(r'\bsrc="([^"]*)"')
+_ALT = re.compile(r'\balt="([^"]*)"')
 
-    return re.sub(r'src="([^"]+)"', replace, page)
+
+def _embed_images(page: str, base: Path) -> str:
+    """Every image becomes a data URI of a figure kernelscope wrote into `base`/figures (an .svg or .png named
+    directly there, no other folder, no link out of it); any other image (a remote address, a path elsewhere) is
+    replaced by its alt text, so the page never loads or reads anything else."""
+    folder = (base / FIGURES).resolve()
+
+    def replace(match: re.Match[str]) -> str:
+        tag = match.group(0)
+        src = _SRC.search(tag)
+        alt = _ALT.search(tag)
+        data = _figure_data(html.unescape(src.group(1)) if src else "", folder)
+        if data is None:
+            return alt.group(1) if alt else ""
+        return _SRC.sub(lambda _: f'src="{data}"', tag, count=1)
+
+    return _IMG.sub(replace, page)
+
+
+def _figure_data(src: str, folder: Path) -> str | None:
+    parts = src.split("/")
+    if len(parts) != 2 or parts[0] != FIGURES or Path(parts[1]).suffix not in (".svg", ".png"):
+        return None
+    path = folder / parts[1]
+    if path.is_symlink() or not path.is_file() or path.resolve().parent != folder:
+        return None
+    kind = "image/svg+xml" if path.suffix == ".svg" else "image/png"
+    return f"data:{kind};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+
+
+def content_security_policy() -> str:
+    """Nothing from the network, no script but the page's own (by its hash), images only as embedded data."""
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode("ascii")
+    return (f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; "
+            "base-uri 'none'; form-action 'none'; connect-src 'none'; font-src 'none'; object-src 'none'")
 
 
 def markdown_to_html(markdown: str, base: Path, lang: str, title: str) -> str:
@@ -77,7 +109,7 @@ def markdown_to_html(markdown: str, base: Path, lang: str, title: str) -> str:
     toc: list[tuple[int, str, str]] = []
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and token.tag in ("h2", "h3"):
-            text = tokens[i + 1].content
+            text = _plain_text(tokens[i + 1])
             anchor = _slug(text, seen)
             token.attrSet("id", anchor)
             toc.append((int(token.tag[1]), text, anchor))
@@ -87,9 +119,15 @@ def markdown_to_html(markdown: str, base: Path, lang: str, title: str) -> str:
     return "\n".join([
         "<!DOCTYPE html>", f'<html lang="{"zh-CN" if lang == "zh" else "en"}">', "<head>", '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f'<meta http-equiv="Content-Security-Policy" content="{content_security_policy()}">',
         f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body><main>",
         _after_title(body, _toc(toc, lang)), f"<script>{SCRIPT}</script>", "</main></body></html>",
     ])
+
+
+def _plain_text(inline: Any) -> str:
+    """A heading's text as shown (escapes resolved, code spans' content), for its anchor and the contents."""
+    return "".join(child.content for child in inline.children or [] if child.type in ("text", "code_inline"))
 
 
 def _after_title(body: str, toc: str) -> str:

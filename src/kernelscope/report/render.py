@@ -70,7 +70,7 @@ def render_report(
     written = _write_csvs(tables, out_dir / "tables")
     figure_paths = _draw_figures(tables, out_dir / "figures", run.info.hardware.name)
     written += [p for paths in figure_paths.values() for p in paths]
-    figure_links = {key: f"figures/{paths[0].name}" for key, paths in figure_paths.items() if paths}
+    figure_links = {key: fmt.Markdown(f"figures/{paths[0].name}") for key, paths in figure_paths.items() if paths}
     for lang in languages:
         context = _context(run, summary, tables, top_n, lang)
         context["figures"] = figure_links

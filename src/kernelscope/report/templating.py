@@ -12,6 +12,7 @@ import polars as pl
 from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
 
 from kernelscope.packaged import packaged_toml
+from kernelscope.report.formatting import Markdown, code, escape_value, markdown_text
 
 
 @cache
@@ -42,15 +43,19 @@ def template_environment(words: dict[str, Any], filters: dict[str, Any]) -> Envi
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=escape_value,  # every plain string a template prints is input data: escaped for Markdown
     )
+    # Input strings inside code spans or as text, on every page (templates may not put `{{ value }}` in backticks:
+    # escaping does not apply inside a code span).
+    env.filters.update(code=code, text=markdown_text)
     env.filters.update(filters)
     compiled: dict[str, Any] = {}
 
     @pass_context
-    def say(context: Any, key: str, **values: Any) -> str:
+    def say(context: Any, key: str, **values: Any) -> Markdown:
         if key not in compiled:
             compiled[key] = env.from_string(words["text"][key])
-        return compiled[key].render({**context.get_all(), **values}).rstrip()
+        return Markdown(compiled[key].render({**context.get_all(), **values}).rstrip())
 
     env.globals.update(say=say)
     return env

@@ -59,7 +59,7 @@ def render_whatif(study: WhatIf, model: ProjectionModel, workload: Workload | No
             paths = figures.sweep_chart(study.sweeps, parameter, phase, f"{phase}: projected time per step vs {parameter} "
                                         f"({study.target.name})", out_dir / "figures", f"sweep_{parameter}_{phase}", mark)
             if paths:
-                figure_links[f"{parameter}_{phase}"] = f"figures/{paths[0].name}"
+                figure_links[f"{parameter}_{phase}"] = fmt.Markdown(f"figures/{paths[0].name}")
                 written += paths
     summary = _key_figures(study, run_path)
     (out_dir / "whatif.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
