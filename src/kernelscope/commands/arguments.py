@@ -8,6 +8,8 @@ from pathlib import Path
 
 from kernelscope.report.languages import LANGUAGES
 
+MAX_COUNT = 1 << 31  # beyond any sensible count of rows, tokens or launches; larger ones overflow the tables
+
 
 def positive_int(text: str) -> int:
     try:
@@ -16,6 +18,8 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{value} is too large (at most {MAX_COUNT:,})")
     return value
 
 

@@ -261,12 +261,30 @@ def read_summary(directory: Path) -> Summary:
         raise UserError(f"{file}: invalid JSON ({exc})") from None
 
 
+# Columns without which a kernel table is no kernelscope table (the rest are filled in by contracts.tables).
+REQUIRED_KERNEL_COLUMNS = ("name", "kind", "dur_ns")
+
+
 def read_run(directory: Path) -> Run:
+    """The run in `directory`, its tables checked against the run format: required columns present, every known
+    column of its type, durations not negative; a table that fails is named in one line."""
     info = read_run_info(directory)
     kernels = _read_table(directory / KERNELS)
     ops = _read_table(directory / OPS)
     ncu = _read_table(directory / NCU) if (directory / NCU).is_file() else None
-    return Run(info=info, kernels=kernels, ops=ops, ncu=ncu)
+    missing = [c for c in REQUIRED_KERNEL_COLUMNS if c not in kernels.columns]
+    if missing:
+        raise UserError(f"{directory / KERNELS}: not a kernelscope kernel table (no {', '.join(missing)} column)")
+    if kernels.height == 0:
+        raise UserError(f"{directory / KERNELS}: holds no kernels")
+    try:
+        run = Run(info=info, kernels=kernels, ops=ops, ncu=ncu)
+    except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError, pl.exceptions.SchemaError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{directory}: a table's columns do not have the run format's types ({first})") from None
+    if (run.kernels["dur_ns"] < 0).any():
+        raise UserError(f"{directory / KERNELS}: negative kernel durations (not written by kernelscope)")
+    return run
 
 
 def _check_run_directory(directory: Path) -> None:

@@ -3,6 +3,7 @@ units, and projection-model files written by `kernelscope hw fit` (docs/whatif.m
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -37,19 +38,24 @@ SWEEP_UNITS = {"rate": "tb/s", "size": "mb", "flops": "tflop/s", "number": ""}
 _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*([a-z/]*)\s*$", re.IGNORECASE)
 
 
-def parse_quantity(key: str, text: str, default_unit: str = "") -> float:
-    """A value of --set: '2TB/s', '400TFLOPS', '256MB', '0.5'. A bare number takes default_unit."""
+def parse_quantity(key: str, text: str, default_unit: str = "", flag: str = "--set") -> float:
+    """A value of --set (or --sweep, named by `flag`): '2TB/s', '400TFLOPS', '256MB', '0.5'. A bare number takes
+    default_unit. Zero, negative and non-finite values are refused: no target has them, and they would turn
+    into infinite or undefined speed-ups."""
     field, kind = QUANTITIES[key]
     match = _NUMBER.match(text)
     if not match:
-        raise UserError(f"--set {key}: '{text}' is not a number with a unit (e.g. {_example(kind)})")
+        raise UserError(f"{flag} {key}: '{text}' is not a number with a unit (e.g. {_example(kind)})")
     number, unit = float(match.group(1)), (match.group(2).lower() or default_unit)
     if not unit and kind != "number":
-        raise UserError(f"--set {key}: '{text}' needs a unit (e.g. {_example(kind)})")
+        raise UserError(f"{flag} {key}: '{text}' needs a unit (e.g. {_example(kind)})")
     scale = _UNITS[kind].get(unit)
     if scale is None:
-        raise UserError(f"--set {key}: unknown unit '{match.group(2)}' (use e.g. {_example(kind)})")
-    return number * scale
+        raise UserError(f"{flag} {key}: unknown unit '{match.group(2)}' (use e.g. {_example(kind)})")
+    value = number * scale
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"{flag} {key}: '{text}' must be a positive finite quantity")
+    return value
 
 
 def _example(kind: str) -> str:
@@ -95,8 +101,8 @@ def parse_sweep(text: str) -> tuple[str, list[float]]:
     if len(parts) != 3:
         raise UserError(f"--sweep {key}: '{spec}' is not START:STOP:COUNT (e.g. 1:5:9)")
     kind = QUANTITIES[key][1]
-    start = parse_quantity(key, parts[0], SWEEP_UNITS[kind])
-    stop = parse_quantity(key, parts[1], SWEEP_UNITS[kind])
+    start = parse_quantity(key, parts[0], SWEEP_UNITS[kind], flag="--sweep")
+    stop = parse_quantity(key, parts[1], SWEEP_UNITS[kind], flag="--sweep")
     try:
         count = int(parts[2])
     except ValueError:
@@ -140,6 +146,8 @@ def _read_toml(path: Path, what: str) -> dict[str, Any]:
 
 def _value(value: Any, key: str) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value) or value <= 0:
+            raise UserError(f"{key} = {value!r} must be a positive finite number")
         return float(value)
     if key not in QUANTITIES:
         raise KeyError(key)

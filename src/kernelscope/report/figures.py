@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from kernelscope.analyze.hardware import Ceilings  # noqa: E402
+from kernelscope.filenames import safe_component
 
 plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 7.5,
                      "svg.fonttype": "none", "figure.dpi": 100})
@@ -22,6 +23,7 @@ PALETTE = plt.get_cmap("tab10").colors
 
 def _save(fig: plt.Figure, directory: Path, stem: str) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
+    stem = safe_component(stem, fallback="figure")  # stems carry phase names read from the input
     paths = [directory / f"{stem}.png", directory / f"{stem}.svg"]
     fig.savefig(paths[0], dpi=150, bbox_inches="tight")
     fig.savefig(paths[1], bbox_inches="tight")

@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
 
+from kernelscope.filenames import safe_component
 from kernelscope.packaged import packaged_toml
 from kernelscope.report.formatting import Markdown, code, escape_value, markdown_text
 
@@ -24,11 +25,12 @@ def message_catalog(kind: str, lang: str) -> dict[str, Any]:
 
 
 def write_csv_tables(frames: dict[str, pl.DataFrame], directory: Path) -> list[Path]:
-    """tables/<name>.csv for every frame; the paths written."""
+    """tables/<name>.csv for every frame (the name made one safe path component: names carry phase names read
+    from the input); the paths written."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, frame in frames.items():
-        path = directory / f"{name}.csv"
+        path = directory / f"{safe_component(name, fallback='table')}.csv"
         frame.write_csv(path)
         paths.append(path)
     return paths
