@@ -15,7 +15,8 @@ from tests.conftest import write_trace
 ROOT = Path(__file__).resolve().parents[2]
 
 
-CALIBRATION_DIR = Path(tempfile.mkdtemp(prefix="kernelscope-test-calibration-"))
+# A folder that does not exist: no measured ceilings (the loader skips a missing folder), nothing left in /tmp.
+CALIBRATION_DIR = Path(tempfile.gettempdir()) / "kernelscope-test-no-calibration"
 
 
 def kernelscope(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
