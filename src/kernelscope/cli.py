@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(ValueError):  # not the main thread (main() called from a test's thread)
             previous[signum] = signal.signal(signum, _terminate)
+    from kernelscope.report import figure_formats
+
+    formats = figure_formats.chosen.set(getattr(args, "figure_formats", None) or figure_formats.DEFAULT)
     try:
         return args.run_command(args, steps)
     except UserError as exc:
@@ -103,5 +106,6 @@ def main(argv: list[str] | None = None) -> int:
         _error(f"internal error ({type(exc).__name__}: {exc}); KERNELSCOPE_DEBUG=1 shows the traceback")
         return 1
     finally:
+        figure_formats.chosen.reset(formats)
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -90,7 +90,7 @@ def test_import_round_trips_our_own_trace(tiny_run, tmp_path):
 
 def test_import_of_a_real_gpu_trace(qwen_gpu_trace, tmp_path):
     out = tmp_path / "gpu"
-    result = kernelscope("import", str(qwen_gpu_trace), "--out", str(out))
+    result = kernelscope("import", str(qwen_gpu_trace), "--out", str(out), "--figure-formats", "png,svg")
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["attribution_coverage"] == 1.0 and summary["device"] == "NVIDIA H200"

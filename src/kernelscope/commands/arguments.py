@@ -31,9 +31,21 @@ def languages(text: str) -> tuple[str, ...]:
     return chosen
 
 
+def figure_formats(text: str) -> tuple[str, ...]:
+    from kernelscope.report import figure_formats as formats
+
+    try:
+        return formats.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_lang_arg(p: argparse.ArgumentParser) -> None:
+    """The options of every command that writes a report: its languages and its figures' file formats."""
     p.add_argument("--lang", type=languages, default=LANGUAGES,
                    help=f"report languages, comma-separated: {', '.join(LANGUAGES)} (default: all)")
+    p.add_argument("--figure-formats", type=figure_formats, default=None, metavar="png[,svg]",
+                   help="files of each figure: png (default; what the reports show) or png,svg")
 
 
 def add_output_args(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""Roofline charts and histograms (matplotlib, written as PNG and SVG). Drawing only: the numbers come from
+"""Roofline charts and histograms (matplotlib, written as PNG, and SVG on request). Drawing only: the numbers come from
 analyze.roofline; points are per kernel name within a phase (totals of FLOPs, bytes and time)."""
 
 from __future__ import annotations
@@ -12,21 +12,55 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 from kernelscope.analyze.hardware import Ceilings  # noqa: E402
-from kernelscope.filenames import safe_component
+from kernelscope.filenames import safe_component  # noqa: E402
+from kernelscope.report import figure_formats  # noqa: E402
 
 plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 7.5,
                      "svg.fonttype": "none", "figure.dpi": 100})
 PALETTE = plt.get_cmap("tab10").colors
 
 
-def _save(fig: plt.Figure, directory: Path, stem: str) -> list[Path]:
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _power_of_ten(value: float, _position: object = None) -> str:
+    """A decade tick as plain text (10³, 10⁻²): matplotlib's default lays each one out through mathtext, which
+    was a third of the time of every figure."""
+    if value <= 0:
+        return ""
+    exponent = math.log10(value)
+    if abs(exponent - round(exponent)) > 1e-9:
+        return ""
+    return "10" + str(round(exponent)).translate(_SUPERSCRIPT)
+
+
+def _plain_log_ticks(fig: plt.Figure) -> None:
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "log":
+                axis.set_major_formatter(ticker.FuncFormatter(_power_of_ten))
+                # Unlabelled minor ticks at 2…9 of each decade: drawn, but no longer located and formatted
+                # by the default machinery (a second of every report).
+                axis.set_minor_locator(ticker.NullLocator())
+                axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def _save(fig: plt.Figure, directory: Path, stem: str, fitted: bool = False) -> list[Path]:
+    """The figure in each format asked for (figure_formats; the first, PNG, is the one the report links). A
+    figure not `fitted` by its maker (fixed margins) is laid out once here; bbox_inches="tight" would draw it
+    twice per file."""
+    formats = figure_formats.chosen.get()
     directory.mkdir(parents=True, exist_ok=True)
     stem = safe_component(stem, fallback="figure")  # stems carry phase names read from the input
-    paths = [directory / f"{stem}.png", directory / f"{stem}.svg"]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
+    _plain_log_ticks(fig)
+    if not fitted:
+        fig.tight_layout()
+    paths = [directory / f"{stem}.{fmt}" for fmt in formats]
+    for path in paths:
+        fig.savefig(path, dpi=150)
     plt.close(fig)
     return paths
 
@@ -150,8 +184,8 @@ def per_kernel_rooflines(points: pl.DataFrame, ceilings: Ceilings, title: str, d
         ax.text(0.03, 0.92, f"{100 * y_point / roof:.0f}% of roof · {precision}", transform=ax.transAxes, fontsize=7)
         ax.tick_params(labelsize=6.5)
     fig.suptitle(title)
-    fig.subplots_adjust(hspace=0.45, wspace=0.3, top=0.9)
-    return _save(fig, directory, stem)
+    fig.subplots_adjust(hspace=0.45, wspace=0.3, top=0.9, left=0.07, right=0.98, bottom=0.06)
+    return _save(fig, directory, stem, fitted=True)
 
 
 HISTOGRAMS = [
@@ -208,8 +242,8 @@ def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], title: str, dire
         ax.set_ylabel("launches", fontsize=8)
         ax.tick_params(labelsize=7)
     fig.suptitle(title)
-    fig.subplots_adjust(hspace=0.5, wspace=0.3, top=0.9)
-    return _save(fig, directory, stem)
+    fig.subplots_adjust(hspace=0.5, wspace=0.3, top=0.9, left=0.07, right=0.98, bottom=0.08)
+    return _save(fig, directory, stem, fitted=True)
 
 
 def _legend(ax: plt.Axes) -> None:
