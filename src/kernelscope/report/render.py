@@ -17,6 +17,7 @@ from kernelscope.contracts.run import Run
 from kernelscope.contracts.summary import Summary
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
+from kernelscope.report.figure_jobs import FigureJob, draw_all
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.tables_spec import SPECS, table_markdown
@@ -293,8 +294,8 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
 
 def _draw_figures(tables: ReportTables, directory: Path, device_name: str | None) -> dict[str, list[Path]]:
     """Histograms per phase always; roofline charts when the device has ceilings; Nsight Compute figures when
-    measurements exist."""
-    out: dict[str, list[Path]] = {}
+    measurements exist. Drawn on two cores where there are enough of them (figure_jobs)."""
+    jobs: list[FigureJob] = []
     ceilings = tables.ceilings
     device = device_name or (ceilings.device if ceilings else "")
     for phase in tables.by_phase:
@@ -302,24 +303,30 @@ def _draw_figures(tables: ReportTables, directory: Path, device_name: str | None
         subset = tables.kernels.filter((pl.col("phase") == phase) & (pl.col("instances") == 1))
         label = f"{phase} on {device}" if device else phase
         if subset.height:
-            out[f"histograms_{phase}"] = figures.histograms(subset, f"Per-launch metrics: {label}", directory,
-                                                            f"histograms_{phase}")
+            subset = subset.select(c for c in figures_needed_columns() if c in subset.columns)
+            jobs.append(FigureJob(f"histograms_{phase}", "histograms",
+                                  (subset, f"Per-launch metrics: {label}", directory, f"histograms_{phase}")))
         points = tables.by_phase[phase].roofline_points
         if points is None or points.height == 0 or ceilings is None:
             continue
-        out[f"roofline_{phase}"] = figures.roofline_physical(points, ceilings, f"Roofline: {label}", directory,
-                                                             f"roofline_{phase}")
-        out[f"roofline_normalized_{phase}"] = figures.roofline_normalized(
-            points, ceilings, f"Normalized roofline: {label}", directory, f"roofline_normalized_{phase}")
-        out[f"roofline_top_{phase}"] = figures.per_kernel_rooflines(
-            points, ceilings, f"Top kernels on their roofs: {label}", directory, f"roofline_top_{phase}")
+        for key, function, title in (("roofline", "roofline_physical", "Roofline"),
+                                     ("roofline_normalized", "roofline_normalized", "Normalized roofline"),
+                                     ("roofline_top", "per_kernel_rooflines", "Top kernels on their roofs")):
+            jobs.append(FigureJob(f"{key}_{phase}", function,
+                                  (points, ceilings, f"{title}: {label}", directory, f"{key}_{phase}")))
     measured = tables.measured
     if measured is not None and measured.kernels.height:
-        out["ncu_histograms"] = figures.measured_histograms(
+        jobs.append(FigureJob("ncu_histograms", "measured_histograms", (
             measured.launches, f"Nsight Compute metrics per profiled launch ({measured.phase})", directory,
-            "ncu_histograms")
+            "ncu_histograms")))
         if ceilings is not None:
-            out["ncu_roofline"] = figures.measured_roofline(
+            jobs.append(FigureJob("ncu_roofline", "measured_roofline", (
                 measured.kernels, ceilings, f"Measured roofline: {measured.phase} on {device}", directory,
-                "ncu_roofline")
-    return out
+                "ncu_roofline")))
+    return draw_all(jobs)
+
+
+def figures_needed_columns() -> list[str]:
+    """The kernel columns the histograms read (only these travel to the helper process)."""
+    grid = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+    return [column for column, *_ in figures.HISTOGRAMS] + grid + ["instances", "phase"]
