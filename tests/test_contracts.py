@@ -17,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "kernelscope"
 # may be imported by every module and imports only other shared vocabulary.
 STAGES = {"workload": 0, "capture": 1, "load": 2, "analyze": 3, "report": 4, "export": 4, "pipeline": 5,
           "commands": 6, "cli": 7, "__main__": 7}
-SHARED = {"contracts", "errors", "ranges", "packaged", "filenames", "progress", "engine_costs", "__init__", "data"}
+SHARED = {"contracts", "errors", "ranges", "packaged", "filenames", "progress", "engine_costs", "__init__", "data",
+          "workers"}
 ENGINE_MAY_IMPORT = {"kernelscope.engine", "kernelscope.engine_costs"}
 HEAVY = ("torch", "matplotlib", "transformers", "triton", "jinja2", "markdown_it")
 # Calls that read or write files; analysis gets its data passed in (load/ reads, report/ writes).

@@ -10,8 +10,9 @@ import os
 import signal
 import sys
 
-from kernelscope import __version__
+from kernelscope import __version__, workers
 from kernelscope.errors import UserError
+from kernelscope.workers import Terminated
 
 # Verb → the module that implements it (add_arguments(parser), run(args, steps) -> int, HELP, DESCRIPTION).
 VERBS = {
@@ -51,18 +52,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(BaseException):
-    """SIGTERM or SIGHUP: unwinds like Ctrl-C, so every staged write and temporary file is cleaned up."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
+_received: list[int] = []  # the signal that is ending this command, if any
 
 
-def _terminate(signum: int, frame: object) -> None:
+def _on_signal(signum: int, frame: object) -> None:
     # A second signal while cleaning up must not cut the cleanup short.
     signal.signal(signum, signal.SIG_IGN)
-    raise Terminated(signum)
+    _received.append(signum)
+    if not workers.deliver_later(signum):  # inside a signals_held block it is raised as the block ends
+        workers.raise_for(signum)
+
+
+def _interrupted() -> int:
+    """One line and the exit code of the signal received (128 + its number)."""
+    signum = _received[0]
+    if signum == signal.SIGINT:
+        print("kernelscope: interrupted", file=sys.stderr)
+    else:
+        print(f"kernelscope: terminated by {signal.Signals(signum).name}", file=sys.stderr)
+    return 128 + signum
 
 
 def _error(text: str) -> None:
@@ -76,36 +84,49 @@ def main(argv: list[str] | None = None) -> int:
     # Progress only on a terminal: a log keeps nothing but the result or the one error line.
     steps = SILENT if args.quiet or not sys.stderr.isatty() else Steps()
     previous = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    _received.clear()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(ValueError):  # not the main thread (main() called from a test's thread)
-            previous[signum] = signal.signal(signum, _terminate)
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored by whoever started us: stays so
+                previous[signum] = signal.signal(signum, _on_signal)
     from kernelscope.report import figure_formats
 
     formats = figure_formats.chosen.set(getattr(args, "figure_formats", None) or figure_formats.DEFAULT)
     try:
-        return args.run_command(args, steps)
-    except UserError as exc:
-        _error(str(exc))
-        return 2
-    except OSError as exc:  # what the system says of a path: unreadable, read-only, full disk, not a directory
-        where = f"{exc.filename}: " if exc.filename else ""
-        _error(f"{where}{exc.strerror or exc}")
-        return 2
-    except MemoryError:
-        _error("out of memory (see docs/guarantees.md for the size limits of inputs)")
-        return 2
-    except KeyboardInterrupt:
-        print("kernelscope: interrupted", file=sys.stderr)
-        return 130
-    except Terminated as exc:
-        print(f"kernelscope: terminated by {signal.Signals(exc.signum).name}", file=sys.stderr)
-        return 128 + exc.signum
-    except Exception as exc:  # a defect of ours: one line unless asked for the traceback
-        if os.environ.get("KERNELSCOPE_DEBUG"):
-            raise
-        _error(f"internal error ({type(exc).__name__}: {exc}); KERNELSCOPE_DEBUG=1 shows the traceback")
-        return 1
+        return _run(args, steps)
     finally:
         figure_formats.chosen.reset(formats)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _run(args: argparse.Namespace, steps: object) -> int:
+    """The command, and whatever ends it as one line and an exit code."""
+    try:
+        return args.run_command(args, steps)
+    except KeyboardInterrupt:
+        if not _received:
+            _received.append(signal.SIGINT)
+        return _interrupted()
+    except Terminated as exc:
+        if not _received:
+            _received.append(exc.signum)
+        return _interrupted()
+    except Exception as exc:
+        # A signal can surface as another error (a C extension turning the interrupt into its own exception):
+        # what ends the command is then the signal.
+        if _received:
+            return _interrupted()
+        if isinstance(exc, UserError):
+            _error(str(exc))
+            return 2
+        if isinstance(exc, OSError):  # what the system says of a path: unreadable, read-only, full disk, …
+            _error(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc.strerror or exc))
+            return 2
+        if isinstance(exc, MemoryError):
+            _error("out of memory (see docs/guarantees.md for the size limits of inputs)")
+            return 2
+        if os.environ.get("KERNELSCOPE_DEBUG"):
+            raise
+        _error(f"internal error ({type(exc).__name__}: {exc}); KERNELSCOPE_DEBUG=1 shows the traceback")
+        return 1

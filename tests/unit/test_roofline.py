@@ -105,13 +105,18 @@ def test_real_trace_roofline_and_figures(tmp_path, qwen_gpu_trace):
     assert (gemv["arithmetic_intensity"] < 2).all()  # batch-1 decode GEMV: about one FLOP per byte
     assert set(gemv["roofline_class"]) <= {"memory-bound", "balanced", "latency-bound"}
     from kernelscope.analyze.roofline import kernel_points
+    from kernelscope.report import figure_formats
 
     points = kernel_points(placed, "cost_model").with_columns(pl.col("name").alias("label"))
-    written = figures.roofline_physical(points, c, "decode", tmp_path, "roofline")
-    written += figures.roofline_normalized(points, c, "decode", tmp_path, "normalized")
-    written += figures.per_kernel_rooflines(points, c, "decode", tmp_path, "top")
-    written += figures.histograms(placed, "decode", tmp_path, "hist")
-    assert len(written) == 8
+    token = figure_formats.chosen.set(("png", "svg"))  # both formats asked for: each figure written twice
+    try:
+        written = figures.roofline_physical(points, c, "decode", tmp_path, "roofline")
+        written += figures.roofline_normalized(points, c, "decode", tmp_path, "normalized")
+        written += figures.per_kernel_rooflines(points, c, "decode", tmp_path, "top")
+        written += figures.histograms(placed, "decode", tmp_path, "hist")
+    finally:
+        figure_formats.chosen.reset(token)
+    assert len(written) == 8 and {p.suffix for p in written} == {".png", ".svg"}
     for path in written:
         assert path.stat().st_size > 5_000
     assert Path(tmp_path / "roofline.png").read_bytes()[:4] == b"\x89PNG"

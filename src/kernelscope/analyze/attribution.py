@@ -135,7 +135,10 @@ def _ids(ids: np.ndarray, rows: np.ndarray) -> pl.Series:
 def _with_launches(
     kernels: pl.DataFrame, launches: pl.DataFrame, ops: pl.DataFrame, threads: pl.DataFrame
 ) -> pl.DataFrame:
-    launch_cols = launches.filter(pl.col("correlation").is_not_null()).unique("correlation", keep="first").select(
+    # A correlation id held by two launch records (a corrupt or hand-merged trace) says nothing about which one
+    # launched the kernel: those kernels are not tied by it (the External id may still tie them) rather than
+    # silently given to the first.
+    launch_cols = launches.filter(pl.col("correlation").is_not_null()).unique("correlation", keep="none").select(
         "correlation",
         pl.col("api").alias("launch_api"),
         "pid",

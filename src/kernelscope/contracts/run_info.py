@@ -194,6 +194,7 @@ class TraceFile(_Record, kw_only=True, omit_defaults=True):
     origin_us: float | None = None
     # Device activity the file holds that kernelscope does not read (category → events).
     unread_device_activity: dict[str, int] | msgspec.UnsetType = msgspec.UNSET
+    dropped_events: dict[str, int] | msgspec.UnsetType = msgspec.UNSET  # reason → events left out or repaired
     # nsys stats kernel summaries (docs/nsys.md): which report, its rows and launches, where phases came from.
     report: str | msgspec.UnsetType = msgspec.UNSET
     rows: int | msgspec.UnsetType = msgspec.UNSET

@@ -25,6 +25,9 @@ class TraceMeta(msgspec.Struct, kw_only=True):
     distributed_info: Any = None
     # Device activity the trace holds that no table reads (e.g. CUPTI range-profiler ranges): category → events.
     unread_device_activity: dict[str, int] = msgspec.field(default_factory=dict)
+    # Events a reader left out or repaired because a field was unusable (reason → events): negative or absurd
+    # durations and times, malformed args, launches sharing one correlation id, names cut to the length limit.
+    dropped_events: dict[str, int] = msgspec.field(default_factory=dict)
     # Nsight Systems exports: the product version, the session's start (UTC ns), how per-process correlation
     # ids were made unique.
     nsys_version: str | None = None

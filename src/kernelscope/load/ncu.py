@@ -19,6 +19,7 @@ import polars as pl
 
 from kernelscope.capture.nsight_compute import TENSOR_OPS
 from kernelscope.errors import UserError
+from kernelscope.load.names import bounded
 
 # Unit → (base unit, factor). Both the raw page's names (usecond, Mbyte/second) and the details page's
 # short names (us, MB/s) are accepted.
@@ -99,9 +100,10 @@ def parse_number(text: str) -> float | None:
     if text in ("", "n/a", "-", "N/A"):
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def normalize(value: float | None, unit: str) -> tuple[float | None, str]:
@@ -132,23 +134,30 @@ def read_ncu_csv(path: Path) -> NcuTables:
     return _from_raw(path, header, rows[1:])
 
 
-def _launch_id(value: str) -> int:
-    return int(value.replace(",", ""))
+def _launch_id(path: Path, value: str) -> int:
+    """A launch's ID: a whole number within int64, as ncu writes it (thousands separators allowed)."""
+    text = value.strip().replace(",", "")
+    if not text.isdigit() or int(text) >= 2**63:
+        raise UserError(f"{path}: launch ID {value[:40]!r} is not a launch number")
+    return int(text)
 
 
 def _from_raw(path: Path, header: list[str], rows: list[list[str]]) -> NcuTables:
     missing = [c for c in ("ID", "Kernel Name") if c not in header]
     if missing:
         raise UserError(f"{path}: Nsight Compute raw CSV lacks column(s) {', '.join(missing)}")
+    rows = [row for row in rows if any(cell.strip() for cell in row)]  # blank lines carry nothing
     units = rows[0] if rows and not rows[0][0].strip().replace(",", "").isdigit() else [""] * len(header)
     data = rows[1:] if units is rows[0] else rows
+    if not data:
+        raise UserError(f"{path}: an Nsight Compute CSV with a header but no profiled launch")
     launches, metrics = [], []
     for row in data:
         if len(row) < len(header):
             raise UserError(f"{path}: truncated row for launch {row[0] if row else '?'}")
         record = dict(zip(header, row, strict=False))
-        launch = _launch_id(record["ID"])
-        launches.append(_identity(record))
+        launch = _launch_id(path, record["ID"])
+        launches.append(_identity(path, record))
         for column, unit in zip(header, units, strict=False):
             if column in ID_COLUMNS:
                 continue
@@ -169,19 +178,19 @@ def _from_details(path: Path, header: list[str], rows: list[list[str]]) -> NcuTa
         if len(row) <= last:  # rule columns at the end may be absent
             continue
         record = dict(zip(header, row, strict=False))
-        launch = _launch_id(record["ID"])
-        launches.setdefault(launch, _identity(record))
+        launch = _launch_id(path, record["ID"])
+        launches.setdefault(launch, _identity(path, record))
         value, base = normalize(parse_number(record["Metric Value"]), record["Metric Unit"])
         metrics.append((launch, record["Metric Name"], record["Section Name"], base, value, record["Metric Value"]))
     return _tables(path, list(launches.values()), metrics)
 
 
-def _identity(record: dict[str, str]) -> dict:
+def _identity(path: Path, record: dict[str, str]) -> dict:
     grid = _triple(record.get("Grid Size", ""))
     block = _triple(record.get("Block Size", ""))
     return {
-        "launch": _launch_id(record["ID"]),
-        "kernel_name": record["Kernel Name"],
+        "launch": _launch_id(path, record["ID"]),
+        "kernel_name": bounded(record["Kernel Name"]),
         "device": _int(record.get("Device")),
         "context": _int(record.get("Context")),
         "stream": _int(record.get("Stream")),
@@ -192,11 +201,11 @@ def _identity(record: dict[str, str]) -> dict:
 
 def _int(text: str | None) -> int | None:
     value = parse_number(text or "")
-    return None if value is None else int(value)
+    return int(value) if value is not None and finite(value) and abs(value) < 2**63 else None
 
 
 def _triple(text: str) -> tuple[int | None, int | None, int | None]:
-    numbers = [int(n) for n in re.findall(r"\d+", text)]
+    numbers = [int(n) if len(n) < 19 else None for n in re.findall(r"\d+", text)]
     return tuple((numbers + [None, None, None])[:3]) if numbers else (None, None, None)
 
 

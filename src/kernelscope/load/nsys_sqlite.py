@@ -55,6 +55,7 @@ from kernelscope.contracts.tables import conform, empty_trace_tables
 from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
 from kernelscope.load.input_checks import check_input_file
+from kernelscope.load.names import MAX_NAME, bounded
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -137,7 +138,33 @@ def load_nsys_sqlite(path: Path) -> TraceTables:
         raise UserError(f"{path}: corrupt or unreadable SQLite database ({exc})") from None
     except _BadValues as exc:
         raise UserError(f"{path}: {exc}") from None
+    dropped: dict[str, int] = {}
+    devices, launches, ranges = (_usable(t, dropped) for t in (devices, launches, ranges))
+    if devices.height == 0:
+        raise UserError(f"{path}: no kernel of this Nsight Systems export has a usable start and end")
+    meta.dropped_events = dropped
     return _assemble(devices, launches, ranges, meta)
+
+
+MAX_DUR_NS = 10**18  # ≈31 years: anything longer, or negative (an end before its start), is corrupt
+
+
+def _usable(table: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
+    """Rows with a start and a duration from 0 to MAX_DUR_NS, names bounded (load/names.py); the others are
+    left out and counted by reason."""
+    if table.height == 0 or "dur_ns" not in table.columns:
+        return table
+    good = table.filter(pl.col("start").is_not_null() & pl.col("dur_ns").is_between(0, MAX_DUR_NS)
+                        if "start" in table.columns else pl.col("dur_ns").is_between(0, MAX_DUR_NS))
+    if good.height < table.height:
+        reason = "unusable time or duration"
+        dropped[reason] = dropped.get(reason, 0) + table.height - good.height
+    for column in ("name", "api"):
+        if column in good.columns and good.height and (good[column].str.len_chars() > MAX_NAME).any():
+            dropped["name cut to the length limit"] = dropped.get("name cut to the length limit", 0) + int(
+                (good[column].str.len_chars() > MAX_NAME).sum())
+            good = good.with_columns(pl.col(column).map_elements(bounded, return_dtype=pl.String))
+    return good
 
 
 def export_nsys_rep(path: Path, workdir: Path) -> Path:

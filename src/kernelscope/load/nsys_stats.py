@@ -227,14 +227,17 @@ def _row(path: Path, number: int, header: Header, fields: list[str]) -> dict:
             parts = value.split()
             if len(parts) == 3 and all(p.isdigit() for p in parts):
                 for axis, part in zip("xyz", parts, strict=True):
-                    row[f"{column}_{axis}"] = int(part)
+                    row[f"{column}_{axis}"] = int(part) if int(part) < 2**63 else None
         elif column in ("pid", "tid"):
-            row[column] = int(value) if value.isdigit() else None
+            row[column] = int(value) if value.isdigit() and int(value) < 2**63 else None
         elif value.lower() in MISSING and column not in REQUIRED:
             row[column] = None
         else:
             row[column] = _number(where, cell, column, unit, value)
     return row
+
+
+MAX_NS = Decimal(2**62)  # ≈146 years: any larger total is corrupt, and would not fit the int64 tables
 
 
 def _number(where: str, cell: str, column: str, header_unit: str | None, value: str) -> float | int:
@@ -251,8 +254,10 @@ def _number(where: str, cell: str, column: str, header_unit: str | None, value: 
         if unit not in (None, "%"):
             raise UserError(f"{bad} (a percentage)")
         return float(number)
+    if not number.is_finite():
+        raise UserError(f"{bad} (not a finite number)")
     if column == "instances":
-        if unit is not None or number != number.to_integral_value() or number < 1:
+        if unit is not None or number != number.to_integral_value() or number < 1 or number >= 2**63:
             raise UserError(f"{bad} (a launch count: a whole number, at least 1)")
         return int(number)
     unit = unit or (header_unit if header_unit in UNITS else None) or "ns"
@@ -261,4 +266,6 @@ def _number(where: str, cell: str, column: str, header_unit: str | None, value: 
     ns = number * UNITS[unit]
     if ns < 0:
         raise UserError(f"{bad} (a negative duration)")
+    if ns >= MAX_NS:
+        raise UserError(f"{bad} (beyond {MAX_NS:.0e} ns: not a kernel time)")
     return int(ns.to_integral_value()) if column == "total_ns" else float(ns)

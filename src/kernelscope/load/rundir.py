@@ -28,6 +28,7 @@ from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.errors import UserError
+from kernelscope.workers import signals_held
 
 RUN_JSON = "run.json"
 SUMMARY_JSON = "summary.json"
@@ -93,31 +94,33 @@ def staged_directory(final: Path, replace: bool = False) -> Iterator[Path]:
     final = final.resolve()
     claim_parent(final)
     claimed = False
-    if not replace:
-        try:
-            os.mkdir(final)
-            claimed = True
-        except FileExistsError:
-            raise UserError(f"{final}: already exists (choose another --out or remove it)") from None
-        except OSError as exc:
-            raise UserError(f"{final}: cannot create ({exc.strerror or exc})") from None
+    tmp: Path | None = None
     try:
-        tmp = private_temp_directory(f".{final.name}.partial-", final.parent)
-    except OSError as exc:
-        if claimed:
-            os.rmdir(final)
-        raise UserError(f"{final.parent}: cannot write here ({exc.strerror or exc})") from None
-    try:
+        with signals_held():  # a signal here is raised as the block ends, inside this try: cleaned up
+            if not replace:
+                try:
+                    os.mkdir(final)
+                    claimed = True
+                except FileExistsError:
+                    raise UserError(f"{final}: already exists (choose another --out or remove it)") from None
+                except OSError as exc:
+                    raise UserError(f"{final}: cannot create ({exc.strerror or exc})") from None
+            try:
+                tmp = private_temp_directory(f".{final.name}.partial-", final.parent)
+            except OSError as exc:
+                raise UserError(f"{final.parent}: cannot write here ({exc.strerror or exc})") from None
         yield tmp
-        if final.exists() and not claimed:
-            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
-            os.replace(final, old / final.name)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)  # over the empty directory that claimed the name
+        with signals_held():  # the output is renamed into place whole; a signal waits for that
+            if final.exists() and not claimed:
+                old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
+                os.replace(final, old / final.name)
+                os.replace(tmp, final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, final)  # over the empty directory that claimed the name
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         if claimed:
             with contextlib.suppress(OSError):
                 os.rmdir(final)  # only if still our empty claim
@@ -131,18 +134,21 @@ def updating_run(run_dir: Path) -> Iterator[Path]:
     goes last. On failure, in the block or while swapping, the run is left as it was. One command at a time
     updates a run: the directory itself is locked (flock, released by the system even if the process dies)."""
     with _locked(run_dir):
+        staging: Path | None = None
         try:
-            staging = private_temp_directory(".update.partial-", run_dir)
-        except OSError as exc:
-            raise UserError(f"{run_dir}: cannot write into the run ({exc.strerror or exc})") from None
-        aside = staging.with_name(staging.name.replace(".partial-", ".old-"))
-        try:
+            with signals_held():  # a signal here is raised as the block ends, inside this try: cleaned up
+                try:
+                    staging = private_temp_directory(".update.partial-", run_dir)
+                except OSError as exc:
+                    raise UserError(f"{run_dir}: cannot write into the run ({exc.strerror or exc})") from None
             yield staging
             entries = sorted(staging.iterdir(), key=lambda p: p.name == RUN_JSON)
-            _swap_all(entries, run_dir, aside)
+            with signals_held():  # the swap is short: a signal waits until the run is whole again
+                _swap_all(entries, run_dir, staging.with_name(staging.name.replace(".partial-", ".old-")))
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.rmtree(aside, ignore_errors=True)
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+                shutil.rmtree(staging.with_name(staging.name.replace(".partial-", ".old-")), ignore_errors=True)
 
 
 @contextmanager
@@ -196,10 +202,12 @@ def new_file(target: Path, replace: bool = False) -> Iterator[Path]:
     claim_parent(target)
     if target.exists() and not replace:
         raise UserError(f"{target}: already exists (choose another --out or remove it)")
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.partial-", dir=target.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp: Path | None = None
     try:
+        with signals_held():  # a signal here is raised as the block ends, inside this try: cleaned up
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.partial-", dir=target.parent)
+            os.close(fd)
+            tmp = Path(name)
         os.chmod(tmp, 0o666 & ~umask())
         yield tmp
         if replace:
@@ -210,7 +218,8 @@ def new_file(target: Path, replace: bool = False) -> Iterator[Path]:
         except FileExistsError:
             raise UserError(f"{target}: already exists (written by another command meanwhile)") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
 
 def write_json(path: Path, data: Any) -> None:

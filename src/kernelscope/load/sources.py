@@ -105,6 +105,7 @@ def trace_file(meta: TraceMeta, file: str, json_bytes: int | None = None) -> Tra
         cuda_driver_version=meta.cuda_driver_version, cupti_version=meta.cupti_version, trace_id=meta.trace_id,
         distributed_info=meta.distributed_info, origin_us=meta.origin_us,
         unread_device_activity=meta.unread_device_activity or msgspec.UNSET,
+        dropped_events=meta.dropped_events or msgspec.UNSET,
     )
 
 

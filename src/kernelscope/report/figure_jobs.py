@@ -1,21 +1,20 @@
 """Drawing a report's figures on two cores: every figure is an independent job (a drawing function of figures.py
 and its data); with enough of them, a helper process started from the fork server (matplotlib preloaded there)
-draws every other one while this process draws the rest. Figures are most of a report's time, and matplotlib
+draws every other one while this process draws the rest, sending back the paths it wrote. Figures are most of a report's time, and matplotlib
 holds the GIL, so threads would not help. Anything that keeps the helper from working (no fork server, a main
 module that cannot be re-imported) leaves its jobs to this process: the result is the same files either way."""
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kernelscope.report import figure_formats
+from kernelscope.workers import forkserver_context, signals_held
 
 MIN_JOBS_FOR_HELPER = 4  # below this, starting the helper (≈0.5 s on two cores) costs more than it saves
 
@@ -37,27 +36,59 @@ def _draw(job: FigureJob, formats: tuple[str, ...]) -> tuple[str, list[Path]]:
         figure_formats.chosen.reset(token)
 
 
+def main_module_importable() -> bool:
+    """A fork-server child re-imports the main module: impossible for code run from stdin or `-c`, where the
+    child would only print a traceback before this process drew its figures anyway."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    path = getattr(main, "__file__", None)
+    return spec is not None or (path is not None and Path(path).is_file())
+
+
 def draw_all(jobs: list[FigureJob]) -> dict[str, list[Path]]:
     """Every job's files, by key, in the order of `jobs`."""
     formats = figure_formats.chosen.get()
-    if len(jobs) < MIN_JOBS_FOR_HELPER or (os.cpu_count() or 1) < 2:
+    if len(jobs) < MIN_JOBS_FOR_HELPER or (os.cpu_count() or 1) < 2 or not main_module_importable():
         return dict(_draw(job, formats) for job in jobs)
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["kernelscope.report.figures"])
+    ctx = forkserver_context(["kernelscope.report.figures"])
     done: dict[str, list[Path]] = {}
     theirs, ours = jobs[1::2], jobs[0::2]
-    with ProcessPoolExecutor(1, mp_context=ctx) as pool:
-        futures: list[tuple[FigureJob, Future]] = []
-        with contextlib.suppress(OSError, BrokenProcessPool):
-            futures = [(job, pool.submit(_draw, job, formats)) for job in theirs]
+    helper = None
+    try:
+        # A signal waits until the helper has started; it is delivered as the block ends, inside this try, so the
+        # helper is always stopped (a plain process, not an executor: nothing can be left waiting for work).
+        with signals_held():
+            receiving, sending = ctx.Pipe(duplex=False)
+            helper = ctx.Process(target=_helper, args=(theirs, formats, sending), daemon=True)
+            with contextlib.suppress(OSError):
+                helper.start()
+            sending.close()
         for job in ours:
             done.update([_draw(job, formats)])
-        for job, future in futures:
+        while len(done) < len(jobs):
             try:
-                done.update([future.result()])
-            except (BrokenProcessPool, OSError, EOFError):
-                done.update([_draw(job, formats)])
-    for job in theirs:  # a helper that never started
+                key, paths = receiving.recv()
+            except (EOFError, OSError):  # the helper could not start or died: draw what it left
+                break
+            if paths is not None:
+                done[key] = paths
+        receiving.close()
+    finally:
+        if helper is not None and helper.pid is not None:
+            helper.terminate()  # a no-op once it has finished
+            helper.join()
+    for job in theirs:
         if job.key not in done:
             done.update([_draw(job, formats)])
     return {job.key: done[job.key] for job in jobs}
+
+
+def _helper(jobs: list[FigureJob], formats: tuple[str, ...], results: Any) -> None:
+    """In the helper process: draw each job, send (key, paths), or (key, None) where drawing failed (the parent
+    draws it again and reports the error itself)."""
+    for job in jobs:
+        try:
+            results.send(_draw(job, formats))
+        except Exception:
+            results.send((job.key, None))
+    results.close()

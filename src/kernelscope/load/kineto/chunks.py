@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import mmap
-import multiprocessing
 import os
 import re
 import shutil
@@ -29,6 +28,7 @@ from typing import Any
 import polars as pl
 
 from kernelscope.load.kineto.document import mapped
+from kernelscope.workers import forkserver_context
 
 CHUNK_BYTES = 16 << 20
 PARALLEL_BYTES = 64 << 20
@@ -87,8 +87,7 @@ def decode_chunks(decode: Decode, plain: Path, data: mmap.mmap, chunks: list[Chu
     processes, only finished tables come back (as Arrow IPC files the parent maps)."""
     if workers <= 1 or len(chunks) == 1:
         return [decode(chunk_text(data, c), final and len(chunks) == 1) for c in chunks]
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
+    ctx = forkserver_context([__name__])
     bounds = ctx.Array("q", [0, len(chunks)])
     results: dict[int, dict[str, Any]] = {}
     spool = tempfile.mkdtemp(prefix="kernelscope-chunks-")

@@ -1,4 +1,4 @@
-"""The trace document: its text (memory-mapped; gzip input streamed to a temporary file first), where its event
+"""The trace document: its text (memory-mapped; gzip input streamed into an anonymous memory file first), where its event
 array lies, and the fields around the array.
 
 The event array is found by text where the layout allows (`"traceEvents": [` then a tail of plain fields), which
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import mmap
+import os
 import shutil
 import tempfile
 import zlib
@@ -42,10 +43,30 @@ class EventArray:
         return self.offset + self.length
 
 
+DEFAULT_MAX_TRACE_BYTES = 32 << 30
+MAX_TRACE_ENV = "KERNELSCOPE_MAX_TRACE_BYTES"
+
+
+def max_trace_bytes() -> int:
+    """The cap on a gzip trace's decompressed size: 32 GiB, or $KERNELSCOPE_MAX_TRACE_BYTES."""
+    text = os.environ.get(MAX_TRACE_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_TRACE_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        raise UserError(f"{MAX_TRACE_ENV}: '{text}' is not a number of bytes") from None
+    if value <= 0:
+        raise UserError(f"{MAX_TRACE_ENV}: '{text}' must be positive")
+    return value
+
+
 @contextmanager
 def open_trace_text(path: Path) -> Iterator[tuple[Path, mmap.mmap]]:
-    """The trace's JSON text as a memory map (no copy into the heap) and the plain file behind it:
-    the file itself, or, for gzip input, a temporary file it is decompressed into by streaming."""
+    """The trace's JSON text as a memory map (no copy into the heap) and the plain file behind it: the file
+    itself, or, for gzip input, the text decompressed by streaming into an anonymous memory file (Linux memfd:
+    nothing on disk, gone when the process ends however it ends; a temporary file elsewhere). Decompression
+    stops at once when the first bytes are not JSON, and at the size cap (a gzip bomb)."""
     check_input_file(path, "a Kineto trace file (.json or .json.gz)")
     with path.open("rb") as f:
         compressed = f.read(2) == b"\x1f\x8b"
@@ -53,17 +74,63 @@ def open_trace_text(path: Path) -> Iterator[tuple[Path, mmap.mmap]]:
         with mapped(path) as data:
             yield path, data
         return
-    with tempfile.TemporaryDirectory(prefix="kernelscope-trace-") as tmp:
-        plain = Path(tmp) / "trace.json"
-        try:
-            with gzip.open(path, "rb") as fin, plain.open("wb") as fout:
-                shutil.copyfileobj(fin, fout, length=1 << 22)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise UserError(f"{path}: corrupt or truncated gzip data ({exc})") from None
-        if plain.stat().st_size == 0:
+    with _plain_copy(path) as plain, mapped(plain) as data:
+        yield plain, data
+
+
+@contextmanager
+def _plain_copy(path: Path) -> Iterator[Path]:
+    cap = max_trace_bytes()
+    fd, name, cleanup = _anonymous_file()
+    try:
+        with os.fdopen(os.dup(fd), "wb") as out:
+            written = _decompress(path, out, cap)
+        if written == 0:
             raise UserError(f"{path}: file is empty after decompression")
-        with mapped(plain) as data:
-            yield plain, data
+        yield Path(name)
+    finally:
+        os.close(fd)
+        cleanup()
+
+
+def _anonymous_file() -> tuple[int, str, Any]:
+    """(fd, a path other processes of ours can open it by, cleanup)."""
+    if hasattr(os, "memfd_create") and Path("/proc/self/fd").is_dir():
+        fd = os.memfd_create("kernelscope-trace", 0)
+        return fd, f"/proc/{os.getpid()}/fd/{fd}", lambda: None
+    tmp = tempfile.mkdtemp(prefix="kernelscope-trace-")
+    name = os.path.join(tmp, "trace.json")
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    return fd, name, lambda: shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _decompress(path: Path, out: Any, cap: int) -> int:
+    written, checked = 0, False
+    try:
+        with gzip.open(path, "rb") as fin:
+            while block := fin.read(1 << 22):
+                if not checked:
+                    checked = _looks_like_json(path, block)
+                written += len(block)
+                if written > cap:
+                    raise UserError(f"{path}: decompresses to more than {cap:,} bytes (the limit; set "
+                                    f"{MAX_TRACE_ENV} to read larger traces)")
+                out.write(block)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UserError(f"{path}: corrupt or truncated gzip data ({exc})") from None
+    return written
+
+
+def _looks_like_json(path: Path, block: bytes) -> bool:
+    """True once the decompressed text has shown its first character, which must open a JSON object or array;
+    False while the block is all whitespace (the next block decides)."""
+    head = block[3:] if block.startswith(b"\xef\xbb\xbf") else block
+    first = head.lstrip()[:1]
+    if not first:
+        return False
+    if first not in (b"{", b"["):
+        raise UserError(f"{path}: the decompressed data is not JSON (a Kineto trace starts with '{{' or '[')")
+    return True
 
 
 @contextmanager
@@ -135,7 +202,7 @@ def _locate_by_text(data: mmap.mmap) -> EventArray | None:
     try:
         head = msgspec.json.decode(data[_bom(data):key].rstrip().rstrip(b",") + b"}")
         rest = msgspec.json.decode(b"{" + tail[1:]) if tail.startswith(b",") else {}
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return None
     if not isinstance(head, dict) or not isinstance(rest, dict):
         return None
@@ -151,6 +218,10 @@ def _locate_exactly(path: Path, data: mmap.mmap) -> EventArray:
             raise UserError(f"{path}: not a Kineto trace: {exc}") from None
         except msgspec.DecodeError as exc:
             raise UserError(f"{path}: invalid or truncated JSON: {exc}") from None
+        except RecursionError:
+            raise UserError(f"{path}: not a Kineto trace: JSON nested too deeply") from None
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         # Views into the map must all be released before returning or raising, or the map cannot close.
         fields = msgspec.structs.asdict(document)
         raw = fields.pop("traceEvents")

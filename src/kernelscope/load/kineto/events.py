@@ -17,6 +17,7 @@ import polars as pl
 
 from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
 from kernelscope.errors import UserError
+from kernelscope.load.names import bounded, bounded_all
 
 T = TypeVar("T")
 
@@ -91,32 +92,59 @@ def decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, A
     array), the one-line error naming the file."""
     from kernelscope.load.kineto.chunks import ChunkError
 
+    dropped: dict[str, int] = {}
     try:
-        events = msgspec.json.decode(text, type=list[_Event])
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        try:
+            events = msgspec.json.decode(text, type=list[_Event])
+        except UnicodeDecodeError:
+            # Invalid UTF-8 inside a string: the bytes become U+FFFD rather than the whole trace being refused.
+            events = msgspec.json.decode(bytes(text).decode("utf-8", "replace").encode("utf-8"), type=list[_Event])
+            dropped["invalid UTF-8 repaired"] = 1
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as exc:
         if not final:
             raise ChunkError from None
         kind = "not a Kineto trace" if isinstance(exc, msgspec.ValidationError) else "invalid or truncated JSON"
-        raise UserError(f"{path}: {kind}: {exc}") from None
+        detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise UserError(f"{path}: {kind}: {detail}") from None
     del text
     codes = _category_codes(events)
-    kernel_events = _select(events, codes, _CODE_KERNEL)
-    runtime_events = _select(events, codes, _CODE_RUNTIME)
-    op_events = _select(events, codes, _CODE_OP)
+    kernel_events = _usable(_select(events, codes, _CODE_KERNEL), dropped)
+    runtime_events = _usable(_select(events, codes, _CODE_RUNTIME), dropped)
+    op_events = _usable(_select(events, codes, _CODE_OP), dropped)
     unread: dict[str, int] = {}
     for index in np.flatnonzero(codes == _CODE_UNREAD).tolist():
         cat = events[index].cat.lower()
         unread[cat] = unread.get(cat, 0) + 1
     count = len(events)
     del events
-    return {
-        "event_count": count,
-        "unread": unread,
-        "kernels": _kernel_table(kernel_events, _decode_args(path, kernel_events, _KernelArgs)),
-        "launches": _launch_table(runtime_events, _decode_args(path, runtime_events, _RuntimeArgs)),
-        "ops": _op_table(op_events, _decode_args(path, [e for e in op_events if e.cat != "python_function"],
-                                                 _OpArgs)),
+    tables = {
+        "kernels": _kernel_table(kernel_events, _decode_args(kernel_events, _KernelArgs, dropped), dropped),
+        "launches": _launch_table(runtime_events, _decode_args(runtime_events, _RuntimeArgs, dropped), dropped),
+        "ops": _op_table(op_events, _decode_args([e for e in op_events if e.cat != "python_function"], _OpArgs,
+                                                 dropped), dropped),
     }
+    return {"event_count": count, "unread": unread, "dropped": dropped, **tables}
+
+
+# Times a trace can hold: |ts| within 4e15 µs (127 years around its epoch: any difference of two still fits int64
+# ns) and durations from 0 to 1e12 µs (11 days). Anything else is a corrupt event, left out and counted.
+MAX_ABS_TS_US = 4e15
+MAX_DUR_US = 1e12
+
+
+def _usable(events: list[_Event], dropped: dict[str, int]) -> list[_Event]:
+    """Events whose start and duration are finite and within the bounds above."""
+    if not events:
+        return events
+    ts = np.fromiter((e.ts for e in events), dtype=np.float64, count=len(events))
+    dur = np.fromiter((0.0 if e.dur is None else e.dur for e in events), dtype=np.float64, count=len(events))
+    with np.errstate(invalid="ignore"):
+        good = (np.abs(ts) <= MAX_ABS_TS_US) & (dur >= 0) & (dur <= MAX_DUR_US)
+    bad = int(len(events) - good.sum())
+    if not bad:
+        return events
+    dropped["unusable time or duration"] = dropped.get("unusable time or duration", 0) + bad
+    return [e for e, ok in zip(events, good.tolist(), strict=True) if ok]
 
 
 def _category_codes(events: list[_Event]) -> np.ndarray:
@@ -141,12 +169,22 @@ def _select(events: list[_Event], codes: np.ndarray, code: int) -> list[_Event]:
     return [e for e in chosen if e.ph == "X" and e.ts is not None]
 
 
-def _decode_args(path: str, events: list[_Event], struct: type[T]) -> list[T]:
+def _decode_args(events: list[_Event], struct: type[T], dropped: dict[str, int]) -> list[T]:
+    """Each event's args as `struct`; an event whose args do not fit (a grid that is a string, an id that is an
+    object) keeps its name and times with empty args, counted as malformed."""
     decoder = msgspec.json.Decoder(struct)
     try:
         return [decoder.decode(e.args) for e in events]
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise UserError(f"{path}: not a Kineto trace: event args: {exc}") from None
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        pass
+    out = []
+    for e in events:
+        try:
+            out.append(decoder.decode(e.args))
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            out.append(struct())
+            dropped["malformed args"] = dropped.get("malformed args", 0) + 1
+    return out
 
 
 def _times(events: list[_Event]) -> tuple[np.ndarray, np.ndarray]:
@@ -180,13 +218,26 @@ def _int_only(value: int | str | None) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _kernel_table(events: list[_Event], args: list[_KernelArgs]) -> pl.DataFrame:
+def _names(values: list[str], dropped: dict[str, int]) -> list[str]:
+    names, cut = bounded_all(values)
+    if cut:
+        dropped["name cut to the length limit"] = dropped.get("name cut to the length limit", 0) + cut
+    return names
+
+
+def _dims(values: list[list[int] | None]) -> list[tuple[int | None, int | None, int | None]]:
+    return [v if v and len(v) == 3 else (None, None, None) for v in values]
+
+
+# Tables are built with strict=False: an integer beyond int64 (an id of 2^64 in a corrupt trace) becomes null
+# instead of failing the whole file; msgspec has already checked every value's type.
+def _kernel_table(events: list[_Event], args: list[_KernelArgs], dropped: dict[str, int]) -> pl.DataFrame:
     start, dur = _times(events)
-    grids = [a.grid if a.grid and len(a.grid) == 3 else (None, None, None) for a in args]
-    blocks = [a.block if a.block and len(a.block) == 3 else (None, None, None) for a in args]
+    grids = _dims([a.grid for a in args])
+    blocks = _dims([a.block for a in args])
     return pl.DataFrame(
         {
-            "name": [e.name for e in events],
+            "name": _names([e.name for e in events], dropped),
             "kind": [KERNEL_KINDS[e.cat.lower()] for e in events],
             "device": [a.device if a.device is not None else _int_only(e.pid) for e, a in zip(events, args, strict=True)],
             "stream": [a.stream if a.stream is not None else _int_only(e.tid) for e, a in zip(events, args, strict=True)],
@@ -205,28 +256,28 @@ def _kernel_table(events: list[_Event], args: list[_KernelArgs]) -> pl.DataFrame
             "est_occupancy_pct": [a.occupancy for a in args],
             "bytes": [a.bytes for a in args],
         },
-        schema_overrides={**TRACE_KERNEL_COLUMNS, "ts_us": pl.Float64},
+        schema_overrides={**TRACE_KERNEL_COLUMNS, "ts_us": pl.Float64}, strict=False,
     )
 
 
-def _launch_table(events: list[_Event], args: list[_RuntimeArgs]) -> pl.DataFrame:
+def _launch_table(events: list[_Event], args: list[_RuntimeArgs], dropped: dict[str, int]) -> pl.DataFrame:
     start, dur = _times(events)
     return pl.DataFrame(
         {
-            "api": [e.name for e in events],
+            "api": _names([e.name for e in events], dropped),
             "pid": _ids([e.pid for e in events]),
             "tid": _ids([e.tid for e in events]),
             "ts_us": start,
             "dur_ns": dur,
             "correlation": [a.correlation for a in args],
             "external_id": _external_ids(args),
-            "kernel_name": [a.kernel for a in args],
+            "kernel_name": [None if a.kernel is None else bounded(a.kernel) for a in args],
         },
-        schema_overrides={**TRACE_LAUNCH_COLUMNS, "ts_us": pl.Float64},
+        schema_overrides={**TRACE_LAUNCH_COLUMNS, "ts_us": pl.Float64}, strict=False,
     )
 
 
-def _op_table(events: list[_Event], args: list[_OpArgs]) -> pl.DataFrame:
+def _op_table(events: list[_Event], args: list[_OpArgs], dropped: dict[str, int]) -> pl.DataFrame:
     """CPU ops and annotations (with their args) first, then Python frames (no args), in event order each."""
     python = [e for e in events if e.cat == "python_function"]
     ops = [e for e in events if e.cat != "python_function"]
@@ -237,7 +288,7 @@ def _op_table(events: list[_Event], args: list[_OpArgs]) -> pl.DataFrame:
     every = ops + python
     return pl.DataFrame(
         {
-            "name": [e.name for e in every],
+            "name": _names([e.name for e in every], dropped),
             "cat": [OP_CATS[e.cat.lower()] for e in every],
             "pid": _ids([e.pid for e in every]),
             "tid": _ids([e.tid for e in every]),
@@ -252,7 +303,7 @@ def _op_table(events: list[_Event], args: list[_OpArgs]) -> pl.DataFrame:
                 [bytes(a.concrete_inputs) if e.name in CONCRETE_INPUT_OPS else b"" for e, a in zip(every, all_args,
                                                                                                   strict=True)]),
         },
-        schema_overrides={**TRACE_OP_COLUMNS, "ts_us": pl.Float64},
+        schema_overrides={**TRACE_OP_COLUMNS, "ts_us": pl.Float64}, strict=False,
     )
 
 

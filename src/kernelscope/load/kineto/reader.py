@@ -16,6 +16,7 @@ from kernelscope.errors import UserError
 from kernelscope.load.kineto.chunks import PARALLEL_BYTES, ChunkError, chunk_ranges, decode_chunks
 from kernelscope.load.kineto.document import EventArray, locate_events, open_trace_text
 from kernelscope.load.kineto.events import decode_chunk
+from kernelscope.load.names import bounded
 
 _COLUMNS = {"kernels": TRACE_KERNEL_COLUMNS, "launches": TRACE_LAUNCH_COLUMNS, "ops": TRACE_OP_COLUMNS}
 
@@ -54,7 +55,8 @@ def _metadata(fields: dict[str, Any]) -> TraceMeta:
     return TraceMeta(
         source_format="kineto",
         schema_version=fields.get("schemaVersion"),
-        device_properties=[p for p in properties if isinstance(p, dict)] if isinstance(properties, list) else [],
+        device_properties=[usable_properties(p) for p in properties if isinstance(p, dict)]
+        if isinstance(properties, list) else [],
         base_time_ns=fields.get("baseTimeNanoseconds"),
         cuda_runtime_version=fields.get("cuda_runtime_version"),
         cuda_driver_version=fields.get("cuda_driver_version"),
@@ -62,6 +64,30 @@ def _metadata(fields: dict[str, Any]) -> TraceMeta:
         trace_id=fields.get("trace_id"),
         distributed_info=fields.get("distributedInfo"),
     )
+
+
+# What kernelscope reads of a device's properties, and the type each must have to be believed.
+_PROPERTY_TEXT = ("name",)
+_PROPERTY_COUNTS = ("id", "totalGlobalMem", "computeMajor", "computeMinor", "numSms", "l2CacheSize",
+                    "maxThreadsPerBlock", "maxThreadsPerMultiprocessor", "regsPerBlock", "warpSize",
+                    "sharedMemPerBlock", "regsPerMultiprocessor", "sharedMemPerBlockOptin",
+                    "sharedMemPerMultiprocessor")
+
+
+def usable_properties(props: dict[str, Any]) -> dict[str, Any]:
+    """A device's properties with every value kernelscope reads of the right kind (a name that is text, counts
+    that are non-negative integers within int64); others are left out, as if the trace had not written them."""
+    kept = {}
+    for key, value in props.items():
+        if key in _PROPERTY_TEXT:
+            if isinstance(value, str) and value.strip():
+                kept[key] = bounded(value)
+        elif key in _PROPERTY_COUNTS:
+            if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+                kept[key] = value
+        else:
+            kept[key] = value
+    return kept
 
 
 def _assemble(parts: list[dict[str, Any]], meta: TraceMeta) -> TraceTables:
@@ -73,10 +99,14 @@ def _assemble(parts: list[dict[str, Any]], meta: TraceMeta) -> TraceTables:
         start = ((table["ts_us"].to_numpy() - origin_us) * 1e3).round().astype(np.int64)
         tables[name] = table.with_columns(pl.Series("start_ns", start)).drop("ts_us").select(list(_COLUMNS[name]))
     unread: dict[str, int] = {}
+    dropped: dict[str, int] = {}
     for part in parts:
         for cat, count in part["unread"].items():
             unread[cat] = unread.get(cat, 0) + count
+        for reason, count in part.get("dropped", {}).items():
+            dropped[reason] = dropped.get(reason, 0) + count
     meta.event_count = sum(p["event_count"] for p in parts)
     meta.origin_us = origin_us
     meta.unread_device_activity = unread
+    meta.dropped_events = dropped
     return TraceTables(kernels=tables["kernels"], launches=tables["launches"], ops=tables["ops"], meta=meta)

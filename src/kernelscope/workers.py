@@ -1,0 +1,78 @@
+"""The fork server that helper processes (trace decoding, figure drawing) start from, with its standard error on
+/dev/null: a helper that dies while this process is being interrupted (its semaphores already gone) would
+otherwise print a traceback under kernelscope's one-line message. A helper's real errors still reach this
+process, through its future."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing import forkserver
+from multiprocessing.context import BaseContext
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP: unwinds like Ctrl-C, so every staged write and temporary file is cleaned up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_held = 0  # depth of signals_held blocks
+_pending: list[int] = []  # a signal received while held
+
+
+def raise_for(signum: int) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
+
+
+def deliver_later(signum: int) -> bool:
+    """Called by the signal handler (cli.py): True when the signal must wait for the end of a signals_held block
+    (it is then raised there)."""
+    if _held:
+        _pending.append(signum)
+        return True
+    return False
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Delay a SIGINT/SIGTERM/SIGHUP that kernelscope's handler receives until the block ends, so that something
+    made in the block (a staging folder, a helper process) is always handed to its cleanup: use the block inside
+    the try whose finally cleans up, since the signal is raised as the block ends. Held in Python, not with the
+    signal mask: other threads (polars') would take the signal anyway, and processes started here would inherit
+    the mask."""
+    global _held
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1
+        if not _held and _pending:
+            signum = _pending[0]
+            _pending.clear()
+            raise_for(signum)
+
+
+def forkserver_context(preload: list[str]) -> BaseContext:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(preload)  # only heeded by the first start
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        # If interrupted here, the server sees this process end and exits.
+        forkserver.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    return ctx

@@ -1,0 +1,123 @@
+"""A real trace whose kernel, op, module, phase and device names are hostile (Markdown images of local files,
+remote images, script tags, event handlers, javascript: links, line breaks and pipes that would inject headings
+and table rows): its report is rendered, read as Markdown, parsed as HTML, and opened in headless Chromium, which
+must run no script of the input, make no network request and read no file beyond the page."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import html.parser
+import json
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from kernelscope.cli import main
+from tests.adversarial.cases import HOSTILE_NAMES
+from tests.e2e.test_report import _browser
+
+SEED = Path(__file__).resolve().parents[1] / "data" / "kineto" / "h200-qwen2-0.5b-p16-n4.trace.json.gz"
+PAYLOADS = list(HOSTILE_NAMES.values())
+
+
+def _hostile_trace(path: Path) -> dict[str, str]:
+    """The seed with hostile names in every kind of name the report prints; returns what was renamed."""
+    with gzip.open(SEED, "rt") as f:
+        doc = json.load(f)
+    doc = copy.deepcopy(doc)
+    events = doc["traceEvents"]
+    kernels = {}
+    by_name: dict[str, list[dict]] = {}
+    for e in events:
+        if e.get("cat") == "kernel":
+            by_name.setdefault(e["name"], []).append(e)
+    # The most frequent kernels get the payloads, so they reach the top-kernel tables of every phase.
+    for payload, (name, group) in zip(PAYLOADS, sorted(by_name.items(), key=lambda kv: -len(kv[1])), strict=False):
+        for e in group:
+            e["name"] = payload
+        kernels[name] = payload
+    for e in events:
+        if e.get("cat") == "cpu_op" and e["name"] == "aten::mm":
+            e["name"] = "aten::mm<img src=x onerror=window.__ks_pwned=1>"
+        if e.get("cat") == "user_annotation" and e["name"] == "ks.phase:prefill":
+            e["name"] = "ks.phase:pre/../fill<script>window.__ks_pwned=1</script>"
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ks.module:model.layers.0.mlp.down_proj"):
+            e["name"] = e["name"].replace("down_proj", "down_proj![m](/etc/hostname)")
+    doc["deviceProperties"][0]["name"] = "NVIDIA H200\n# Injected | cell |\n![d](/etc/passwd)"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return kernels
+
+
+@pytest.fixture(scope="module")
+def hostile_report(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hostile")
+    renamed = _hostile_trace(root / "trace.json.gz")
+    assert len(renamed) == len(PAYLOADS)
+    assert main(["-q", "import", str(root / "trace.json.gz"), "--out", str(root / "run")]) == 0
+    return root / "run" / "report"
+
+
+class _Tags(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+@pytest.mark.parametrize("name", ["report.md", "report.zh.md"])
+def test_markdown_has_no_markup_from_the_input(hostile_report, name):
+    text = (hostile_report / name).read_text()
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    inline = [child for t in tokens for child in (t.children or [])]
+    images = [c.attrGet("src") for c in inline if c.type == "image"]
+    assert images and all(src.startswith("figures/") and "/" not in src[8:] for src in images), images
+    assert not [c for c in inline if c.type == "link_open" and not str(c.attrGet("href")).startswith("#")]
+    assert not [t for t in tokens if t.type == "html_block"] and not [c for c in inline if c.type == "html_inline"]
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert not [h for h in headings if h.startswith("Injected")]  # the line break did not start a heading
+    # The payloads are shown, as text: at least the script payload and the image payload of a top kernel.
+    rendered = MarkdownIt("commonmark").enable("table").render(text)
+    assert "&lt;script&gt;window.__ks_pwned=1&lt;/script&gt;" in rendered
+    assert "![x](/etc/passwd)" in rendered
+
+
+@pytest.mark.parametrize("name", ["report.html", "report.zh.html"])
+def test_html_page_loads_nothing_and_runs_only_its_own_script(hostile_report, name):
+    page = (hostile_report / name).read_text()
+    parser = _Tags()
+    parser.feed(page)
+    scripts = [attrs for tag, attrs in parser.tags if tag == "script"]
+    assert len(scripts) == 1 and not scripts[0]
+    assert all(attrs.get("src", "").startswith("data:image/") for tag, attrs in parser.tags if tag == "img")
+    assert not [attrs for _, attrs in parser.tags if any(k.startswith("on") for k in attrs)]
+    assert not [attrs for tag, attrs in parser.tags if tag == "a" and not (attrs.get("href") or "").startswith("#")]
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert "root:" not in page  # /etc/passwd was not embedded
+
+
+@pytest.mark.parametrize("name", ["report.html", "report.zh.html"])
+def test_headless_chromium_runs_no_input_script_and_requests_nothing(hostile_report, name):
+    chromium, playwright = _browser()
+    page_path = hostile_report / name
+    requests: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page()
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(page_path.as_uri())
+        page.wait_for_load_state("load")
+        pwned = page.evaluate("() => window.__ks_pwned === undefined ? null : window.__ks_pwned")
+        images = page.eval_on_selector_all("img", "els => els.map(e => [e.src.slice(0, 11), e.naturalWidth])")
+        page.locator("table thead th").nth(0).click()  # our own script still runs under the policy
+        sorted_class = page.locator("table thead th").nth(0).get_attribute("class")
+        browser.close()
+    assert pwned is None
+    assert [u for u in requests if u != page_path.as_uri() and not u.startswith("data:")] == []
+    assert images and all(src == "data:image/" and width > 0 for src, width in images)
+    assert "sorted" in (sorted_class or "")
