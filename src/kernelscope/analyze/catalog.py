@@ -54,13 +54,22 @@ def _llvm_lambda(match: re.Match[str]) -> str:
     return f"{{lambda({match.group(2)})#{number}}}"
 
 
+# LLVM's demangler recurses once per nesting level and has no depth limit of its own: a hostile symbol of some
+# 64k characters (`_Z1fFFFF…`) overflows the C stack and kills the process. Real kernel symbols stay under 2k
+# characters; longer ones are classified as written.
+_DEMANGLE_MAX_CHARS = 4096
+
+
 def demangle(name: str) -> str | None:
-    """The demangled form of an Itanium-mangled symbol (`_Z…`), or None when it is not one."""
+    """The demangled form of an Itanium-mangled symbol (`_Z…`), or None when it is not one (or is longer than
+    _DEMANGLE_MAX_CHARS, or cannot be passed to the demangler)."""
     import pycxxfilt
 
+    if len(name) > _DEMANGLE_MAX_CHARS:
+        return None
     try:
         return pycxxfilt.demangle(name)
-    except ValueError:
+    except (ValueError, UnicodeError):
         return None
 
 
@@ -122,11 +131,18 @@ def _head_words(text: str) -> list[str]:
     return [word for head in _heads(text) if head for word in head.split("::")]
 
 
+_SHORT_CHARS = 80
+_SHORT_HEAD_CHARS = 200
+
+
 def shorten(text: str) -> str:
-    """A readable stand-in for a name no rule knows: its qualified name, template arguments collapsed."""
+    """A readable stand-in for a name no rule knows: its qualified name, template arguments collapsed (a name
+    without one, or a qualified name of absurd length, cut)."""
     head = _HEAD.match(text)
     if head is None or head.end() == 0:
-        return text if len(text) <= 80 else text[:79] + "…"
+        return text if len(text) <= _SHORT_CHARS else text[:_SHORT_CHARS - 1] + "…"
+    if head.end() > _SHORT_HEAD_CHARS:
+        return text[:_SHORT_HEAD_CHARS - 1] + "…"
     tail = "<…>" if head.end() < len(text) and text[head.end()] == "<" else ""
     return head.group() + tail
 
