@@ -9,6 +9,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 
 from kernelscope import __version__, workers
 from kernelscope.errors import UserError
@@ -63,6 +64,17 @@ def _on_signal(signum: int, frame: object) -> None:
         workers.raise_for(signum)
 
 
+def _unraisable(hook_args: object, default=sys.unraisablehook) -> None:
+    """A signal whose exception Python had to swallow (raised while it ran a weakref callback or a __del__):
+    nothing is printed, and the signal is sent again a moment later, to land in ordinary code."""
+    if isinstance(getattr(hook_args, "exc_value", None), KeyboardInterrupt | Terminated) and _received:
+        signum = _received.pop()
+        signal.signal(signum, _on_signal)
+        threading.Timer(0.01, os.kill, (os.getpid(), signum)).start()
+        return
+    default(hook_args)
+
+
 def _interrupted() -> int:
     """One line and the exit code of the signal received (128 + its number)."""
     signum = _received[0]
@@ -89,12 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(ValueError):  # not the main thread (main() called from a test's thread)
             if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored by whoever started us: stays so
                 previous[signum] = signal.signal(signum, _on_signal)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     from kernelscope.report import figure_formats
 
     formats = figure_formats.chosen.set(getattr(args, "figure_formats", None) or figure_formats.DEFAULT)
     try:
         return _run(args, steps)
     finally:
+        sys.unraisablehook = previous_hook
         figure_formats.chosen.reset(formats)
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -190,3 +190,18 @@ def test_ncu_blank_line_after_the_header_is_skipped(tmp_path):
 
 def test_seed_is_a_real_capture():
     assert KINETO_SEED.is_file() and len(_kernels(kineto_seed())) > 1000
+
+
+@pytest.mark.parametrize("tid", ["²", "9" * 30, "-12", "stream 7"])
+def test_string_thread_ids_are_numbers_only_when_they_are_ascii_int64(tmp_path, tid):
+    doc = copy.deepcopy(kineto_seed())
+    launch = next(e for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime")
+    launch["tid"] = tid
+    tables = load_kineto(_write(doc, tmp_path / "t.json.gz"))
+    import zlib
+
+    digits = tid.removeprefix("-")
+    # A number where it is ASCII digits within int64; otherwise the stable lane code of the string.
+    expected = int(tid) if digits.isascii() and digits.isdigit() and len(digits) < 19 else -1 - zlib.crc32(
+        tid.encode("utf-8"))
+    assert expected in set(tables.launches["tid"].to_list())

@@ -8,6 +8,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.accelerator import AcceleratorNeeds, accelerator_needs
+from kernelscope.analyze.communication import Communication, communication
 from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
 from kernelscope.analyze.generations import generation_table
 from kernelscope.analyze.hardware import Ceilings, classification_rule
@@ -86,6 +87,7 @@ class ReportTables:
     accelerator: AcceleratorNeeds | None = None
     projection: WhatIf | None = None  # the what-if model on this run's own device (calibration, design options)
     generations: pl.DataFrame | None = None  # per image of runs with one generation per image
+    communication: Communication | None = None  # runs with collective kernels
     metrics: dict[str, Metric] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
@@ -118,6 +120,8 @@ def report_tables(run: Run, ceilings: Ceilings | None = None) -> ReportTables:
     for phase in phases["phase"]:
         tables.by_phase[phase] = _phase_tables(run, kernels, phase, phases, labels, ceilings)
     tables.every_step = _every_step(kernels, run)
+    link = ceilings.spec.interconnect if ceilings is not None and ceilings.spec is not None else None
+    tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None)
     tables.source_lines = source_line_table(kernels, labels)
     tables.measured = _measured_tables(run, kernels, labels, ceilings)
     tables.accelerator = accelerator_needs(kernels, run.info, ceilings, tables.per_phase("categories"),

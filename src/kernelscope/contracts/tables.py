@@ -23,6 +23,10 @@ TRACE_KERNEL_COLUMNS: dict[str, pl.DataType] = {
     "block_x": pl.Int64(), "block_y": pl.Int64(), "block_z": pl.Int64(),
     "registers_per_thread": pl.Int64(), "shared_memory_bytes": pl.Int64(), "est_occupancy_pct": pl.Float64(),
     "bytes": pl.Int64(),
+    # Collectives, where the trace records them per kernel (torch ≥ 2.4 NCCL kernels): collective name, message
+    # elements in and out, ranks in the group, element type, process group.
+    "collective": pl.String(), "msg_in_elems": pl.Int64(), "msg_out_elems": pl.Int64(), "group_size": pl.Int64(),
+    "msg_dtype": pl.String(), "process_group": pl.String(),
 }
 # Runtime / driver calls that launched device work (kernel_name: where the trace names the launched kernel at
 # the call, as ROCm's do; it is how a graph capture, whose kernels never run, says what it recorded).

@@ -115,6 +115,7 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         **_phase_contexts(tables, table, top_n),
         "measured": _measured_context(tables, table, top_n),
         "phase_table": table("phases", tables.phases),
+        "communication": _communication_context(tables, table),
         "ceilings": tables.ceilings,
         "missing_ceilings": tables.missing_ceilings,
         "rule": classification_rule(),
@@ -279,6 +280,11 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
         frames["unattributed_kernels"] = tables.unattributed
     if tables.generations is not None:
         frames["images"] = tables.generations
+    if tables.communication is not None:
+        frames["communication"] = tables.communication.by_collective
+        frames["communication_ranks"] = tables.communication.by_rank
+        frames["communication_instances"] = tables.communication.instances.select(
+            "rank", "phase", "group", "kind", "seq", "name", "start_ns", "dur_ns", "wait_ns", "transfer_ns", "bytes")
     # Where each number a finding prints comes from: the table (a CSV beside this one), the rows it takes and
     # how it is combined, or the numbers it is derived from.
     frames["findings"] = pl.DataFrame(
@@ -290,6 +296,19 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
                 "derived_from": pl.String, "formula": pl.String}, orient="row",
     )
     return write_csv_tables(frames, directory)
+
+
+def _communication_context(tables: ReportTables, table: _Tables) -> dict[str, Any] | None:
+    comm = tables.communication
+    if comm is None:
+        return None
+    worst = None
+    if comm.by_rank["wait_ns"].drop_nulls().len():
+        worst = comm.by_rank.sort("wait_ns", descending=True, nulls_last=True).row(0, named=True)
+    return {"collectives": table("communication", comm.by_collective) if comm.by_collective.height else None,
+            "ranks": table("communication_ranks", comm.by_rank), "ranks_n": comm.ranks, "unmatched": comm.unmatched,
+            "link": comm.link, "link_peak": comm.link_peak, "worst": worst,
+            "matched": comm.instances.height}
 
 
 def _draw_figures(tables: ReportTables, directory: Path, device_name: str | None) -> dict[str, list[Path]]:

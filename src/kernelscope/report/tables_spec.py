@@ -34,6 +34,8 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
     "bw": lambda v: "–" if v is None else f"{v / 1e12:,.3f} TB/s",
     "flops_rate": lambda v: "–" if v is None else f"{v / 1e12:,.2f} TFLOP/s",
     "mb": lambda v: "–" if v is None else f"{v / 1e6:,.1f} MB",
+    "bytes": lambda v: "–" if v is None else (f"{v / 1e6:,.2f} MB" if v >= 1e5 else f"{v / 1e3:,.1f} KB"),
+    "gbs": lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
 }
 TEXT_FORMATTERS = {"text", "code", "term"}
 
@@ -100,6 +102,15 @@ SPECS: dict[str, Spec] = {
                      ("time_pct", "time_pct", "pct"), ("launches", "launches", "int"),
                      ("distinct_kernels", "kernels", "int"), ("top_kernel", "top_kernel", "text"),
                      ("module", "module", "code")],
+    "communication": [("phase", "phase", "term"), ("collective", "kind", "code"), ("message", "bytes", "bytes"),
+                      ("instances", "instances", "int"), ("total", "total_ns", "dur"), ("time_pct", "time_pct", "pct"),
+                      ("per_rank", "mean_ns", "dur"), ("mean_wait", "mean_wait_ns", "dur"),
+                      ("max_wait", "max_wait_ns", "dur"), ("transfer", "mean_transfer_ns", "dur"),
+                      ("bus_bandwidth", "bus_bytes_per_s", "gbs"), ("link_share", "link_pct", "pct")],
+    "communication_ranks": [("phase", "phase", "term"), ("rank", "rank", "int"), ("collectives", "collectives", "int"),
+                            ("communication", "comm_ns", "dur"), ("time_pct", "comm_pct", "pct"),
+                            ("waiting", "wait_ns", "dur"), ("wait_share", "wait_pct", "pct"),
+                            ("overlap", "overlap_pct", "pct"), ("device_time", "device_time_ns", "dur")],
     "names": [("kernel", "label", "text"), ("library", "library", "text"), ("category", "category", "text"),
               ("description", "description", "text"), ("full_name", "name", "code")],
 }

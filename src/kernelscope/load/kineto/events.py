@@ -45,6 +45,13 @@ class _KernelArgs(msgspec.Struct):
     shared_memory: int | None = msgspec.field(name="shared memory", default=None)
     occupancy: float | None = msgspec.field(name="est. achieved occupancy %", default=None)
     bytes: int | None = None
+    # Collectives (NCCL kernels in torch ≥ 2.4 traces): what the kernel communicates.
+    collective: str | None = msgspec.field(name="Collective name", default=None)
+    in_elems: int | None = msgspec.field(name="In msg nelems", default=None)
+    out_elems: int | None = msgspec.field(name="Out msg nelems", default=None)
+    group_size: int | None = msgspec.field(name="Group size", default=None)
+    dtype: str | None = None
+    process_group: str | None = msgspec.field(name="Process Group Name", default=None)
 
 
 class _RuntimeArgs(msgspec.Struct):
@@ -201,7 +208,9 @@ def thread_id(value: int | str | None) -> int | None:
     if isinstance(value, int) or value is None:
         return value
     text = value.strip()
-    if text.lstrip("-").isdigit():
+    digits = text.removeprefix("-")
+    # ASCII digits only ('²'.isdigit() is true) and within int64; anything else is a lane name.
+    if digits.isascii() and digits.isdigit() and len(digits) < 19:
         return int(text)
     return -1 - zlib.crc32(text.encode("utf-8", "surrogatepass"))
 
@@ -255,6 +264,12 @@ def _kernel_table(events: list[_Event], args: list[_KernelArgs], dropped: dict[s
             "shared_memory_bytes": [a.shared_memory for a in args],
             "est_occupancy_pct": [a.occupancy for a in args],
             "bytes": [a.bytes for a in args],
+            "collective": [a.collective for a in args],
+            "msg_in_elems": [a.in_elems for a in args],
+            "msg_out_elems": [a.out_elems for a in args],
+            "group_size": [a.group_size for a in args],
+            "msg_dtype": [a.dtype for a in args],
+            "process_group": [a.process_group for a in args],
         },
         schema_overrides={**TRACE_KERNEL_COLUMNS, "ts_us": pl.Float64}, strict=False,
     )

@@ -1,0 +1,206 @@
+"""Communication across ranks: every collective kernel (NCCL, RCCL, symmetric memory: catalog category
+`communication`) matched with its counterparts on the other ranks, how long each rank spent in it waiting for the
+last one to arrive versus moving data, the bus bandwidth it reached against the link, and per rank and phase the
+share of device time in communication and how much of it overlapped compute.
+
+Matching: on each rank, the n-th collective of a kind (its process group and collective, from the kernel's args
+where the trace records them, else its kernel name) is the n-th on every other rank; NCCL issues collectives of
+a group in the same order on every rank, which is what makes this exact. An instance found on fewer ranks than
+run the group (a trace window that cut it) is left unmatched and counted.
+
+Per instance: the last rank to arrive starts the data movement, so rank r waits (last start − r's start) and
+moves data for (its end − last start). Message bytes come from the elements the trace records per collective
+(`In/Out msg nelems` and `dtype`, written by torch ≥ 2.4 for NCCL kernels) and follow nccl-tests' conventions;
+bus bandwidth is algorithm bandwidth (bytes / transfer time) times the collective's factor (all-reduce
+2(n−1)/n; all-gather, reduce-scatter, all-to-all (n−1)/n; others 1), comparable to one direction of the link."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+COMMUNICATION = "communication"
+
+# torch's dtype names in the trace → bytes per element.
+DTYPE_BYTES = {"BFloat16": 2, "Half": 2, "Float": 4, "Double": 8, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
+               "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "Byte": 1, "Char": 1, "Bool": 1, "Short": 2, "Int": 4,
+               "Long": 8, "ComplexFloat": 8, "ComplexDouble": 16}
+_KIND_ALIASES = {"allreduce": "all_reduce", "all_reduce": "all_reduce", "allgather": "all_gather",
+                 "all_gather": "all_gather", "_allgather_base": "all_gather", "allgather_into_tensor_coalesced":
+                 "all_gather", "reducescatter": "reduce_scatter", "reduce_scatter": "reduce_scatter",
+                 "_reduce_scatter_base": "reduce_scatter", "alltoall": "all_to_all", "all_to_all": "all_to_all",
+                 "alltoall_base": "all_to_all", "broadcast": "broadcast", "reduce": "reduce", "send": "send",
+                 "recv": "recv", "sendrecv": "send_recv", "gather": "gather", "scatter": "scatter"}
+_NAME_KINDS = [("allreduce", "all_reduce"), ("all_reduce", "all_reduce"), ("allgather", "all_gather"),
+               ("all_gather", "all_gather"), ("reducescatter", "reduce_scatter"), ("reduce_scatter", "reduce_scatter"),
+               ("alltoall", "all_to_all"), ("all_to_all", "all_to_all"), ("broadcast", "broadcast"),
+               ("sendrecv", "send_recv"), ("send", "send"), ("recv", "recv"), ("reduce", "reduce")]
+
+
+def collective_kind(collective: str | None, name: str) -> str:
+    """all_reduce, all_gather, … from the trace's collective name, else from the kernel's name."""
+    if collective:
+        key = collective.strip().lower()
+        if key in _KIND_ALIASES:
+            return _KIND_ALIASES[key]
+    flat = re.sub(r"[^a-z_]", "", name.lower())
+    for needle, kind in _NAME_KINDS:
+        if needle in flat:
+            return kind
+    return "other"
+
+
+def bus_factor(kind: str, ranks: int) -> float:
+    if ranks <= 1:
+        return 1.0
+    if kind == "all_reduce":
+        return 2 * (ranks - 1) / ranks
+    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (ranks - 1) / ranks
+    return 1.0
+
+
+@dataclass
+class Communication:
+    """instances: one row per matched collective and rank. by_collective: per phase, kind and message size.
+    by_rank: per rank and phase. link_peak: one direction of the device's GPU-to-GPU link (bytes/s), if known."""
+
+    instances: pl.DataFrame
+    by_collective: pl.DataFrame
+    by_rank: pl.DataFrame
+    unmatched: int
+    ranks: int
+    link_peak: float | None
+    link: str | None
+
+
+def communication(kernels: pl.DataFrame, link_bandwidth: float | None = None,
+                  link: str | None = None) -> Communication | None:
+    """None when the run has no communication kernels."""
+    comm = kernels.filter(pl.col("category") == COMMUNICATION)
+    if comm.height == 0 or comm["start_ns"].is_null().all():
+        return None
+    ranks = sorted(kernels["rank"].unique().to_list())
+    comm = comm.filter(pl.col("start_ns").is_not_null()).with_columns(
+        pl.struct("collective", "name").map_elements(lambda s: collective_kind(s["collective"], s["name"]),
+                                                     return_dtype=pl.String).alias("kind"),
+        pl.col("process_group").fill_null("").alias("group"),
+    ).sort("rank", "start_ns")
+    comm = comm.with_columns(pl.int_range(pl.len()).over("rank", "group", "kind").alias("seq"))
+    instances = _matched(comm, len(ranks))
+    unmatched = comm.height - instances.height
+    peak = link_bandwidth / 2 if link_bandwidth else None
+    return Communication(instances=instances, by_collective=_by_collective(instances, peak),
+                         by_rank=_by_rank(kernels, comm, instances), unmatched=unmatched, ranks=len(ranks),
+                         link_peak=peak, link=link)
+
+
+def _matched(comm: pl.DataFrame, ranks: int) -> pl.DataFrame:
+    """Rows of instances found on every rank, with wait and transfer per rank and the message bytes."""
+    if ranks < 2:
+        return comm.head(0).with_columns(pl.lit(None, pl.Int64).alias("wait_ns"),
+                                         pl.lit(None, pl.Int64).alias("transfer_ns"),
+                                         pl.lit(None, pl.Float64).alias("bytes"))
+    key = ["group", "kind", "seq"]
+    dtype_bytes = pl.col("msg_dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
+    elems = (pl.when(pl.col("kind") == "all_gather").then(pl.col("msg_out_elems"))
+             .otherwise(pl.col("msg_in_elems")))
+    out = (
+        comm.with_columns(pl.len().over(key).alias("on_ranks"))
+        .filter(pl.col("on_ranks") == ranks)
+        .with_columns(pl.col("start_ns").max().over(key).alias("last_start_ns"))
+        .with_columns(
+            (pl.col("last_start_ns") - pl.col("start_ns")).alias("wait_ns"),
+            (pl.col("start_ns") + pl.col("dur_ns") - pl.col("last_start_ns")).clip(lower_bound=0).alias(
+                "transfer_ns"),
+            (elems * dtype_bytes).cast(pl.Float64).alias("bytes"),
+        )
+    )
+    return out.drop("on_ranks", "last_start_ns")
+
+
+def _by_collective(instances: pl.DataFrame, peak: float | None) -> pl.DataFrame:
+    """Per phase, kind and message size: instances, mean time per rank, mean wait and transfer, bus bandwidth."""
+    if instances.height == 0:
+        return pl.DataFrame()
+    ranks = instances["rank"].n_unique()
+    per_instance = instances.group_by("phase", "group", "kind", "seq", "bytes").agg(
+        pl.col("dur_ns").mean().alias("dur_ns"), pl.col("wait_ns").mean().alias("wait_ns"),
+        pl.col("transfer_ns").mean().alias("transfer_ns"), pl.col("wait_ns").max().alias("max_wait_ns"))
+    grouped = per_instance.group_by("phase", "kind", "bytes").agg(
+        pl.len().alias("instances"), pl.col("dur_ns").sum().alias("total_ns"),
+        pl.col("dur_ns").mean().alias("mean_ns"), pl.col("wait_ns").mean().alias("mean_wait_ns"),
+        pl.col("transfer_ns").mean().alias("mean_transfer_ns"), pl.col("max_wait_ns").max().alias("max_wait_ns"),
+        pl.col("transfer_ns").sum().alias("transfer_total_ns"),
+    )
+    factor = pl.col("kind").map_elements(lambda k: bus_factor(k, ranks), return_dtype=pl.Float64)
+    algbw = pl.col("bytes") * pl.col("instances") / (pl.col("transfer_total_ns") * 1e-9)
+    grouped = grouped.with_columns(
+        pl.when(pl.col("transfer_total_ns") > 0).then(algbw * factor).otherwise(None).alias("bus_bytes_per_s"))
+    grouped = grouped.with_columns(
+        (pl.col("bus_bytes_per_s") / peak * 100 if peak else pl.lit(None, pl.Float64)).alias("link_pct"),
+        (pl.col("total_ns") / pl.col("total_ns").sum().over("phase") * 100).alias("time_pct"))
+    return grouped.drop("transfer_total_ns").sort("phase", "total_ns", descending=[False, True])
+
+
+def _by_rank(kernels: pl.DataFrame, comm: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:
+    """Per rank and phase: device time, time in communication kernels, of it waiting, and the part that ran
+    while a compute kernel of the same rank was running (overlap)."""
+    rows = []
+    for (rank, phase), group in kernels.filter(pl.col("start_ns").is_not_null()).group_by(
+            "rank", "phase", maintain_order=True):
+        is_comm = group["category"] == COMMUNICATION
+        mine = group.filter(is_comm)
+        compute = group.filter(~is_comm & (pl.col("kind") == "kernel"))
+        waits = instances.filter((pl.col("rank") == rank) & (pl.col("phase") == phase))
+        comm_ns = int(mine["dur_ns"].sum())
+        rows.append({
+            "rank": rank, "phase": phase, "device_time_ns": int(group["dur_ns"].sum()), "comm_ns": comm_ns,
+            "wait_ns": int(waits["wait_ns"].sum()) if waits.height else None,
+            "overlap_ns": _overlap(mine, compute) if comm_ns else 0,
+            "collectives": mine.height,
+        })
+    table = pl.DataFrame(rows, schema={"rank": pl.Int64, "phase": pl.String, "device_time_ns": pl.Int64,
+                                        "comm_ns": pl.Int64, "wait_ns": pl.Int64, "overlap_ns": pl.Int64,
+                                        "collectives": pl.Int64})
+    return table.filter(pl.col("collectives") > 0).with_columns(
+        (pl.col("comm_ns") / pl.col("device_time_ns") * 100).alias("comm_pct"),
+        (pl.col("wait_ns") / pl.col("comm_ns") * 100).alias("wait_pct"),
+        (pl.col("overlap_ns") / pl.col("comm_ns") * 100).alias("overlap_pct"),
+    ).sort("phase", "rank")
+
+
+def _overlap(comm: pl.DataFrame, compute: pl.DataFrame) -> int:
+    """Nanoseconds of communication kernels during which some compute kernel ran (compute merged into disjoint
+    intervals first)."""
+    if compute.height == 0:
+        return 0
+    starts = compute["start_ns"].to_numpy()
+    ends = starts + compute["dur_ns"].to_numpy()
+    order = np.argsort(starts)
+    starts, ends = starts[order], ends[order]
+    running = np.maximum.accumulate(ends)
+    new = np.empty(len(starts), dtype=bool)
+    new[0] = True
+    new[1:] = starts[1:] > running[:-1]
+    group = np.cumsum(new) - 1
+    merged_start = starts[new]
+    merged_end = np.zeros(len(merged_start), dtype=np.int64)
+    np.maximum.at(merged_end, group, ends)
+    covered = np.concatenate([[0], np.cumsum(merged_end - merged_start)])
+    total = 0
+    for s, e in zip(comm["start_ns"].to_list(), (comm["start_ns"] + comm["dur_ns"]).to_list(), strict=True):
+        total += _covered_until(e, merged_start, merged_end, covered) - _covered_until(s, merged_start, merged_end,
+                                                                                        covered)
+    return int(total)
+
+
+def _covered_until(t: int, starts: np.ndarray, ends: np.ndarray, covered: np.ndarray) -> int:
+    """Length of the merged intervals' union before time t."""
+    i = int(np.searchsorted(starts, t, side="right"))  # intervals starting at or before t
+    if i == 0:
+        return 0
+    return int(covered[i - 1] + min(t, ends[i - 1]) - starts[i - 1])

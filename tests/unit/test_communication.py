@@ -1,0 +1,114 @@
+"""Communication across ranks on our two-GPU H200 capture (HF generate, transformers' tensor parallelism, plain
+torchrun, no ranges of ours): collectives matched across ranks, waits, message sizes, bus bandwidth, shares.
+Expected values are computed from the two JSON files with plain Python."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from kernelscope.cli import main
+
+CAPTURED = Path(__file__).resolve().parents[1] / "data" / "foreign" / "captured"
+RANKS = [CAPTURED / "tp2_rank0.json.gz", CAPTURED / "tp2_rank1.json.gz"]
+DTYPE_BYTES = {"BFloat16": 2, "Float": 4, "Half": 2}
+
+
+def _nccl(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    return sorted((e for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")),
+                  key=lambda e: e["ts"])
+
+
+def _device_total_us(path: Path) -> float:
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    return sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+
+
+@pytest.fixture(scope="module")
+def comm(tmp_path_factory):
+    from kernelscope.analyze.communication import communication
+    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.load import rundir
+
+    out = tmp_path_factory.mktemp("tp2") / "run"
+    assert main(["-q", "import", *map(str, RANKS), "--out", str(out), "--no-report"]) == 0
+    run = with_costs_and_names(rundir.read_run(out))
+    return communication(run.kernels, link_bandwidth=900e9, link="NVLink 4")
+
+
+def test_every_collective_is_matched_across_the_two_ranks(comm):
+    per_rank = [_nccl(p) for p in RANKS]
+    assert len(per_rank[0]) == len(per_rank[1]) == 60
+    assert comm.ranks == 2 and comm.unmatched == 0
+    assert comm.instances.height == sum(len(r) for r in per_rank)
+    for rank, events in enumerate(per_rank):
+        mine = comm.instances.filter(pl.col("rank") == rank)
+        assert mine["dur_ns"].sum() == pytest.approx(sum(e["dur"] for e in events) * 1e3, abs=len(events))
+
+
+def test_wait_is_the_gap_to_the_last_rank_to_arrive(comm):
+    """The n-th all-reduce of rank 0 with the n-th of rank 1: the earlier one waits for the later one."""
+    per_rank = [[e for e in _nccl(p) if e["args"]["Collective name"] == "allreduce"] for p in RANKS]
+    expected = [[max(a["ts"], b["ts"]) - e["ts"] for e in (a, b)] for a, b in zip(*per_rank, strict=True)]
+    ours = comm.instances.filter(pl.col("kind") == "all_reduce").sort("seq", "rank")
+    got = ours["wait_ns"].to_list()
+    flat = [w * 1e3 for pair in expected for w in pair]
+    assert len(got) == len(flat)
+    # Both ranks are on one clock (the import moves them there); times are rounded to the ns.
+    assert max(abs(g - f) for g, f in zip(got, flat, strict=True)) <= 2
+
+
+def test_message_bytes_and_bus_bandwidth(comm):
+    events = _nccl(RANKS[0])
+    sizes = {(e["args"]["Collective name"], e["args"]["In msg nelems"] * DTYPE_BYTES[e["args"]["dtype"]])
+             for e in events if e["args"]["Collective name"] == "allreduce"}
+    table = comm.by_collective.filter(pl.col("kind") == "all_reduce")
+    assert set(table["bytes"].cast(pl.Int64).to_list()) == {b for _, b in sizes}
+    gathers = comm.by_collective.filter(pl.col("kind") == "all_gather")
+    gather_bytes = {e["args"]["Out msg nelems"] * DTYPE_BYTES[e["args"]["dtype"]] for e in events
+                    if e["args"]["Collective name"].startswith("allgather")}
+    assert set(gathers["bytes"].cast(pl.Int64).to_list()) == gather_bytes and gather_bytes
+    # Bus bandwidth of one group: bytes × instances / summed transfer time × 2(n−1)/n = 1 for two ranks.
+    row = table.sort("instances", descending=True).row(0, named=True)
+    mine = comm.instances.filter((pl.col("kind") == "all_reduce") & (pl.col("bytes") == row["bytes"])
+                                 & (pl.col("phase") == row["phase"]))
+    transfer = mine.group_by("seq").agg(pl.col("transfer_ns").mean())["transfer_ns"].sum()
+    assert row["bus_bytes_per_s"] == pytest.approx(row["bytes"] * row["instances"] / (transfer * 1e-9))
+    assert row["link_pct"] == pytest.approx(row["bus_bytes_per_s"] / 450e9 * 100)
+
+
+def test_share_of_device_time_per_rank(comm):
+    totals = comm.by_rank.group_by("rank").agg(pl.col("comm_ns").sum(), pl.col("device_time_ns").sum()).sort("rank")
+    for rank, path in enumerate(RANKS):
+        row = totals.row(rank, named=True)
+        assert row["comm_ns"] == pytest.approx(sum(e["dur"] for e in _nccl(path)) * 1e3, abs=60)
+        assert row["device_time_ns"] <= _device_total_us(path) * 1e3 + 2000
+    assert ((comm.by_rank["overlap_ns"] >= 0) & (comm.by_rank["overlap_ns"] <= comm.by_rank["comm_ns"])).all()
+
+
+def test_collective_kind_from_names_without_args():
+    from kernelscope.analyze.communication import bus_factor, collective_kind
+
+    assert collective_kind(None, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == \
+        "all_reduce"
+    assert collective_kind(None, "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)") == "all_gather"
+    assert collective_kind("allreduce", "whatever") == "all_reduce"
+    assert collective_kind(None, "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)") == "send_recv"
+    assert bus_factor("all_reduce", 8) == pytest.approx(1.75) and bus_factor("all_gather", 4) == 0.75
+
+
+def test_report_has_the_communication_section(tmp_path):
+    out = tmp_path / "run"
+    assert main(["-q", "import", *map(str, RANKS), "--out", str(out), "--lang", "en,zh"]) == 0
+    text = (out / "report" / "report.md").read_text()
+    zh = (out / "report" / "report.zh.md").read_text()
+    assert "## Communication across ranks" in text and "## 跨 rank 通信" in zh
+    table = pl.read_csv(out / "report" / "tables" / "communication_ranks.csv")
+    assert sorted(table["rank"].unique().to_list()) == [0, 1]
