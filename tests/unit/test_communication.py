@@ -112,3 +112,14 @@ def test_report_has_the_communication_section(tmp_path):
     assert "## Communication across ranks" in text and "## 跨 rank 通信" in zh
     table = pl.read_csv(out / "report" / "tables" / "communication_ranks.csv")
     assert sorted(table["rank"].unique().to_list()) == [0, 1]
+
+
+def test_rank_numbers_come_from_the_traces_when_each_names_a_different_one():
+    from kernelscope.analyze.ranks import trace_ranks
+
+    assert trace_ranks([{"rank": 1, "world_size": 2}, {"rank": 0, "world_size": 2}]) == [1, 0]
+    # Missing, repeated or malformed ranks: the files' order.
+    assert trace_ranks([{"rank": 0}, None]) == [0, 1]
+    assert trace_ranks([{"rank": 0}, {"rank": 0}]) == [0, 1]
+    assert trace_ranks([{"rank": "1"}, {"rank": True}]) == [0, 1]
+    assert trace_ranks([{"rank": -1}, {"rank": 0}]) == [0, 1]

@@ -22,18 +22,31 @@ def rank_clock_offsets(origins_us: list[float], base_times_ns: list[int | None])
     return [round(r - first) for r in relative]
 
 
+def trace_ranks(distributed_infos: list) -> list[int]:
+    """Each file's rank: the one its trace records (torch's distributedInfo.rank) where every file records a
+    different one, else the files' order."""
+    ranks = [info.get("rank") if isinstance(info, dict) else None for info in distributed_infos]
+    if all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks) and len(set(ranks)) == len(ranks):
+        return ranks
+    return list(range(len(distributed_infos)))
+
+
 def combine_ranks(parts: list[tuple[pl.DataFrame, pl.DataFrame]],
-                  clock_offsets_ns: list[int] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+                  clock_offsets_ns: list[int] | None = None,
+                  ranks: list[int] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(kernels, ops) of each rank, attributed on their own → one (kernels, ops) with a rank column and op ids
     (op_id, parent_op_id, and the kernels' op_id, top_op_id, cost_op_id) made unique across ranks; kernel_id
     numbers the kernels of all ranks in order. clock_offsets_ns: how far each rank's time origin lies after the
-    run's (see rank_clock_offsets); its times are moved onto the run's clock, so that ranks can be compared."""
+    run's (see rank_clock_offsets); its times are moved onto the run's clock, so that ranks can be compared.
+    ranks: each part's rank number (default: its position)."""
     kernels_parts, ops_parts = [], []
     offset = 0
     offsets = clock_offsets_ns or [0] * len(parts)
-    for rank, (kernels, ops) in enumerate(parts):
+    numbers = ranks or list(range(len(parts)))
+    for index, (kernels, ops) in enumerate(parts):
+        rank = numbers[index]
         shift = pl.lit(offset, dtype=pl.Int64)
-        clock = pl.lit(offsets[rank], dtype=pl.Int64)
+        clock = pl.lit(offsets[index], dtype=pl.Int64)
         kernels_parts.append(kernels.with_columns(
             pl.lit(rank, dtype=pl.Int64).alias("rank"),
             *((pl.col(c) + shift).alias(c) for c in _OP_REFERENCES if c in kernels.columns),
@@ -46,3 +59,25 @@ def combine_ranks(parts: list[tuple[pl.DataFrame, pl.DataFrame]],
     kernels = pl.concat(kernels_parts, how="diagonal_relaxed")
     kernels = kernels.with_columns(pl.int_range(kernels.height, dtype=pl.Int64).alias("kernel_id"))
     return kernels, pl.concat(ops_parts, how="diagonal_relaxed")
+
+
+def rank_table(kernels: pl.DataFrame, timed: list | None = None) -> pl.DataFrame | None:
+    """Per rank of a run of several ranks: launches, device time, the share attributed to a phase and a module,
+    and (profile --gpus runs) where it ran and its timings without the profiler (run.json parallel.ranks).
+    None for a run of one rank."""
+    if "rank" not in kernels.columns or kernels["rank"].n_unique() < 2:
+        return None
+    from kernelscope import ranges
+
+    known = (pl.col("phase") != ranges.UNKNOWN) & pl.col("module").is_not_null()
+    table = kernels.group_by("rank").agg(
+        pl.col("instances").fill_null(1).sum().alias("kernel_count"),
+        pl.col("dur_ns").sum().alias("device_time_ns"),
+        (100.0 * pl.col("dur_ns").filter(known).sum() / pl.col("dur_ns").sum()).alias("attributed_pct"),
+    ).sort("rank")
+    if timed:
+        rows = [(r.rank, r.host, r.device, r.timings.ttft_ms, r.timings.tpot_ms) for r in timed]
+        where = pl.DataFrame(rows, schema={"rank": pl.Int64, "host": pl.String, "device": pl.String,
+                                           "ttft_ms": pl.Float64, "tpot_ms": pl.Float64}, orient="row")
+        table = table.join(where, on="rank", how="left")
+    return table

@@ -26,6 +26,7 @@ from kernelscope.analyze.ncu_measurements import (
 from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.analyze.phases import phase_table, step_table, steps_of_every_phase
 from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
+from kernelscope.analyze.ranks import rank_table
 from kernelscope.analyze.roofline import (
     MissingCeiling,
     class_table,
@@ -88,6 +89,7 @@ class ReportTables:
     projection: WhatIf | None = None  # the what-if model on this run's own device (calibration, design options)
     generations: pl.DataFrame | None = None  # per image of runs with one generation per image
     communication: Communication | None = None  # runs with collective kernels
+    ranks: pl.DataFrame | None = None  # runs of several ranks
     metrics: dict[str, Metric] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
@@ -122,6 +124,8 @@ def report_tables(run: Run, ceilings: Ceilings | None = None) -> ReportTables:
     tables.every_step = _every_step(kernels, run)
     link = ceilings.spec.interconnect if ceilings is not None and ceilings.spec is not None else None
     tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None)
+    parallel = run.info.parallel
+    tables.ranks = rank_table(kernels, parallel.ranks if parallel is not None else None)
     tables.source_lines = source_line_table(kernels, labels)
     tables.measured = _measured_tables(run, kernels, labels, ceilings)
     tables.accelerator = accelerator_needs(kernels, run.info, ceilings, tables.per_phase("categories"),

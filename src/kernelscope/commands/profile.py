@@ -63,6 +63,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", action="store_true",
                    help="record Python stacks too (torch.profiler with_stack): the report then names the source line "
                         "of every kernel; the trace grows several times")
+    d = p.add_argument_group("several GPUs (docs/multi-gpu.md)")
+    d.add_argument("--gpus", type=positive_int, default=1, metavar="N",
+                   help="processes on this node, one per GPU, started like torchrun (NCCL; on CPU: N processes over "
+                        "gloo); the run holds every rank (default 1)")
+    d.add_argument("--tp", type=positive_int, metavar="N",
+                   help="tensor-parallel degree: transformers' own tp_plan (default: every rank when --gpus > 1)")
+    d.add_argument("--ep", type=positive_int, default=1, metavar="N",
+                   help="expert-parallel degree for MoE models: transformers' expert-parallel plan (default 1)")
+    d.add_argument("--nnodes", type=positive_int, default=1, metavar="N",
+                   help="nodes of a multi-node job; run the same command on each node (default 1)")
+    d.add_argument("--node-rank", type=int, default=0, metavar="K", help="this node's index, 0 … nnodes−1")
+    d.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
+                   help="node 0's address and a free port, the same on every node (needed when --nnodes > 1)")
     v = p.add_argument_group("images (vision models such as deepseek-ocr-2; see docs/ocr.md)")
     v.add_argument("--image", nargs="+", type=Path, default=[], metavar="PATH", dest="image_paths",
                    help="image files or directories of them: one generation per image")
@@ -96,6 +109,12 @@ class ProfileOptions:
     image_size: int = 768
     crop_mode: bool = True
     stack: bool = False  # record Python frames: every kernel gets its source line
+    gpus: int = 1  # processes on this node (one per GPU); > 1 or nnodes > 1 runs commands/profile_ranks.py
+    tp: int | None = None  # tensor-parallel degree (default: the world size when several ranks run)
+    ep: int = 1  # expert-parallel degree
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
     out: Path | None = None
     runs_dir: Path = Path("runs")
     report: bool = True
@@ -108,7 +127,8 @@ class ProfileOptions:
             prompt_len=args.prompt_len, new_tokens=args.new_tokens, warmup=args.warmup, repeats=args.repeats,
             seed=args.seed, temperature=args.temperature, no_repeat_ngram_size=args.no_repeat_ngram_size,
             image_paths=tuple(args.image_paths), images=args.images, base_size=args.base_size,
-            image_size=args.image_size, crop_mode=args.crop_mode, stack=args.stack,
+            image_size=args.image_size, crop_mode=args.crop_mode, stack=args.stack, gpus=args.gpus, tp=args.tp,
+            ep=args.ep, nnodes=args.nnodes, node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
             out=args.out, runs_dir=args.runs_dir, report=not args.no_report, languages=args.lang,
         )
 
@@ -143,6 +163,10 @@ def run_profile(options: ProfileOptions, steps=None) -> Path:
     from kernelscope.progress import SILENT
 
     steps = steps or SILENT
+    if options.gpus > 1 or options.nnodes > 1:
+        from kernelscope.commands.profile_ranks import run_ranks
+
+        return run_ranks(options, steps)
     plan = _plan(options, steps)
     session = _build_session(plan, options, steps)
     timed = _time(session, options, plan.per_image, steps)
@@ -153,12 +177,12 @@ def run_profile(options: ProfileOptions, steps=None) -> Path:
     return plan.target.resolve()
 
 
-def _plan(options: ProfileOptions, steps) -> Plan:
-    """Check the options and prepare the inputs; nothing is built yet, so bad input fails fast."""
+def _plan(options: ProfileOptions, steps, target: Path | None = None) -> Plan:
+    """Check the options and prepare the inputs; nothing is built yet, so bad input fails fast. `target`: the
+    directory decided already (a rank of a multi-process run writes into its parent's)."""
     import torch
 
     from kernelscope.capture.environment import describe_hardware
-    from kernelscope.load import rundir
     from kernelscope.workload.devices import resolve_device
     from kernelscope.workload.engine_backend import EngineWorkload
     from kernelscope.workload.model import build_config, parse_dtype, resolve_model_source
@@ -179,11 +203,19 @@ def _plan(options: ProfileOptions, steps) -> Plan:
     if options.backend == "engine":
         EngineWorkload.check(config, source.name)
     settings, inputs, request = _inputs(options, config, source, device, dtype, steps)
-    target = options.out or rundir.default_run_path(options.runs_dir, source.name,
-                                                    describe_hardware(device).name or device.type)
+    if target is None:
+        target = run_target(options, source.name, describe_hardware(device).name or device.type)
+    return Plan(device, dtype, model_name, source, config, settings, inputs, request, target)
+
+
+def run_target(options: ProfileOptions, model_name: str, device_name: str) -> Path:
+    """--out, or a new folder under --runs-dir named after the model and the device; never an existing one."""
+    from kernelscope.load import rundir
+
+    target = options.out or rundir.default_run_path(options.runs_dir, model_name, device_name)
     if target.exists():
         raise UserError(f"{target}: already exists (choose another --out or remove it)")
-    return Plan(device, dtype, model_name, source, config, settings, inputs, request, target)
+    return target
 
 
 def _inputs(options: ProfileOptions, config: Any, source: ModelSource, device: torch.device, dtype: torch.dtype,
@@ -214,7 +246,9 @@ def _inputs(options: ProfileOptions, config: Any, source: ModelSource, device: t
     return settings, inputs, request
 
 
-def _build_session(plan: Plan, options: ProfileOptions, steps) -> WorkloadSession:
+def _build_session(plan: Plan, options: ProfileOptions, steps, build=None) -> WorkloadSession:
+    """The workload, ready to generate. `build(plan)`: how to make the model where not on one device (a rank of
+    a tensor-parallel run); by default build_model."""
     import torch
 
     from kernelscope.workload.engine_backend import EngineWorkload
@@ -229,7 +263,7 @@ def _build_session(plan: Plan, options: ProfileOptions, steps) -> WorkloadSessio
             max_len = plan.settings.prompt_len + plan.settings.new_tokens
             engine = EngineWorkload.build(source, plan.config, plan.device, plan.dtype, max_len)
             return EngineSession(engine, plan.inputs, plan.settings, engine.describe(plan.config))
-        model = build_model(source, plan.config, plan.device, plan.dtype)
+        model = build(plan) if build is not None else build_model(source, plan.config, plan.device, plan.dtype)
         if plan.inputs.spec is not None:
             plan.inputs.stages = stage_modules(model, plan.inputs.spec)
         return HFSession.build(model, plan.config, plan.inputs, plan.settings)

@@ -312,6 +312,32 @@ class AttributionInfo(_Record, kw_only=True, omit_defaults=True):
     notes: list[str] = msgspec.field(default_factory=list)
 
 
+class RankInfo(_Record, kw_only=True, omit_defaults=True):
+    """One process of a multi-process profile: where it ran and what it timed (without the profiler)."""
+
+    rank: int
+    local_rank: int = 0
+    host: str | None = None
+    device: str | None = None
+    timings: TimingSummary = msgspec.field(default_factory=TimingSummary)
+    tokens_match: bool | None = None  # its plain and annotated runs gave the same tokens
+    profiled_tokens_match: bool | None = None
+    trace: str | None = None  # its trace in the run directory
+
+
+class ParallelInfo(_Record, kw_only=True, omit_defaults=True):
+    """How a `profile --gpus N` run was split (docs/multi-gpu.md): ranks, degrees, backend, nodes."""
+
+    world_size: int
+    tensor_parallel: int = 1
+    expert_parallel: int = 1
+    nodes: int = 1
+    backend: str | None = None  # nccl or gloo
+    launcher: str = "torch.distributed.run"
+    plan: str | None = None  # whose plan split the model, e.g. "transformers tp_plan=auto"
+    ranks: list[RankInfo] = msgspec.field(default_factory=list)
+
+
 class RunInfo(_Record, kw_only=True, omit_defaults=True):
     """The content of run.json. Sections a run lacks are left out of the file. Build one with
     `schema_version=SCHEMA_VERSION`."""
@@ -330,6 +356,7 @@ class RunInfo(_Record, kw_only=True, omit_defaults=True):
     attribution: AttributionInfo | None = None
     schema_version: int  # required: always written
     ncu: NcuInfo | None = None
+    parallel: ParallelInfo | None = None  # runs of several processes (profile --gpus N)
 
     @classmethod
     def from_json(cls, data: bytes | str) -> RunInfo:

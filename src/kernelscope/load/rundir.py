@@ -35,10 +35,16 @@ SUMMARY_JSON = "summary.json"
 KERNELS = "kernels.parquet"
 OPS = "ops.parquet"
 TRACE = "trace.json.gz"
+TRACES_DIR = "traces"  # runs of several ranks: one trace per rank
 NCU = "ncu.parquet"
 NCU_METRICS = "ncu_metrics.parquet"
 NCU_DIR = "ncu"
 REPORT_DIR = "report"
+
+
+def rank_trace(rank: int) -> str:
+    """Where a rank's trace is kept in the run directory (runs of several ranks)."""
+    return f"{TRACES_DIR}/rank{rank}.json.gz"
 
 
 def default_run_path(runs_dir: Path, model: str, device: str) -> Path:

@@ -14,6 +14,7 @@ from jinja2 import Environment
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.report_tables import ReportTables, report_tables
 from kernelscope.contracts.run import Run
+from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
@@ -116,6 +117,7 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "measured": _measured_context(tables, table, top_n),
         "phase_table": table("phases", tables.phases),
         "communication": _communication_context(tables, table),
+        "ranks": _ranks_context(tables, run.info, table),
         "ceilings": tables.ceilings,
         "missing_ceilings": tables.missing_ceilings,
         "rule": classification_rule(),
@@ -280,6 +282,8 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
         frames["unattributed_kernels"] = tables.unattributed
     if tables.generations is not None:
         frames["images"] = tables.generations
+    if tables.ranks is not None:
+        frames["ranks"] = tables.ranks
     if tables.communication is not None:
         frames["communication"] = tables.communication.by_collective
         frames["communication_ranks"] = tables.communication.by_rank
@@ -296,6 +300,17 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
                 "derived_from": pl.String, "formula": pl.String}, orient="row",
     )
     return write_csv_tables(frames, directory)
+
+
+def _ranks_context(tables: ReportTables, info: RunInfo, table: _Tables) -> dict[str, Any] | None:
+    if tables.ranks is None:
+        return None
+    parallel = info.parallel
+    return {"table": table("ranks", tables.ranks), "count": tables.ranks.height,
+            "tp": parallel.tensor_parallel if parallel is not None else 1,
+            "ep": parallel.expert_parallel if parallel is not None else 1,
+            "backend": parallel.backend if parallel is not None else None,
+            "timed": parallel is not None and bool(parallel.ranks)}
 
 
 def _communication_context(tables: ReportTables, table: _Tables) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from kernelscope.analyze.attribution import attribute
 from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
 from kernelscope.analyze.graph_replays import Recording, attribute_graph_replays
-from kernelscope.analyze.ranks import combine_ranks, rank_clock_offsets
+from kernelscope.analyze.ranks import combine_ranks, rank_clock_offsets, trace_ranks
 from kernelscope.analyze.recordings import capture_recordings
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import TraceInfo
@@ -29,7 +29,8 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
         sources.append(found)
         metas.append(tables.meta)
     kernels, ops = combine_ranks(parts, rank_clock_offsets([m.origin_us for m in metas],
-                                                           [m.base_time_ns for m in metas]))
+                                                           [m.base_time_ns for m in metas]),
+                                 trace_ranks([m.distributed_info for m in metas]))
     recordings = read_captures(captures or [])
     kernels, graph_replays = attribute_graph_replays(kernels, recordings)
     if graph_replays is not None:
