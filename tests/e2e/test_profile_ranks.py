@@ -149,3 +149,17 @@ def test_an_error_inside_the_ranks_comes_back_as_one_line(tmp_path):
     line = result.stderr.strip()
     assert len(line.splitlines()) == 1 and line.startswith("kernelscope: error: rank ") and "--prompt-len" in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_moe_model_splits_its_experts_across_the_ranks(tmp_path):
+    out = tmp_path / "ep2"
+    result = kernelscope("profile", "--model", "tiny-moe", "--gpus", "2", "--ep", "2", *SMALL, "--no-report",
+                         "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    parallel = json.loads((out / "run.json").read_text())["parallel"]
+    assert (parallel["tensor_parallel"], parallel["expert_parallel"]) == (2, 2)
+    assert all(r["profiled_tokens_match"] for r in parallel["ranks"])
+    collectives = [{n: c for n, c in _cpu_ops_per_name(out / "traces" / f"rank{r}.json.gz").items()
+                    if n.startswith("c10d::")} for r in (0, 1)]
+    # Every collective is one call on each rank: both ranks issue the same ones, the same number of times.
+    assert collectives[0] == collectives[1] and sum(collectives[0].values()) > 0

@@ -96,10 +96,10 @@ def build_split_model(source: Any, config: Any, context: RankContext, dtype: tor
     else:
         path = source.checkpoint
     kwargs: dict[str, Any] = {"dtype": dtype, "local_files_only": True}
-    if tp > 1 or ep > 1:
-        kwargs["tp_plan"] = "auto"
     if ep > 1:
-        kwargs["distributed_config"] = _expert_parallel_config(tp, ep)
+        kwargs.update(_expert_parallel_arguments(tp, ep))
+    elif tp > 1:
+        kwargs["tp_plan"] = "auto"
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except (ValueError, NotImplementedError) as exc:
@@ -111,12 +111,13 @@ def build_split_model(source: Any, config: Any, context: RankContext, dtype: tor
     return model
 
 
-def _expert_parallel_config(tp: int, ep: int) -> Any:
-    """transformers' DistributedConfig asking for expert parallelism; its fields changed between 5.x releases
-    (`ep_size` in newer ones, `enable_expert_parallel` before)."""
+def _expert_parallel_arguments(tp: int, ep: int) -> dict[str, Any]:
+    """from_pretrained's arguments for tensor- and expert-parallel loading. transformers' DistributedConfig changed
+    within 5.x: newer releases take the whole layout in it (`tp_size`, `tp_plan`, `ep_size`) and refuse a
+    separate `tp_plan`; earlier ones take `tp_plan="auto"` beside `DistributedConfig(enable_expert_parallel=True)`."""
     from transformers.distributed import DistributedConfig
 
     fields = {f.name for f in dataclasses.fields(DistributedConfig)}
     if "ep_size" in fields:
-        return DistributedConfig(tp_size=tp, ep_size=ep)
-    return DistributedConfig(enable_expert_parallel=True)
+        return {"distributed_config": DistributedConfig(tp_size=tp, tp_plan="auto", ep_size=ep)}
+    return {"tp_plan": "auto", "distributed_config": DistributedConfig(enable_expert_parallel=True)}
