@@ -90,7 +90,12 @@ def build_split_model(source: Any, config: Any, context: RankContext, dtype: tor
     if source.checkpoint is None:
         if context.rank == 0:
             torch.manual_seed(seed)
-            transformers.AutoModelForCausalLM.from_config(config, dtype=dtype).save_pretrained(weights_dir)
+            with context.device:  # random weights drawn on the GPU: seconds rather than minutes for large models
+                model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+            model.save_pretrained(weights_dir)
+            del model
+            if context.device.type == "cuda":
+                torch.cuda.empty_cache()
         barrier()
         path = weights_dir
     else:
