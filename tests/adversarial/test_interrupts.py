@@ -136,3 +136,29 @@ def test_two_report_updates_of_one_run_do_not_mix(place):
         assert code == 0 or (code == 2 and "another kernelscope command is updating" in err), results
     assert any(code == 0 for code, _ in results)
     assert (work / "run" / "report" / "report.md").is_file() and _leftovers(work, temp) == []
+
+
+def _rank_started(work: Path) -> bool:
+    """A rank of `profile --gpus` is running: its record folder holds the launcher's per-rank log folders."""
+    return any(p.name == "stderr.log" for p in work.rglob("stderr.log"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_signal_while_ranks_run_stops_them_all_and_leaves_nothing(place, name):
+    work, temp = place
+    signum, code = SIGNALS[name]
+    proc = _start(["profile", "--gpus", "2", "--device", "cpu", "--prompt-len", "16", "--new-tokens", "64",
+                   "--repeats", "5", "--out", "out"], work, temp)
+    deadline = time.monotonic() + 120
+    while not _rank_started(work) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None and _rank_started(work)
+    time.sleep(2.0)  # the ranks are building the model or generating
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, (proc.returncode, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (work / "out").exists()
+    # No rank, launcher or other process of the command is left (ranks run in the command's folder).
+    assert _leftovers(work, temp) == []

@@ -175,6 +175,8 @@ def _launch(options: ProfileOptions, world: int, tp: int, ep: int, device_type: 
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])  # so that the ranks import this kernelscope
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    # torch's compile cache goes to the temp dir by default; the ranks' goes with the job (removed with it).
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str((parts / "inductor-cache").resolve()))
     what = f"{options.gpus} rank(s) on this node" if options.nnodes > 1 else f"{world} ranks"
     with steps.step(f"Running {what} with {LAUNCHER} (warm-up, timing, profiling)"), \
             (logs / "launcher.log").open("wb") as launcher_log:
