@@ -5,12 +5,19 @@ and sweeps. Pure tables from projection.py's model."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.communication import communication
+from kernelscope.analyze.parallel_projection import (
+    ParallelProjection,
+    ParallelRequest,
+    parallel_settings,
+    project_parallel,
+)
 from kernelscope.analyze.phases import step_counts
 from kernelscope.analyze.projection import (
     Options,
@@ -53,11 +60,12 @@ class WhatIf:
     requirements: pl.DataFrame  # latency goal → bandwidth / compute needed on the target
     sweeps: pl.DataFrame  # parameter, value, phase, group, projected_per_step_ns
     timings: MeasuredLatency = field(default_factory=lambda: MeasuredLatency())
+    parallel: ParallelProjection | None = None  # --set ranks=N / link=…: the run on N ranks
 
 
 def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: ProjectionModel, options: Options,
             source_l2_bytes: float | None, info: RunInfo,
-            sweeps: list[tuple[str, list[float]]] | None = None) -> WhatIf:
+            sweeps: list[tuple[str, list[float]]] | None = None, parallel: ParallelRequest | None = None) -> WhatIf:
     settings = whatif_settings()
     on_source = project(inputs, source, model, Options(), source_l2_bytes)
     on_target = project(inputs, target, model, options, source_l2_bytes)
@@ -76,7 +84,21 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
         requirements=requirements,
         sweeps=pl.concat(sweep_tables, how="vertical_relaxed") if sweep_tables else pl.DataFrame(),
         timings=timings,
+        parallel=_parallel(inputs, on_source, on_target, parallel, settings) if parallel is not None else None,
     )
+
+
+def _parallel(inputs: pl.DataFrame, on_source: pl.DataFrame, on_target: pl.DataFrame, request: ParallelRequest,
+              settings: dict[str, Any]) -> ParallelProjection | None:
+    """The run on request.target_ranks ranks; None when it has no collectives matched across ranks."""
+    comm = communication(inputs)
+    if comm is None or comm.instances.height == 0:
+        return None
+    knobs = parallel_settings(settings.get("parallel") or {})
+    if request.hop_latency_ns is not None:
+        knobs = replace(knobs, hop_latency_ns=request.hop_latency_ns)
+    return project_parallel(inputs, on_source, on_target, comm.instances, request.target_ranks,
+                            request.source_link, request.target_link, knobs)
 
 
 def _phase_table(calibration: pl.DataFrame, target: pl.DataFrame) -> pl.DataFrame:

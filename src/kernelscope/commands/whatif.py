@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="settings", metavar="K=V,…",
                         help="change the target: bw=2TB/s, bf16=400TFLOPS (any precision), sram=256MB, "
                              "sram_bw=20TB/s, l2=128MB, latency=0.5 (per-kernel latency scale), fuse=yes, "
-                             "weights=fp8|int8|fp4")
+                             "weights=fp8|int8|fp4; runs of several ranks: ranks=8, link=450GB/s (one direction "
+                             "per GPU), link_latency=1us (per extra ring step)")
     parser.add_argument("--sweep", action="append", metavar="K=START:STOP:N",
                         help="vary one quantity (bw in TB/s, precisions in TFLOP/s, sram/l2 in MB); repeatable "
                              "(default: bandwidth and BF16 compute from 0.25× to 4× the target's)")
@@ -66,7 +67,7 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
     )
     from kernelscope.analyze.whatif import what_if
     from kernelscope.load import rundir
-    from kernelscope.load.whatif_inputs import parse_settings, parse_sweep, read_model_file
+    from kernelscope.load.whatif_inputs import parse_parallel, parse_settings, parse_sweep, read_model_file
     from kernelscope.pipeline import run_ceilings
     from kernelscope.report.whatif import render_whatif
 
@@ -91,11 +92,43 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
     if not run.kernels.filter(run.kernels["kind"] != "cpu_op").height:
         raise UserError(f"{run_dir}: no GPU kernels to project")
     inputs = projection_inputs(run.kernels, run.ncu, model)
-    study = what_if(inputs, source, target, model, options, source.l2_bytes, run.info, chosen_sweeps)
+    parallel = _parallel_request(parse_parallel(settings), run_dir, run.kernels, ceilings, hw)
+    study = what_if(inputs, source, target, model, options, source.l2_bytes, run.info, chosen_sweeps, parallel)
+    if parallel is not None and study.parallel is None:
+        raise UserError(f"{run_dir}: no collective kernels matched across its ranks: nothing to project onto "
+                        f"{parallel.target_ranks} ranks")
     destination = out or run_dir / WHATIF_DIR / _slug(target.name, settings)
     with rundir.staged_directory(destination, replace=out is None) as tmp:
         render_whatif(study, model, run.info.workload, run_dir, tmp, languages=languages)
     return destination.resolve()
+
+
+def _parallel_request(values: dict[str, float], run_dir: Path, kernels, ceilings, hw: str | None):
+    """--set ranks=/link=/link_latency= as a ParallelRequest; None when none is given. The links: the measuring
+    device's from the hardware database (one direction: half the datasheet's both-ways figure), the target's
+    from --set link, else the --hw device's, else the measuring device's."""
+    from kernelscope.analyze.hardware import find_spec
+    from kernelscope.analyze.parallel_projection import ParallelRequest
+
+    if not values:
+        return None
+    ranks = kernels["rank"].n_unique() if "rank" in kernels.columns else 1
+    if ranks < 2:
+        raise UserError(f"--set ranks/link: {run_dir} holds one rank; the parallel what-if starts from a run of "
+                        "several (profile --gpus N, or import the ranks' traces)")
+
+    def one_way(spec) -> float | None:
+        link = spec.interconnect.link_bandwidth if spec is not None and spec.interconnect is not None else None
+        return link / 2 if link else None
+
+    source_link = one_way(ceilings.spec)
+    target_spec = find_spec(hw) if hw is not None and not hw.lower().endswith(".toml") else None
+    target_link = values.get("link") or one_way(target_spec) or source_link
+    if not target_link:
+        raise UserError("--set link: the links between the GPUs are not in the hardware database for this "
+                        "device; give link=<bandwidth one way>, e.g. link=450GB/s")
+    return ParallelRequest(target_ranks=int(values.get("ranks", ranks)), target_link=target_link,
+                           source_link=source_link, hop_latency_ns=values.get("link_latency"))
 
 
 def _target(hw: str | None, source: Target, model: ProjectionModel) -> Target:

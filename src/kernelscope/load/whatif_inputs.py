@@ -23,6 +23,11 @@ QUANTITIES: dict[str, tuple[str, str]] = {
 }
 # --set keys that change what the target does rather than a quantity.
 OPTIONS = {"fuse": "bool", "weights": "bits"}
+# --set keys of the parallel what-if (several GPUs): how many ranks, the link between them (one direction, per
+# GPU), the latency each extra ring step adds.
+PARALLEL = {"ranks": "count", "link": "rate", "link_latency": "time"}
+_TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+MAX_RANKS = 65536
 WEIGHT_BITS = {"bf16": 16, "fp16": 16, "int8": 8, "fp8": 8, "int4": 4, "fp4": 4}
 
 _UNITS = {
@@ -64,7 +69,8 @@ def _example(kind: str) -> str:
 
 def parse_settings(text: str | None) -> tuple[dict[str, float], dict[str, Any]]:
     """--set 'bw=2TB/s,bf16=400TFLOPS,sram=256MB,fuse=yes,weights=fp8' → (quantities by Target field or
-    precision, options: fuse (bool), weight_bits (int))."""
+    precision, options: fuse (bool), weight_bits (int)). The keys of the parallel what-if are left out: see
+    parse_parallel."""
     quantities: dict[str, float] = {}
     options: dict[str, Any] = {}
     for part in (p.strip() for p in (text or "").split(",")):
@@ -74,6 +80,8 @@ def parse_settings(text: str | None) -> tuple[dict[str, float], dict[str, Any]]:
         key = key.strip().lower()
         if not sep or not value.strip():
             raise UserError(f"--set: '{part}' is not KEY=VALUE")
+        if key in PARALLEL:
+            continue
         if key in QUANTITIES:
             quantities[QUANTITIES[key][0]] = parse_quantity(key, value)
         elif key == "fuse":
@@ -86,8 +94,48 @@ def parse_settings(text: str | None) -> tuple[dict[str, float], dict[str, Any]]:
                 raise UserError(f"--set weights: '{value}' (use one of {', '.join(WEIGHT_BITS)})")
             options["weight_bits"] = bits
         else:
-            raise UserError(f"--set: unknown key '{key}' (known: {', '.join([*QUANTITIES, *OPTIONS])})")
+            raise UserError(f"--set: unknown key '{key}' (known: {', '.join([*QUANTITIES, *OPTIONS, *PARALLEL])})")
     return quantities, options
+
+
+def parse_parallel(text: str | None) -> dict[str, float]:
+    """The parallel what-if's --set keys: ranks (a count), link (bytes/s, one direction per GPU, e.g. 450GB/s),
+    link_latency (ns; e.g. 2us)."""
+    out: dict[str, float] = {}
+    for part in (p.strip() for p in (text or "").split(",")):
+        key, _, value = part.partition("=")
+        key, value = key.strip().lower(), value.strip()
+        if key == "ranks":
+            if not value.isdigit() or not 1 <= int(value) <= MAX_RANKS:
+                raise UserError(f"--set ranks: '{value}' is not a number of ranks (1 … {MAX_RANKS})")
+            out["ranks"] = int(value)
+        elif key == "link":
+            out["link"] = _rate(value)
+        elif key == "link_latency":
+            out["link_latency"] = _time_ns(value)
+    return out
+
+
+def _rate(text: str) -> float:
+    match = _NUMBER.match(text)
+    scale = _UNITS["rate"].get(match.group(2).lower()) if match and match.group(2) else None
+    if scale is None:
+        raise UserError(f"--set link: '{text}' is not a bandwidth with a unit (e.g. 450GB/s, one direction)")
+    value = float(match.group(1)) * scale
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"--set link: '{text}' must be a positive finite bandwidth")
+    return value
+
+
+def _time_ns(text: str) -> float:
+    match = _NUMBER.match(text.replace("µ", "u"))
+    unit = (match.group(2).lower() if match else "") or ""
+    if not match or unit not in _TIME_UNITS:
+        raise UserError(f"--set link_latency: '{text}' is not a time with a unit (e.g. 2us, 500ns)")
+    value = float(match.group(1)) * _TIME_UNITS[unit]
+    if not math.isfinite(value) or value < 0:
+        raise UserError(f"--set link_latency: '{text}' must be a finite time ≥ 0")
+    return value
 
 
 def parse_sweep(text: str) -> tuple[str, list[float]]:

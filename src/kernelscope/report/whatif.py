@@ -100,7 +100,7 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
         "prefill": prefill.row(0, named=True) if prefill.height else None,
         "calibrated": calibration_holds(s.calibration), "bound_pct": 100 * CALIBRATION_BOUND,
         "same_device": s.source.name == s.target.name and s.source.bandwidth == s.target.bandwidth,
-        "fit": model.fit, "device_latency": model.device_latency,
+        "fit": model.fit, "device_latency": model.device_latency, "parallel": s.parallel,
     }
 
 
@@ -114,7 +114,43 @@ def _tables(s: WhatIf, model: ProjectionModel, lang: str) -> dict[str, Any]:
         return fmt.plain(terms.get(value, value) if isinstance(value, str) else value)
 
     phases = s.phases.filter(pl.col("phase") != ranges.UNKNOWN)
-    return {**_overview_tables(s, model, h, term, phases), **_detail_tables(s, h, term, words, phases)}
+    return {**_overview_tables(s, model, h, term, phases), **_detail_tables(s, h, term, words, phases),
+            "parallel": _parallel_tables(s, h, term, words) if s.parallel is not None else None}
+
+
+def _parallel_tables(s: WhatIf, h: dict[str, str], term: Cell, words: dict[str, Any]) -> dict[str, str]:
+    """The parallel what-if's tables: per phase, the link model per kind of collective, per collective."""
+    p = s.parallel
+    dur = fmt.duration
+    on_n = h["on_ranks"].format(ranks=p.target_ranks)
+    on_r = h["on_ranks"].format(ranks=p.source_ranks)
+    phases = p.phases.filter(pl.col("phase") != ranges.UNKNOWN)
+    return {
+        "phases": _table(phases, [
+            (h["phase"], lambda r: term(r["phase"])), (h["compute_measured"], lambda r: dur(r["measured_compute_ns"])),
+            (h["comm_measured"], lambda r: dur(r["measured_transfer_ns"])),
+            (h["wait_measured"], lambda r: dur(r["measured_wait_ns"])),
+            (f"{on_r}: {h['projected']}", lambda r: dur(r["baseline_total_ns"])),
+            (f"{on_n}: {h['sharded']}", lambda r: dur(r["projected_sharded_ns"])),
+            (f"{on_n}: {h['replicated']}", lambda r: dur(r["projected_replicated_ns"])),
+            (f"{on_n}: {h['comm_modelled']}", lambda r: dur(r["projected_comm_ns"])),
+            (f"{on_n}: {h['projected']}", lambda r: dur(r["projected_total_ns"])),
+            (h["speedup"], lambda r: times(r["speedup"]))], numeric_from=1),
+        "links": _table([{"kind": f.kind, "alpha": f.latency_ns, "eta": f.efficiency, "measured": f.efficiency_measured,
+                          "instances": f.instances} for f in p.fits], [
+            (h["collective"], lambda r: fmt.code(r["kind"])), (h["instances"], lambda r: fmt.number(r["instances"])),
+            (h["alpha"], lambda r: dur(r["alpha"])), (h["eta"], lambda r: fmt.number(r["eta"], 3)),
+            (h["eta_from"], lambda r: words["text"]["eta_fitted" if r["measured"] else "eta_default"])],
+            numeric_from=1, numeric_to=3),
+        "collectives": _table(p.collectives.filter(pl.col("phase") != ranges.UNKNOWN), [
+            (h["phase"], lambda r: term(r["phase"])), (h["collective"], lambda r: fmt.code(r["kind"])),
+            (h["message"], lambda r: "–" if r["bytes"] is None else f"{r['bytes'] / 1e3:,.1f} KB"),
+            (h["per_step"], lambda r: fmt.number(r["per_step"], 1)),
+            (h["comm_measured"], lambda r: dur(r["measured_transfer_ns"])),
+            (h["wait_measured"], lambda r: dur(r["measured_wait_ns"])),
+            (h["model_source"], lambda r: dur(r["modelled_source_ns"])),
+            (on_n, lambda r: dur(r["projected_ns"]))], numeric_from=2),
+    }
 
 
 def _overview_tables(s: WhatIf, model: ProjectionModel, h: dict[str, str], term: Cell,
@@ -238,6 +274,10 @@ def _table(rows: pl.DataFrame | list[dict[str, Any]], columns: list[tuple[str, C
 def _write_csvs(s: WhatIf, directory: Path) -> list[Path]:
     frames = {"calibration": s.calibration, "phases": s.phases, "groups": s.groups, "kernels": s.kernels,
               "scenarios": s.scenarios, "requirements": s.requirements, "sweeps": s.sweeps}
+    if s.parallel is not None:
+        frames["parallel_phases"] = s.parallel.phases
+        frames["parallel_collectives"] = s.parallel.collectives
+        frames["parallel_links"] = pl.DataFrame([dataclasses.asdict(f) for f in s.parallel.fits])
     return write_csv_tables({name: df for name, df in frames.items() if df.width}, directory)  # no sweeps: none
 
 
@@ -254,4 +294,13 @@ def _key_figures(s: WhatIf, run_path: Path) -> dict[str, Any]:
                                                   "target_model_ns", "estimate_ns", "speedup", "calibration_ratio")}
                    for r in s.phases.iter_rows(named=True)},
         "timings": dataclasses.asdict(s.timings),
+        **({"parallel": _parallel_figures(s)} if s.parallel is not None else {}),
     }
+
+
+def _parallel_figures(s: WhatIf) -> dict[str, Any]:
+    p = s.parallel
+    return {"source_ranks": p.source_ranks, "target_ranks": p.target_ranks, "source_link": p.source_link,
+            "target_link": p.target_link, "hop_latency_ns": p.hop_latency_ns,
+            "links": [dataclasses.asdict(f) for f in p.fits],
+            "phases": {r["phase"]: {k: v for k, v in r.items() if k != "phase"} for r in p.phases.iter_rows(named=True)}}
