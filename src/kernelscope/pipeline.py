@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import polars as pl
 
 from kernelscope.analyze.hardware import Ceilings, ceilings_for
@@ -42,13 +43,44 @@ def write_run_directory(directory: Path, run: Run, report: bool = True,
     return summary
 
 
-def rerender(run_dir: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LANGUAGES) -> Path:
+def rerender(run_dir: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LANGUAGES,
+             rank: int | None = None) -> Path:
     """The run's report (and summary.json) again from its stored tables; the old report stays until the new one
-    is complete. Returns report.md."""
+    is complete. Returns report.md. With `rank`: the report of that rank alone, into report-rank<k>/ (every
+    section over that rank's rows; the run's own report and summary stay as they are)."""
     run = with_costs_and_names(rundir.read_run(run_dir))
+    if rank is None:
+        with rundir.updating_run(run_dir) as staging:
+            _report_into(staging, run, top_n, languages)
+        return run_dir / rundir.REPORT_DIR / "report.md"
+    one = _one_rank(run, rank, run_dir)
+    folder = rundir.rank_report_dir(rank)
     with rundir.updating_run(run_dir) as staging:
-        _report_into(staging, run, top_n, languages)
-    return run_dir / rundir.REPORT_DIR / "report.md"
+        render_report_of(one, staging / folder, top_n, languages)
+    return run_dir / folder / "report.md"
+
+
+def _one_rank(run: Run, rank: int, run_dir: Path) -> Run:
+    from kernelscope.errors import UserError
+
+    ranks = sorted(run.kernels["rank"].unique().to_list()) if "rank" in run.kernels.columns else []
+    if len(ranks) < 2 or rank not in ranks:
+        held = f"ranks {', '.join(map(str, ranks))}" if len(ranks) > 1 else "one rank"
+        raise UserError(f"--rank {rank}: {run_dir} holds {held}")
+    info = run.info
+    if info.parallel is not None:
+        mine = [r for r in info.parallel.ranks if r.rank == rank]
+        info = info.replace(parallel=msgspec.structs.replace(info.parallel, ranks=mine))
+        if mine and info.timings is not None:  # its own latency, not rank 0's
+            info = info.replace(timings=msgspec.structs.replace(info.timings, plain=mine[0].timings))
+    return Run(info=info, kernels=run.kernels.filter(pl.col("rank") == rank),
+               ops=run.ops.filter(pl.col("rank") == rank) if "rank" in run.ops.columns else run.ops, ncu=run.ncu)
+
+
+def render_report_of(run: Run, directory: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LANGUAGES) -> None:
+    from kernelscope.report.render import render_report
+
+    render_report(run, summarize(run), directory, top_n=top_n, ceilings=run_ceilings(run.info), languages=languages)
 
 
 def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFrame, ncu: NcuInfo,

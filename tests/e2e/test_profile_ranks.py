@@ -163,3 +163,26 @@ def test_a_moe_model_splits_its_experts_across_the_ranks(tmp_path):
                     if n.startswith("c10d::")} for r in (0, 1)]
     # Every collective is one call on each rank: both ranks issue the same ones, the same number of times.
     assert collectives[0] == collectives[1] and sum(collectives[0].values()) > 0
+
+
+def test_the_report_of_one_rank_covers_its_rows_alone(two_ranks):
+    result = kernelscope("report", str(two_ranks), "--rank", "1", "--lang", "en")
+    assert result.returncode == 0, result.stderr
+    folder = two_ranks / "report-rank1"
+    assert result.stdout.strip().splitlines()[-1] == str(folder.resolve())
+    mine = pl.read_parquet(two_ranks / "kernels.parquet").filter(pl.col("rank") == 1)
+    phases = pl.read_csv(folder / "tables" / "phases.csv")
+    for row in phases.iter_rows(named=True):
+        rows = mine.filter(pl.col("phase") == row["phase"])
+        assert row["kernel_count"] == rows.height and row["device_time_ns"] == rows["dur_ns"].sum()
+    text = (folder / "report.md").read_text()
+    assert "rank 1 of the run's 2 ranks" in text and "## Ranks" not in text
+    rank1 = json.loads((two_ranks / "run.json").read_text())["parallel"]["ranks"][1]
+    assert f"{rank1['timings']['tpot_ms']:.3f} ms" in text  # its own latency, not rank 0's
+    assert (two_ranks / "report" / "report.md").is_file()  # the run's own report stays
+
+
+def test_a_rank_the_run_does_not_hold_is_one_line(two_ranks):
+    result = kernelscope("report", str(two_ranks), "--rank", "7")
+    assert result.returncode == 2 and "--rank 7" in result.stderr and "ranks 0, 1" in result.stderr
+    assert not (two_ranks / "report-rank7").exists()

@@ -15,6 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, metavar="RUN", help="run directory")
     parser.add_argument("--top", type=positive_int, default=20,
                         help="kernels per phase in the top tables (default 20)")
+    parser.add_argument("--rank", type=int, metavar="K",
+                        help="runs of several ranks: the report of rank K alone, into RUN/report-rankK/")
     add_lang_arg(parser)
 
 
@@ -24,6 +26,6 @@ def run(args: argparse.Namespace, steps) -> int:
 
     read_run_info(args.run)  # a bad run directory fails before any progress display
     with steps.step("Rendering the report"):
-        rerender(args.run, args.top, args.lang)
-    print(args.run.resolve())
+        written = rerender(args.run, args.top, args.lang, rank=args.rank)
+    print(args.run.resolve() if args.rank is None else written.parent.resolve())
     return 0

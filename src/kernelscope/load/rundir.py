@@ -42,6 +42,11 @@ NCU_DIR = "ncu"
 REPORT_DIR = "report"
 
 
+def rank_report_dir(rank: int) -> str:
+    """Where `kernelscope report RUN --rank K` writes the report of one rank of a run of several."""
+    return f"{REPORT_DIR}-rank{rank}"
+
+
 def rank_trace(rank: int) -> str:
     """Where a rank's trace is kept in the run directory (runs of several ranks)."""
     return f"{TRACES_DIR}/rank{rank}.json.gz"

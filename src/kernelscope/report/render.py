@@ -303,9 +303,12 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
 
 
 def _ranks_context(tables: ReportTables, info: RunInfo, table: _Tables) -> dict[str, Any] | None:
-    if tables.ranks is None:
-        return None
     parallel = info.parallel
+    if tables.ranks is None:
+        # The report of one rank of a run of several (`report --rank K`).
+        if parallel is not None and len(parallel.ranks) == 1 and parallel.world_size > 1:
+            return {"single": parallel.ranks[0].rank, "count": parallel.world_size}
+        return None
     return {"table": table("ranks", tables.ranks), "count": tables.ranks.height,
             "tp": parallel.tensor_parallel if parallel is not None else 1,
             "ep": parallel.expert_parallel if parallel is not None else 1,
