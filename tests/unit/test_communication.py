@@ -78,7 +78,7 @@ def test_message_bytes_and_bus_bandwidth(comm):
     # Bus bandwidth of one group: bytes × instances / summed transfer time × 2(n−1)/n = 1 for two ranks.
     row = table.sort("instances", descending=True).row(0, named=True)
     mine = comm.instances.filter((pl.col("kind") == "all_reduce") & (pl.col("bytes") == row["bytes"])
-                                 & (pl.col("phase") == row["phase"]))
+                                 & (pl.col("phase") == row["phase"]) & (pl.col("where") == row["where"]))
     transfer = mine.group_by("seq").agg(pl.col("transfer_ns").mean())["transfer_ns"].sum()
     assert row["bus_bytes_per_s"] == pytest.approx(row["bytes"] * row["instances"] / (transfer * 1e-9))
     assert row["link_pct"] == pytest.approx(row["bus_bytes_per_s"] / 450e9 * 100)
@@ -123,3 +123,62 @@ def test_rank_numbers_come_from_the_traces_when_each_names_a_different_one():
     assert trace_ranks([{"rank": 0}, {"rank": 0}]) == [0, 1]
     assert trace_ranks([{"rank": "1"}, {"rank": True}]) == [0, 1]
     assert trace_ranks([{"rank": -1}, {"rank": 0}]) == [0, 1]
+
+
+def test_each_collective_row_says_where_in_the_model_it_runs(comm, tmp_path):
+    from kernelscope.analyze.layers import module_in_layer
+
+    table = comm.by_collective
+    # Tensor parallelism all-reduces after the row-parallel projections of every layer: one row each for
+    # attention's output projection and the MLP's down projection, whatever the layer.
+    instances = comm.instances.filter(pl.col("rank") == 0)
+    for row in table.iter_rows(named=True):
+        mine = instances.filter((pl.col("phase") == row["phase"]) & (pl.col("kind") == row["kind"])
+                                & (pl.col("bytes") == row["bytes"]))
+        where = mine.with_columns(pl.when(pl.col("layer").is_not_null()).then(module_in_layer())
+                                  .otherwise(pl.col("module")).alias("_w"))
+        assert where.filter(pl.col("_w") == row["where"]).height == row["instances"]
+    decode_layers = table.filter((pl.col("phase") == "decode") & (pl.col("kind") == "all_reduce")
+                                 & pl.col("where").str.contains("Linear"))
+    assert decode_layers.height == 2 and decode_layers["instances"].to_list() == [20, 20]  # 4 layers × 5 steps
+
+
+def test_time_in_collectives_per_layer_type_and_step(comm):
+    table = comm.by_layer
+    assert table is not None
+    kernels = comm.instances  # every collective kernel of the run is an instance here (nothing unmatched)
+    for row in table.iter_rows(named=True):
+        inside = row["layer_type"] != "outside layers"
+        mine = kernels.filter((pl.col("phase") == row["phase"]) & (pl.col("layer").is_not_null() == inside))
+        steps = mine["step"].n_unique() if row["phase"] == "decode" else 1
+        assert row["comm_per_step_ns"] == pytest.approx(mine["dur_ns"].sum() / steps / 2)
+        assert row["wait_pct"] == pytest.approx(100 * mine["wait_ns"].sum() / mine["dur_ns"].sum())
+        assert row["layers"] == (4 if inside else 0)
+
+
+def test_expert_parallel_token_exchange_counts_as_communication(tmp_path):
+    """The same two ranks with every NCCL kernel renamed to a DeepEP dispatch kernel and its collective args
+    removed: DeepEP's kernels are matched across ranks like collectives (without message sizes)."""
+    from kernelscope.analyze.communication import communication
+    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.load import rundir
+
+    renamed = []
+    for path in RANKS:
+        with gzip.open(path, "rt") as f:
+            document = json.load(f)
+        for event in document["traceEvents"]:
+            if event.get("cat") == "kernel" and event["name"].startswith("nccl"):
+                event["name"] = "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*)"
+                event["args"] = {k: v for k, v in event["args"].items() if "msg" not in k and "Collective" not in k}
+        target = tmp_path / path.name
+        target.write_bytes(gzip.compress(json.dumps(document).encode()))
+        renamed.append(target)
+    out = tmp_path / "run"
+    assert main(["-q", "import", *map(str, renamed), "--out", str(out), "--no-report"]) == 0
+    run = with_costs_and_names(rundir.read_run(out))
+    result = communication(run.kernels, link_bandwidth=900e9)
+    assert result is not None and result.unmatched == 0
+    assert set(result.instances["kind"]) == {"dispatch"}
+    assert result.instances.height == sum(len(_nccl(p)) for p in RANKS)
+    assert result.by_collective["bus_bytes_per_s"].null_count() == result.by_collective.height  # no sizes known

@@ -22,7 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from kernelscope import ranges
+from kernelscope.analyze.layers import module_in_layer, with_layer_columns
+from kernelscope.analyze.phases import step_counts
+
 COMMUNICATION = "communication"
+# Expert-parallel token exchange (DeepEP and libraries like it): their dispatch and combine kernels move tokens
+# between ranks, so they are collectives too, though the catalog files them under the MoE step they serve.
+EXCHANGE_LIBRARIES = ("DeepEP",)
+EXCHANGE_CATEGORIES = ("MoE dispatch", "MoE combine")
 
 # torch's dtype names in the trace → bytes per element.
 DTYPE_BYTES = {"BFloat16": 2, "Half": 2, "Float": 4, "Double": 8, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
@@ -37,7 +45,8 @@ _KIND_ALIASES = {"allreduce": "all_reduce", "all_reduce": "all_reduce", "allgath
 _NAME_KINDS = [("allreduce", "all_reduce"), ("all_reduce", "all_reduce"), ("allgather", "all_gather"),
                ("all_gather", "all_gather"), ("reducescatter", "reduce_scatter"), ("reduce_scatter", "reduce_scatter"),
                ("alltoall", "all_to_all"), ("all_to_all", "all_to_all"), ("broadcast", "broadcast"),
-               ("sendrecv", "send_recv"), ("send", "send"), ("recv", "recv"), ("reduce", "reduce")]
+               ("sendrecv", "send_recv"), ("send", "send"), ("recv", "recv"), ("reduce", "reduce"),
+               ("dispatch", "dispatch"), ("combine", "combine")]
 
 
 def collective_kind(collective: str | None, name: str) -> str:
@@ -58,7 +67,7 @@ def bus_factor(kind: str, ranks: int) -> float:
         return 1.0
     if kind == "all_reduce":
         return 2 * (ranks - 1) / ranks
-    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
+    if kind in ("all_gather", "reduce_scatter", "all_to_all", "dispatch", "combine"):
         return (ranks - 1) / ranks
     return 1.0
 
@@ -75,12 +84,13 @@ class Communication:
     ranks: int
     link_peak: float | None
     link: str | None
+    by_layer: pl.DataFrame | None = None  # per phase and layer type (runs whose layers are known)
 
 
 def communication(kernels: pl.DataFrame, link_bandwidth: float | None = None,
-                  link: str | None = None) -> Communication | None:
+                  link: str | None = None, layer_types: dict[int, str] | None = None) -> Communication | None:
     """None when the run has no communication kernels."""
-    comm = kernels.filter(pl.col("category") == COMMUNICATION)
+    comm = kernels.filter(is_collective())
     if comm.height == 0 or comm["start_ns"].is_null().all():
         return None
     ranks = sorted(kernels["rank"].unique().to_list())
@@ -88,6 +98,9 @@ def communication(kernels: pl.DataFrame, link_bandwidth: float | None = None,
         pl.struct("collective", "name").map_elements(lambda s: collective_kind(s["collective"], s["name"]),
                                                      return_dtype=pl.String).alias("kind"),
         pl.col("process_group").fill_null("").alias("group"),
+        # Where in the model: the module within its layer (o_proj's all-reduce is one row for every layer).
+        pl.when(pl.col("layer").is_not_null()).then(module_in_layer()).otherwise(pl.col("module"))
+        .fill_null("").alias("where"),
     ).sort("rank", "start_ns")
     comm = comm.with_columns(pl.int_range(pl.len()).over("rank", "group", "kind").alias("seq"))
     instances = _matched(comm, len(ranks))
@@ -95,7 +108,36 @@ def communication(kernels: pl.DataFrame, link_bandwidth: float | None = None,
     peak = link_bandwidth / 2 if link_bandwidth else None
     return Communication(instances=instances, by_collective=_by_collective(instances, peak),
                          by_rank=_by_rank(kernels, comm, instances), unmatched=unmatched, ranks=len(ranks),
-                         link_peak=peak, link=link)
+                         link_peak=peak, link=link, by_layer=_by_layer(kernels, instances, layer_types or {}))
+
+
+def _by_layer(kernels: pl.DataFrame, instances: pl.DataFrame, layer_types: dict[int, str]) -> pl.DataFrame | None:
+    """Per phase and layer type (and outside the layers): layers, time in collectives per rank and step, its
+    share of that part's device time, and the share of it spent waiting. None without layer numbers."""
+    if kernels["layer"].is_null().all():
+        return None
+    ranks = kernels["rank"].n_unique()
+    steps = step_counts(kernels)
+    typed = with_layer_columns(kernels.filter(pl.col("phase") != ranges.UNKNOWN), layer_types)
+    waits = with_layer_columns(instances, layer_types).group_by("phase", "layer_type").agg(
+        pl.col("wait_ns").sum().alias("_wait"))
+    table = typed.group_by("phase", "layer_type").agg(
+        pl.col("layer").drop_nulls().n_unique().alias("layers"),
+        pl.col("dur_ns").sum().alias("_all"),
+        pl.col("dur_ns").filter(is_collective()).sum().alias("_comm"),
+    ).filter(pl.col("_comm") > 0).join(waits, on=["phase", "layer_type"], how="left")
+    per = pl.col("phase").replace_strict(steps, default=1, return_dtype=pl.Float64) * ranks
+    return table.with_columns(
+        (pl.col("_comm") / per).alias("comm_per_step_ns"),
+        (100.0 * pl.col("_comm") / pl.col("_all")).alias("comm_pct"),
+        (100.0 * pl.col("_wait").fill_null(0) / pl.col("_comm")).alias("wait_pct"),
+    ).drop("_all", "_comm", "_wait").sort("phase", "layer_type")
+
+
+def is_collective() -> pl.Expr:
+    """Kernels that communicate: the catalog's communication category, and expert-parallel token exchange."""
+    exchange = pl.col("library").is_in(list(EXCHANGE_LIBRARIES)) & pl.col("category").is_in(list(EXCHANGE_CATEGORIES))
+    return (pl.col("category") == COMMUNICATION) | exchange
 
 
 def _matched(comm: pl.DataFrame, ranks: int) -> pl.DataFrame:
@@ -129,8 +171,9 @@ def _by_collective(instances: pl.DataFrame, peak: float | None) -> pl.DataFrame:
     ranks = instances["rank"].n_unique()
     per_instance = instances.group_by("phase", "group", "kind", "seq", "bytes").agg(
         pl.col("dur_ns").mean().alias("dur_ns"), pl.col("wait_ns").mean().alias("wait_ns"),
-        pl.col("transfer_ns").mean().alias("transfer_ns"), pl.col("wait_ns").max().alias("max_wait_ns"))
-    grouped = per_instance.group_by("phase", "kind", "bytes").agg(
+        pl.col("transfer_ns").mean().alias("transfer_ns"), pl.col("wait_ns").max().alias("max_wait_ns"),
+        pl.col("where").mode().first().alias("where"))
+    grouped = per_instance.group_by("phase", "kind", "bytes", "where").agg(
         pl.len().alias("instances"), pl.col("dur_ns").sum().alias("total_ns"),
         pl.col("dur_ns").mean().alias("mean_ns"), pl.col("wait_ns").mean().alias("mean_wait_ns"),
         pl.col("transfer_ns").mean().alias("mean_transfer_ns"), pl.col("max_wait_ns").max().alias("max_wait_ns"),
@@ -152,7 +195,7 @@ def _by_rank(kernels: pl.DataFrame, comm: pl.DataFrame, instances: pl.DataFrame)
     rows = []
     for (rank, phase), group in kernels.filter(pl.col("start_ns").is_not_null()).group_by(
             "rank", "phase", maintain_order=True):
-        is_comm = group["category"] == COMMUNICATION
+        is_comm = group.select(is_collective()).to_series()
         mine = group.filter(is_comm)
         compute = group.filter(~is_comm & (pl.col("kind") == "kernel"))
         waits = instances.filter((pl.col("rank") == rank) & (pl.col("phase") == phase))

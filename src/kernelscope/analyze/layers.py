@@ -15,13 +15,18 @@ OUTSIDE = "outside layers"
 LAYER_ITSELF = "(layer)"
 
 
+def module_in_layer() -> pl.Expr:
+    """The module's name within its layer: everything after the layer index ('' for the layer itself)."""
+    return pl.col("module").str.replace(r"^(?:.*?\.)?\d+(?:\.|$)", "")
+
+
 def with_layer_columns(kernels: pl.DataFrame, layer_types: dict[int, str]) -> pl.DataFrame:
     """Adds layer_type and layer_module (the module's name within its layer)."""
     types = pl.DataFrame(
         {"layer": list(layer_types), "layer_type": list(layer_types.values())},
         schema={"layer": pl.Int64, "layer_type": pl.String},
     )
-    within = pl.col("module").str.replace(r"^(?:.*?\.)?\d+(?:\.|$)", "")
+    within = module_in_layer()
     return (
         kernels.join(types, on="layer", how="left")
         .with_columns(

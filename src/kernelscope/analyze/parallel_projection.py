@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from kernelscope.analyze.communication import COMMUNICATION, bus_factor
+from kernelscope.analyze.communication import bus_factor, is_collective
 from kernelscope.analyze.phases import step_counts
 
 
@@ -143,7 +143,7 @@ def _compute(kernels: pl.DataFrame, on_source: pl.DataFrame, on_target: pl.DataF
              target_ranks: int, settings: ParallelSettings, steps: dict[str, int]) -> pl.DataFrame:
     """Per phase, per rank and step: measured compute (all but collectives), and on the target split into the
     sharded part (× R/N) and the replicated part, each scaled by the target device's model ratio."""
-    not_comm = pl.col("category").fill_null("") != COMMUNICATION
+    not_comm = ~is_collective().fill_null(False)
     sharded = pl.col("group").is_in(list(settings.sharded_groups))
     ratio = (on_target.filter(not_comm).group_by("phase").agg(pl.col("projected_ns").sum().alias("_t"))
              .join(on_source.filter(not_comm).group_by("phase").agg(pl.col("projected_ns").sum().alias("_s")),

@@ -123,7 +123,8 @@ def report_tables(run: Run, ceilings: Ceilings | None = None) -> ReportTables:
         tables.by_phase[phase] = _phase_tables(run, kernels, phase, phases, labels, ceilings)
     tables.every_step = _every_step(kernels, run)
     link = ceilings.spec.interconnect if ceilings is not None and ceilings.spec is not None else None
-    tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None)
+    tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None,
+                                         run.info.layer_types)
     parallel = run.info.parallel
     tables.ranks = rank_table(kernels, parallel.ranks if parallel is not None else None)
     tables.source_lines = source_line_table(kernels, labels)

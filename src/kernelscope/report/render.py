@@ -287,6 +287,8 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
     if tables.communication is not None:
         frames["communication"] = tables.communication.by_collective
         frames["communication_ranks"] = tables.communication.by_rank
+        if tables.communication.by_layer is not None:
+            frames["communication_layers"] = tables.communication.by_layer
         frames["communication_instances"] = tables.communication.instances.select(
             "rank", "phase", "group", "kind", "seq", "name", "start_ns", "dur_ns", "wait_ns", "transfer_ns", "bytes")
     # Where each number a finding prints comes from: the table (a CSV beside this one), the rows it takes and
@@ -323,7 +325,9 @@ def _communication_context(tables: ReportTables, table: _Tables) -> dict[str, An
     worst = None
     if comm.by_rank["wait_ns"].drop_nulls().len():
         worst = comm.by_rank.sort("wait_ns", descending=True, nulls_last=True).row(0, named=True)
+    layers = comm.by_layer
     return {"collectives": table("communication", comm.by_collective) if comm.by_collective.height else None,
+            "layers": table("communication_layers", layers) if layers is not None and layers.height else None,
             "ranks": table("communication_ranks", comm.by_rank), "ranks_n": comm.ranks, "unmatched": comm.unmatched,
             "link": comm.link, "link_peak": comm.link_peak, "worst": worst,
             "matched": comm.instances.height}
