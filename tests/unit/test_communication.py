@@ -112,6 +112,22 @@ def test_report_has_the_communication_section(tmp_path):
     assert "## Communication across ranks" in text and "## 跨 rank 通信" in zh
     table = pl.read_csv(out / "report" / "tables" / "communication_ranks.csv")
     assert sorted(table["rank"].unique().to_list()) == [0, 1]
+    # Findings: the rank that waits most in decode, read from the traces (waits to the last rank's start).
+    per_rank = [_nccl(p) for p in RANKS]
+    waits = [0.0, 0.0]
+    for a, b in zip(*per_rank, strict=True):
+        last = max(a["ts"], b["ts"])
+        waits[0] += last - a["ts"]
+        waits[1] += last - b["ts"]
+    worst = waits.index(max(waits))
+    findings = pl.read_csv(out / "report" / "tables" / "findings.csv")
+    decode = findings.filter((pl.col("rule") == "decode-rank-wait") & (pl.col("number") == "decode_wait_rank"))
+    assert decode.height == 1 and int(float(decode["value"][0])) == worst
+    line = next(line for line in text.splitlines() if line.startswith("- **F") and "In decode, rank" in line)
+    assert f"rank {worst} waits" in line
+    # The largest decode collective is named with its module, and literally (no escaping shown twice).
+    largest = next(line for line in text.splitlines() if "The largest collective of decode" in line)
+    assert "all\\_reduce issued by Qwen2" in largest and "\\\\" not in largest
 
 
 def test_rank_numbers_come_from_the_traces_when_each_names_a_different_one():

@@ -72,6 +72,8 @@ def compute_metrics(tables: Any, info: RunInfo) -> dict[str, Metric]:
     stages = [p for p in tables.phases["phase"].to_list() if p not in (*ranges.STEP_PHASES, ranges.UNKNOWN)]
     for phase in (ranges.PREFILL, ranges.DECODE, *stages):
         m.update(_phase_metrics(tables, phase))
+        m.update(_communication_metrics(tables, phase))
+    m.update(_per_rank(m, tables, (ranges.PREFILL, ranges.DECODE, *stages)))
     m.update(_stage_metrics(tables.phases, stages))
     m.update(_decode_host_metrics(m))
     m.update(_measured_metrics(tables))
@@ -101,6 +103,53 @@ def _phase_metrics(tables: Any, phase: str) -> dict[str, Metric]:
     m[f"{phase}_kernels_per_step"] = _from_table(phases, "phases", "kernels_per_step", row, agg="first")
     m[f"{phase}_device_ns_per_step"] = _from_table(phases, "phases", "device_time_per_step_ns", row, agg="first")
     m[f"{phase}_mean_launch_ns"] = _from_table(phases, "phases", "mean_launch_ns", row, agg="first")
+    return m
+
+
+def _per_rank(m: dict[str, Metric], tables: Any, phases: tuple[str, ...]) -> dict[str, Metric]:
+    """Runs of several ranks: per-step figures per rank (the phase table sums the ranks, which run side by side),
+    so that a step's device time is compared with its wall time per rank."""
+    ranks = tables.kernels["rank"].n_unique() if "rank" in tables.kernels.columns else 1
+    if ranks < 2:
+        return {}
+    out = {}
+    for phase in phases:
+        for name in (f"{phase}_kernels_per_step", f"{phase}_device_ns_per_step"):
+            value = m[name].value
+            out[name] = _derived(name, value / ranks if value is not None else None, (name,),
+                                 f"{m[name].table}.{m[name].column} of the phase / {ranks} ranks")
+    return out
+
+
+def _communication_metrics(tables: Any, phase: str) -> dict[str, Metric]:
+    """Runs with collectives across ranks: the rank that waits most in the phase (its wait per step, the share
+    of its collective time and of its device time) and the phase's largest collective (where it runs, its
+    message, bus bandwidth and share of the link)."""
+    comm = tables.communication
+    if comm is None:
+        return {}
+    m: dict[str, Metric] = {}
+    ranks = comm.by_rank.filter(pl.col("phase") == phase)
+    if ranks.height and ranks["wait_ns"].drop_nulls().len():
+        worst = ranks.sort("wait_ns", descending=True, nulls_last=True).row(0, named=True)
+        rows = {"phase": [phase], "rank": [worst["rank"]]}
+        t = "communication_ranks"
+        m[f"{phase}_wait_rank"] = _from_table(ranks, t, "rank", rows, agg="first")
+        m[f"{phase}_wait_ns"] = _from_table(ranks, t, "wait_ns", rows, agg="first")
+        m[f"{phase}_wait_share"] = _from_table(ranks, t, "wait_pct", rows, agg="first")
+        m[f"{phase}_wait_rank_comm_pct"] = _from_table(ranks, t, "comm_pct", rows, agg="first")
+        steps = tables.phases.filter(pl.col("phase") == phase)["steps"]
+        per_step = worst["wait_ns"] / steps[0] if steps.len() and steps[0] else None
+        m[f"{phase}_wait_ns_per_step"] = _derived(f"{phase}_wait_ns_per_step", per_step,
+                                                  (f"{phase}_wait_ns",), f"{phase}_wait_ns / phases.steps")
+    top = comm.by_collective.filter(pl.col("phase") == phase) if comm.by_collective.height else None
+    if top is not None and top.height:
+        row = top.sort("total_ns", descending=True).row(0, named=True)
+        rows = {"phase": [phase], "kind": [row["kind"]], "where": [row["where"]], "bytes": [row["bytes"]]}
+        for name, column in (("collective", "kind"), ("collective_where", "where"), ("collective_bytes", "bytes"),
+                             ("collective_busbw", "bus_bytes_per_s"), ("collective_link_pct", "link_pct"),
+                             ("collective_transfer_ns", "mean_transfer_ns"), ("collective_pct", "time_pct")):
+            m[f"{phase}_{name}"] = _from_table(top, "communication", column, rows, agg="first")
     return m
 
 

@@ -250,10 +250,12 @@ def _findings(tables: ReportTables, lang: str) -> list[dict[str, Any]]:
     out = []
     for number, finding in enumerate(tables.findings, start=1):
         values = {name: metric.value for name, metric in finding.numbers.items()}
-        text = env.from_string(finding.rule[lang]).render(**values)
+        # Rendered through the report's environment: input strings among the values are escaped there once, so
+        # the text is our Markdown from then on (not escaped again where the report prints it).
+        text = fmt.Markdown(env.from_string(finding.rule[lang]).render(**values))
         recommend = finding.rule.get(f"recommend_{lang}")
         out.append({"id": f"F{number}", "rule": finding.id, "kind": finding.kind, "text": text,
-                    "recommend": env.from_string(recommend).render(**values) if recommend else None})
+                    "recommend": fmt.Markdown(env.from_string(recommend).render(**values)) if recommend else None})
     return out
 
 
