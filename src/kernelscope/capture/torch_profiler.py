@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,3 +38,31 @@ def record(fn: Callable[[], T], device: torch.device, trace_json: Path, with_sta
 def gzip_file(src: Path, dst: Path, level: int = 6) -> None:
     with src.open("rb") as fin, gzip.open(dst, "wb", compresslevel=level) as fout:
         shutil.copyfileobj(fin, fout, length=1 << 22)
+
+
+class BackgroundGzip:
+    """Compress a trace on a thread while the run is analysed and written (zlib releases the GIL, so this takes
+    the seconds of a large trace off the critical path); `finish()` waits, removes the source and re-raises what
+    the thread raised."""
+
+    def __init__(self, src: Path, dst: Path, level: int) -> None:
+        self._src, self._error = src, None
+        self._thread = threading.Thread(target=self._run, args=(src, dst, level), name="gzip-trace", daemon=True)
+        self._thread.start()
+
+    def _run(self, src: Path, dst: Path, level: int) -> None:
+        try:
+            gzip_file(src, dst, level)
+        except BaseException as exc:  # handed to finish(), in the main thread
+            self._error = exc
+
+    def finish(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        self._src.unlink(missing_ok=True)
+
+
+def trace_gzip_level(json_bytes: int) -> int:
+    """A trace of many generations runs to gigabytes: compress it fast rather than small."""
+    return 1 if json_bytes > 256e6 else 6

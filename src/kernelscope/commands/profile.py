@@ -9,6 +9,7 @@ run directory with its report (pipeline.py). Heavy libraries are imported inside
 from __future__ import annotations
 
 import argparse
+import contextlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from kernelscope.errors import UserError
 if TYPE_CHECKING:
     import torch
 
+    from kernelscope.capture.torch_profiler import BackgroundGzip
     from kernelscope.contracts.run import Run
     from kernelscope.contracts.run_info import Workload
     from kernelscope.workload.generation import GenerationSettings
@@ -171,9 +173,12 @@ def run_profile(options: ProfileOptions, steps=None) -> Path:
     session = _build_session(plan, options, steps)
     timed = _time(session, options, plan.per_image, steps)
     with rundir.staged_directory(plan.target) as tmp:
-        run = _record(session, plan, options, timed, tmp, steps)
-        with steps.step("Writing tables and report"):
-            write_run_directory(tmp, run, report=options.report, languages=options.languages)
+        run, compressing = _record(session, plan, options, timed, tmp, steps)
+        try:
+            with steps.step("Writing tables and report"):
+                write_run_directory(tmp, run, report=options.report, languages=options.languages)
+        finally:
+            compressing.finish()  # the trace compressed meanwhile; on failure, before the staging goes
     return plan.target.resolve()
 
 
@@ -280,8 +285,9 @@ def _time(session: WorkloadSession, options: ProfileOptions, per_image: bool, st
 
 
 def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed: TimedRuns, tmp: Path,
-            steps) -> Run:
-    """One more run of every generation under torch.profiler; its trace read, attributed and kept (gzipped)."""
+            steps) -> tuple[Run, BackgroundGzip]:
+    """One more run of every generation under torch.profiler; its trace read, attributed and kept (gzipped on
+    a thread while the caller writes the run: finish() the handle returned)."""
     import msgspec
     import torch
 
@@ -289,7 +295,7 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
     from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
     from kernelscope.analyze.graph_replays import attribute_graph_replays
     from kernelscope.capture.environment import describe_hardware, describe_software
-    from kernelscope.capture.torch_profiler import gzip_file, record
+    from kernelscope.capture.torch_profiler import BackgroundGzip, record, trace_gzip_level
     from kernelscope.contracts.run import Run
     from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
     from kernelscope.load import rundir
@@ -305,15 +311,17 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
     matched = all(bool(torch.equal(plain, tokens))
                   for plain, (tokens, _) in zip(timed.last_plain_tokens, profiled, strict=True))
     json_bytes = trace_json.stat().st_size
-    with steps.step(f"Loading and attributing the trace ({json_bytes / 1e6:.1f} MB)"):
-        tables = load_kineto(trace_json)
-        kernels, ops = attribute(tables)
-        kernels, sources = infer_attribution(kernels, ops)
-        kernels, graph_replays = attribute_graph_replays(kernels)
-    with steps.step("Compressing the trace"):
-        # A trace of many generations runs to gigabytes: compress it fast rather than small.
-        gzip_file(trace_json, tmp / rundir.TRACE, level=1 if json_bytes > 256e6 else 6)
-        trace_json.unlink()
+    compressing = BackgroundGzip(trace_json, tmp / rundir.TRACE, trace_gzip_level(json_bytes))
+    try:
+        with steps.step(f"Loading and attributing the trace ({json_bytes / 1e6:.1f} MB)"):
+            tables = load_kineto(trace_json)
+            kernels, ops = attribute(tables)
+            kernels, sources = infer_attribution(kernels, ops)
+            kernels, graph_replays = attribute_graph_replays(kernels)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            compressing.finish()  # the thread stops writing into the staging directory before it goes
+        raise
     info = RunInfo(
         schema_version=SCHEMA_VERSION,
         source="profile",
@@ -328,7 +336,7 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
         graph_replays=graph_replays,
         attribution=attribution_info(kernels, [sources]),
     )
-    return Run(info=info, kernels=kernels, ops=ops)
+    return Run(info=info, kernels=kernels, ops=ops), compressing
 
 
 def _workload(options: ProfileOptions, plan: Plan, session: WorkloadSession) -> Workload:

@@ -231,7 +231,7 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
     from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
     from kernelscope.analyze.graph_replays import attribute_graph_replays
     from kernelscope.analyze.ranks import combine_ranks, rank_clock_offsets
-    from kernelscope.capture.torch_profiler import gzip_file
+    from kernelscope.capture.torch_profiler import BackgroundGzip, trace_gzip_level
     from kernelscope.contracts.run import Run
     from kernelscope.contracts.run_info import SCHEMA_VERSION, ParallelInfo, RankInfo, RunInfo, TraceInfo
     from kernelscope.load import rundir
@@ -240,8 +240,9 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
 
     records = [msgspec.json.decode((parts / _record_name(r)).read_bytes(), type=RankRecord) for r in range(world)]
     ranked, metas, sources, files = [], [], [], []
+    compressing: list[BackgroundGzip] = []  # each rank's trace gzipped on a thread while the next is read
     (tmp / rundir.TRACES_DIR).mkdir()
-    with steps.step(f"Loading and attributing {world} traces"):
+    with steps.step(f"Loading and attributing {world} traces"), _finishing(compressing):
         for record in records:
             trace_json = parts / record.trace_json
             tables = load_kineto(trace_json)
@@ -251,8 +252,7 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
             sources.append(found)
             metas.append(tables.meta)
             kept = rundir.rank_trace(record.rank)
-            gzip_file(trace_json, tmp / kept, level=1 if record.json_bytes > 256e6 else 6)
-            trace_json.unlink()
+            compressing.append(BackgroundGzip(trace_json, tmp / kept, trace_gzip_level(record.json_bytes)))
             files.append(trace_file(tables.meta, kept, record.json_bytes))
     kernels, ops = combine_ranks(ranked, rank_clock_offsets([m.origin_us for m in metas],
                                                             [m.base_time_ns for m in metas]))
@@ -281,6 +281,20 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
     )
     shutil.rmtree(parts, ignore_errors=True)
     return Run(info=info, kernels=kernels, ops=ops)
+
+
+@contextlib.contextmanager
+def _finishing(compressing: list):
+    """Every compression thread finished on the way out, and its error raised if the block itself succeeded."""
+    try:
+        yield
+    except BaseException:
+        for handle in compressing:
+            with contextlib.suppress(Exception):
+                handle.finish()
+        raise
+    for handle in compressing:
+        handle.finish()
 
 
 def _plan_name(tp: int, ep: int) -> str | None:
