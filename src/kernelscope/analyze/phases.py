@@ -62,8 +62,9 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
              .alias("span_ns"))
     )
     table = table.join(spans, on="phase", how="left")
+    timeline = kernels.select("phase", "device", "start_ns", "dur_ns")  # groups copy only what busy_ns reads
     busy = pl.DataFrame(
-        [(phase, busy_ns(group)) for (phase,), group in kernels.group_by("phase")],
+        [(phase, busy_ns(group)) for (phase,), group in timeline.group_by("phase")],
         schema={"phase": pl.String, "busy_ns": pl.Int64}, orient="row",
     )
     launch = kernels.group_by("phase").agg(pl.col("launch_dur_ns").mean().alias("mean_launch_ns"))
@@ -77,7 +78,7 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
 def busy_ns(kernels: pl.DataFrame) -> int | None:
     """Time during which at least one kernel runs (the union of kernel intervals), summed over devices; None
     without start times (summary rows)."""
-    kernels = kernels.filter(pl.col("start_ns").is_not_null())
+    kernels = kernels.select("device", "start_ns", "dur_ns").filter(pl.col("start_ns").is_not_null())
     if kernels.height == 0:
         return None
     total = 0

@@ -76,7 +76,8 @@ _DEFAULTS = {INSTANCES: 1, RANK: 0, "phase": UNKNOWN_PHASE}
 
 def conform(table: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
     """`table` with every column of `columns` in that order and dtype (missing ones filled with their default or
-    null), then any other columns it has."""
+    null), then any other columns it has; in one chunk per column (Polars' eager group_by and join copy every
+    column of a frame in several chunks into one, on every call: a copy of the whole table each time)."""
     present = set(table.columns)
     exprs = []
     for name, dtype in columns.items():
@@ -84,7 +85,7 @@ def conform(table: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFram
         column = pl.col(name).cast(dtype) if name in present else pl.lit(None, dtype=dtype)
         exprs.append(column.fill_null(default).alias(name) if default is not None else column.alias(name))
     extra = [name for name in table.columns if name not in columns]
-    return table.select(*exprs, *extra)
+    return table.select(*exprs, *extra).rechunk()
 
 
 def conform_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
