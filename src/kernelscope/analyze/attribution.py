@@ -146,7 +146,7 @@ def _with_launches(
         pl.col("start_ns").alias("launch_start_ns"),
         pl.col("dur_ns").alias("launch_dur_ns"),
     )
-    joined = kernels.join(launch_cols, on="correlation", how="left")
+    joined = _beside(kernels, launch_cols, ["correlation"])
     missing = joined.filter(pl.col("launch_start_ns").is_null() & pl.col("external_id").is_not_null())
     if missing.height:
         # Kernels without a launch record: use the CPU op that carries the kernel's External id.
@@ -160,12 +160,19 @@ def _with_launches(
                 pl.col("start_ns").alias("op_start_ns"),
             )
         )
-        joined = joined.join(by_external, on="external_id", how="left").with_columns(
+        joined = _beside(joined, by_external, ["external_id"]).with_columns(
             pl.coalesce("pid", "op_pid").alias("pid"),
             pl.coalesce("tid", "op_tid").alias("tid"),
             pl.coalesce("launch_start_ns", "op_start_ns").alias("launch_start_ns"),
         ).drop("op_pid", "op_tid", "op_start_ns")
-    return joined.join(threads, on=["pid", "tid"], how="left")
+    return _beside(joined, threads, ["pid", "tid"])
+
+
+def _beside(table: pl.DataFrame, other: pl.DataFrame, on: list[str]) -> pl.DataFrame:
+    """A left join on keys unique in `other`, without copying `table`: only the key columns are joined, and the
+    columns found are set beside the table's own (a full join would gather every column of a wide table)."""
+    found = table.select(on).join(other, on=on, how="left", maintain_order="left", nulls_equal=False)
+    return table.with_columns(found.drop(on).get_columns())
 
 
 def _cpu_self_time_kernels(cpu: pl.DataFrame, index: NestedIntervals) -> pl.DataFrame:

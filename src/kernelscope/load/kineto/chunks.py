@@ -67,12 +67,28 @@ def chunk_ranges(data: mmap.mmap, offset: int, length: int, chunk_bytes: int = C
 
 
 def chunk_text(data: mmap.mmap, chunk: Chunk) -> bytearray:
-    """One chunk of events as a JSON array (a single copy out of the map)."""
+    """One chunk of events as a JSON array (a single copy out of the map; the map's pages of it are then let
+    go, so that the file does not stay resident behind the decoded tables)."""
     text = bytearray() if chunk.opens else bytearray(b"[")
     text += memoryview(data)[chunk.start:chunk.stop]
     if not chunk.closes:
         text += b"]"
+    release(data, chunk.start, chunk.stop)
     return text
+
+
+def release(data: mmap.mmap, start: int = 0, stop: int | None = None) -> None:
+    """Drop the process's resident pages of data[start:stop] (they stay in the page cache, or in the memory
+    file of a decompressed trace; reading them again is a cheap fault). Whole pages inside the range only."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if advice is None:
+        return
+    page = mmap.PAGESIZE
+    first = -(-start // page) * page
+    last = (len(data) if stop is None else stop) // page * page
+    if last > first:
+        with contextlib.suppress(OSError, ValueError):
+            data.madvise(advice, first, last - first)
 
 
 Decode = Callable[[bytes | bytearray, bool], dict[str, Any]]

@@ -13,7 +13,7 @@ import polars as pl
 from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
 from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
-from kernelscope.load.kineto.chunks import PARALLEL_BYTES, ChunkError, chunk_ranges, decode_chunks
+from kernelscope.load.kineto.chunks import PARALLEL_BYTES, ChunkError, chunk_ranges, decode_chunks, release
 from kernelscope.load.kineto.document import EventArray, locate_events, open_trace_text
 from kernelscope.load.kineto.events import decode_chunk
 from kernelscope.load.names import bounded
@@ -47,6 +47,7 @@ def _decode(decode, plain: Path, data, array: EventArray, workers: int, chunk_by
             final: bool = False) -> list[dict]:
     kwargs = {"chunk_bytes": chunk_bytes} if chunk_bytes else {}
     chunks = chunk_ranges(data, array.offset, array.length, closed=not array.unclosed, **kwargs)
+    release(data)  # finding the split points read the whole file; decoding reads it again chunk by chunk
     return decode_chunks(decode, plain, data, chunks, workers, final=final)
 
 
