@@ -18,6 +18,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -31,6 +32,7 @@ from kernelscope.load.kineto.document import mapped
 from kernelscope.workers import forkserver_context
 
 CHUNK_BYTES = 16 << 20
+HELPER_START_S = 0.5  # the longest the parent waits for a helper to start before decoding alone
 PARALLEL_BYTES = 64 << 20
 _SEPARATOR = re.compile(rb"\}\s*,\s*\{")
 
@@ -114,6 +116,11 @@ def decode_chunks(decode: Decode, plain: Path, data: mmap.mmap, chunks: list[Chu
             submitter = threading.Thread(target=lambda: futures.extend(
                 pool.submit(_helper_chunks, decode, str(plain), chunks, spool) for _ in range(workers - 1)))
             submitter.start()
+            # Decoding holds the GIL for long stretches, and the executor's threads need it to hand the task
+            # over: let the helper start first (it takes its first chunk), or give up waiting after a moment.
+            started = time.monotonic()
+            while bounds[1] == len(chunks) and time.monotonic() - started < HELPER_START_S:
+                time.sleep(0.005)
             while (index := _take(bounds, from_back=False)) is not None:
                 results[index] = decode(chunk_text(data, chunks[index]), False)
             submitter.join()
