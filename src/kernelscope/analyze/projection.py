@@ -239,9 +239,16 @@ def group_projection(projected: pl.DataFrame) -> pl.DataFrame:
 def phase_time(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options, phase: str,
                source_l2_bytes: float | None) -> float:
     """Projected device time per step of one phase (ns)."""
-    projected = project(inputs.filter(pl.col("phase") == phase), target, model, options, source_l2_bytes)
-    steps = step_counts(projected).get(phase, 1)
-    return float(projected["projected_ns"].sum()) / steps
+    return phase_times(inputs.filter(pl.col("phase") == phase), target, model, options, source_l2_bytes)[phase]
+
+
+def phase_times(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options,
+                source_l2_bytes: float | None) -> dict[str, float]:
+    """Projected device time per step of every phase (ns), from one projection."""
+    projected = project(inputs, target, model, options, source_l2_bytes)
+    steps = step_counts(projected)
+    totals = projected.group_by("phase").agg(pl.col("projected_ns").sum())
+    return {phase: float(total) / steps.get(phase, 1) for phase, total in totals.iter_rows()}
 
 
 def sweep(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options, parameter: str,
@@ -272,6 +279,13 @@ def requirement(inputs: pl.DataFrame, target: Target, model: ProjectionModel, op
     """The smallest value of `parameter` ("bandwidth", or a precision: all compute peaks scaled together) for
     which the phase's projected time per step reaches goal_ns, and the floor no value of it goes below (the
     other terms). None when the goal is under the floor."""
+    return requirement_solver(inputs, target, model, options, phase, parameter, source_l2_bytes)(goal_ns)
+
+
+def requirement_solver(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options, phase: str,
+                       parameter: str, source_l2_bytes: float | None):
+    """requirement() for many goals of one phase and quantity: the projection is made once, each goal then
+    solved on its terms (goal_ns → (value needed or None, floor))."""
     projected = project(inputs.filter(pl.col("phase") == phase), target, model, options, source_l2_bytes)
     steps = step_counts(projected).get(phase, 1)
     scaled = projected.filter(pl.col("bound").is_in(["memory", "compute", "latency"]))
@@ -286,20 +300,24 @@ def requirement(inputs: pl.DataFrame, target: Target, model: ProjectionModel, op
         return (fixed + latency + float(work.sum())) / steps
 
     floor = at(math.inf)
-    if floor > goal_ns:
-        return None, floor
-    lo, hi = 1e-9, 1.0
-    while at(hi) > goal_ns:
-        hi *= 2
-    for _ in range(200):  # the time falls monotonically as the quantity grows: bisect on a log scale
-        mid = math.sqrt(lo * hi)
-        if at(mid) <= goal_ns:
-            hi = mid
-        else:
-            lo = mid
-        if hi / lo < 1.0001:
-            break
-    return _value(target, parameter, hi), floor
+
+    def solve(goal_ns: float) -> tuple[float | None, float]:
+        if floor > goal_ns:
+            return None, floor
+        lo, hi = 1e-9, 1.0
+        while at(hi) > goal_ns:
+            hi *= 2
+        for _ in range(200):  # the time falls monotonically as the quantity grows: bisect on a log scale
+            mid = math.sqrt(lo * hi)
+            if at(mid) <= goal_ns:
+                hi = mid
+            else:
+                lo = mid
+            if hi / lo < 1.0001:
+                break
+        return _value(target, parameter, hi), floor
+
+    return solve
 
 
 def _value(target: Target, parameter: str, scale: float) -> float:

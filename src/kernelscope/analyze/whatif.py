@@ -25,9 +25,9 @@ from kernelscope.analyze.projection import (
     Target,
     group_projection,
     phase_projection,
-    phase_time,
+    phase_times,
     project,
-    requirement,
+    requirement_solver,
     sweep,
 )
 from kernelscope.contracts.run_info import RunInfo
@@ -151,10 +151,11 @@ def _scenarios(inputs: pl.DataFrame, target: Target, model: ProjectionModel, opt
     decode and prefill time per step and the speed-up over the target as given."""
     rows = []
     base: dict[str, float] = {}
+    subset = inputs.filter(pl.col("phase").is_in([ranges.DECODE, ranges.PREFILL]))  # one projection a scenario
     for scenario in [{"name": "as given", "what": "nothing: the baseline the speed-ups divide"}, *settings["scenarios"]]:
         varied, opts = _apply(target, options, scenario)
-        times = {p: phase_time(inputs, varied, model, opts, p, source_l2) for p in (ranges.DECODE, ranges.PREFILL)
-                 if inputs.filter(pl.col("phase") == p).height}
+        every = phase_times(subset, varied, model, opts, source_l2)
+        times = {p: every[p] for p in (ranges.DECODE, ranges.PREFILL) if p in every}
         if not base:
             base = times
         rows.append({"scenario": scenario["name"], "what": scenario.get("what", ""),
@@ -197,10 +198,12 @@ def _requirements(inputs: pl.DataFrame, target: Target, model: ProjectionModel, 
         if not inputs.filter(pl.col("phase") == phase).height:
             continue
         current = phases.filter(pl.col("phase") == phase)["target_model_ns"]
+        on_bandwidth = requirement_solver(inputs, target, model, options, phase, "bandwidth", source_l2)
+        on_compute = requirement_solver(inputs, target, model, options, phase, "bf16", source_l2)
         for goal_ms in goals:
             goal = goal_ms * 1e6
-            bandwidth, bw_floor = requirement(inputs, target, model, options, phase, goal, "bandwidth", source_l2)
-            compute, cmp_floor = requirement(inputs, target, model, options, phase, goal, "bf16", source_l2)
+            bandwidth, bw_floor = on_bandwidth(goal)
+            compute, cmp_floor = on_compute(goal)
             rows.append({"phase": phase, "goal_ms": goal_ms,
                          "projected_ms": float(current[0]) / 1e6 if current.len() else None,
                          "bandwidth_needed": bandwidth, "bandwidth_floor_ms": bw_floor / 1e6,

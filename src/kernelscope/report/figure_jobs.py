@@ -45,6 +45,15 @@ def main_module_importable() -> bool:
     return spec is not None or (path is not None and Path(path).is_file())
 
 
+def warm_up_helper() -> None:
+    """Start the fork server now (it imports matplotlib in the background), so that the helper draw_all starts
+    later forks at once. Nothing happens where draw_all would not use a helper; a failure is draw_all's to meet."""
+    if (os.cpu_count() or 1) < 2 or not main_module_importable():
+        return
+    with contextlib.suppress(Exception):
+        forkserver_context(["kernelscope.report.figures"])
+
+
 def draw_all(jobs: list[FigureJob]) -> dict[str, list[Path]]:
     """Every job's files, by key, in the order of `jobs`."""
     formats = figure_formats.chosen.get()

@@ -18,7 +18,7 @@ from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
-from kernelscope.report.figure_jobs import FigureJob, draw_all
+from kernelscope.report.figure_jobs import FigureJob, draw_all, warm_up_helper
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.tables_spec import SPECS, table_markdown
@@ -67,6 +67,7 @@ def render_report(
     languages: tuple[str, ...] = LANGUAGES, html: bool = True,
 ) -> list[Path]:
     """Writes the reports, figures/ and tables/*.csv into out_dir (created). Returns the files written."""
+    warm_up_helper()  # the figure helper's fork server loads matplotlib while the tables are computed
     tables = report_tables(run, ceilings)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(tables, out_dir / "tables")
