@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, steps) -> int:
 
 def _baseline_dirs(args: argparse.Namespace) -> tuple[list[Path], str]:
     """The baseline's run directories and how the summary names them."""
-    from kernelscope.load.dataset import open_dataset
+    from kernelscope.load.dataset import fetch_rows, open_dataset
     from kernelscope.load.run_locations import find_runs
 
     text = args.baseline
@@ -81,9 +81,7 @@ def _baseline_dirs(args: argparse.Namespace) -> tuple[list[Path], str]:
     column = next((c for c in ("run_dir", "run_id") if c in relation.columns), None)
     if column is None:
         raise UserError("--baseline query: select a run_dir or run_id column (e.g. select run_dir from runs where …)")
-    from kernelscope.commands.query import _rows
-
-    values = {str(row[0]) for row in _rows(relation.select(column))}
+    values = {str(row[0]) for row in fetch_rows(relation.select(column))}
     dirs = [Path(r.directory) for r in dataset.runs if (r.directory if column == "run_dir" else r.run_id) in values]
     if any("://" in str(d) for d in dirs):
         raise UserError("--baseline query: check reads baseline runs from local directories only")

@@ -32,17 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, steps) -> int:
     if args.format == "parquet" and args.out is None:
         raise UserError("query --format parquet: give the file to write with --out")
-    from kernelscope.load.dataset import open_dataset
+    from kernelscope.load.dataset import fetch_rows, open_dataset, write_parquet
     from kernelscope.load.rundir import new_file
 
     dataset = open_dataset([str(location) for location in args.locations])
     relation = dataset.query(args.sql)
     if args.format == "parquet":
         with new_file(args.out) as tmp:
-            _write_parquet(relation, tmp)
+            write_parquet(relation, str(tmp))
         print(args.out.resolve())
         return 0
-    text = _render(args.format, relation.columns, _rows(relation))
+    text = _render(args.format, relation.columns, fetch_rows(relation))
     if args.out is None:
         sys.stdout.write(text)
         return 0
@@ -50,24 +50,6 @@ def run(args: argparse.Namespace, steps) -> int:
         tmp.write_text(text, encoding="utf-8")
     print(args.out.resolve())
     return 0
-
-
-def _rows(relation) -> list[tuple]:
-    import duckdb
-
-    try:
-        return relation.fetchall()
-    except duckdb.Error as exc:  # errors found only while running (a file unreadable, a cast failing)
-        raise UserError(f"query: {' '.join(str(exc).split())}") from None
-
-
-def _write_parquet(relation, path: Path) -> None:
-    import duckdb
-
-    try:
-        relation.write_parquet(str(path))
-    except duckdb.Error as exc:
-        raise UserError(f"query: {' '.join(str(exc).split())}") from None
 
 
 def _render(fmt: str, columns: list[str], rows: list[tuple]) -> str:

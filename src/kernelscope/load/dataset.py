@@ -60,6 +60,25 @@ class Dataset:
         return relation
 
 
+def fetch_rows(relation: duckdb.DuckDBPyRelation) -> list[tuple[Any, ...]]:
+    """The relation's rows; errors met only while running (a file unreadable, a cast failing) as one line."""
+    import duckdb
+
+    try:
+        return relation.fetchall()
+    except duckdb.Error as exc:
+        raise UserError(f"query: {_first_line(exc)}") from None
+
+
+def write_parquet(relation: duckdb.DuckDBPyRelation, path: str) -> None:
+    import duckdb
+
+    try:
+        relation.write_parquet(path)
+    except duckdb.Error as exc:
+        raise UserError(f"query: {_first_line(exc)}") from None
+
+
 def open_dataset(locations: list[str]) -> Dataset:
     """The runs under `locations` (run directories, folders of runs, globs, remote locations) as a Dataset."""
     import duckdb
