@@ -16,10 +16,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "kernelscope"
 # Stage rank: a module may import kernelscope modules of its own rank or lower. Shared vocabulary (rank -1)
 # may be imported by every module and imports only other shared vocabulary.
 STAGES = {"workload": 0, "capture": 1, "load": 2, "analyze": 3, "report": 4, "export": 4, "pipeline": 5,
-          "commands": 6, "cli": 7, "__main__": 7}
+          "commands": 6, "api": 6, "cli": 7, "__main__": 7}
 SHARED = {"contracts", "errors", "ranges", "packaged", "filenames", "progress", "engine_costs", "__init__", "data",
           "workers"}
 ENGINE_MAY_IMPORT = {"kernelscope.engine", "kernelscope.engine_costs"}
+# The package's one lazy door to a stage: `kernelscope.open_run` & co. load kernelscope.api on first use.
+PACKAGE_API = ("kernelscope.__init__", "kernelscope.api")
 HEAVY = ("torch", "matplotlib", "transformers", "triton", "jinja2", "markdown_it")
 # Calls that read or write files; analysis gets its data passed in (load/ reads, report/ writes).
 IO_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "read_parquet", "write_parquet",
@@ -77,6 +79,8 @@ def test_stage_order(module: str, path: Path):
         if not name.startswith("kernelscope.") or name == "kernelscope":
             continue
         other = _rank(name)
+        if (module, name) == PACKAGE_API:
+            continue
         if _top(name) == "engine":
             assert _top(module) == "workload", f"{module} imports the engine ({name}); only workload/ runs it"
             continue
@@ -105,14 +109,20 @@ def test_verbs_do_not_call_each_other():
             assert not others, f"{module} imports the verb module(s) {others}; shared steps live in kernelscope.pipeline"
 
 
-def _loaded_after(code: str) -> list[str]:
-    probe = f"import sys\n{code}\nprint(' '.join(m for m in {HEAVY + ('polars', 'numpy')!r} if m in sys.modules))"
+def _loaded_after(code: str, watched: tuple[str, ...] = HEAVY + ("polars", "numpy")) -> list[str]:
+    probe = f"import sys\n{code}\nprint(' '.join(m for m in {watched!r} if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     return result.stdout.split()
 
 
 def test_the_command_line_is_built_without_heavy_libraries():
     assert _loaded_after("from kernelscope.cli import build_parser; build_parser()") == []
+
+
+def test_importing_the_package_loads_no_library():
+    watched = (*HEAVY, "polars", "numpy", "duckdb", "ray")
+    assert _loaded_after("import kernelscope; kernelscope.__version__", watched) == []
+    assert _loaded_after("from kernelscope.cli import build_parser; build_parser()", watched) == []
 
 
 def test_an_import_without_report_loads_no_plotting_and_no_model_library(tmp_path):

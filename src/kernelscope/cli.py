@@ -21,6 +21,8 @@ VERBS = {
     "import": "kernelscope.commands.imports",
     "report": "kernelscope.commands.report",
     "compare": "kernelscope.commands.compare",
+    "query": "kernelscope.commands.query",
+    "check": "kernelscope.commands.check",
     "export": "kernelscope.commands.export",
     "whatif": "kernelscope.commands.whatif",
     "presets": "kernelscope.commands.presets",

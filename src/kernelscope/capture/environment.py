@@ -42,7 +42,18 @@ def describe_software() -> Software:
         polars=_version("polars"),
         msgspec=_version("msgspec"),
         argv=list(sys.argv),
+        commit=_source_commit(),
     )
+
+
+def _source_commit() -> str | None:
+    """The git commit kernelscope's source is at, where it runs from a checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=os.path.dirname(kernelscope.__file__),
+                             capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
 
 
 def _version(package: str) -> str | None:

@@ -134,6 +134,9 @@ class Software(_Record, kw_only=True):
     polars: str | None = None
     msgspec: str | None = None
     argv: list[str] | None = None
+    # The git commit of the kernelscope checkout that made the run (its engine's code on `--backend engine`),
+    # where it ran from one; the `commit` column of `kernelscope query` (docs/dataset.md).
+    commit: str | None = None
 
 
 class Capture(_Record, kw_only=True):

@@ -1,0 +1,90 @@
+"""`kernelscope check RUN --baseline RUN_OR_QUERY`: a regression gate for CI. Exit 1 when the run is slower than
+its baseline beyond the runs' noise (or --max-slowdown), 0 otherwise, 2 on bad input; the verdict is printed and
+written as Markdown for a pull-request comment (docs/dataset.md states the rule)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from kernelscope.errors import UserError
+
+HELP = "regression gate for CI: fail when a run is slower than its baseline beyond the noise"
+DESCRIPTION = (
+    "Compare a run's device time per step (per phase), TPOT, TTFT and top kernels with a baseline: a run "
+    "directory, a folder of runs, or a SQL query over --baseline-from locations that selects runs (a run_dir "
+    "or run_id column). Thresholds come from the runs' noise (step-to-step spread, repeat spread) with a floor; "
+    "--max-slowdown 5%% sets one for every figure. Prints what regressed and why (kernels, layers), writes the "
+    "Markdown summary to --summary, and exits 1 on regression, 0 otherwise."
+)
+DEFAULT_SUMMARY = Path("kernelscope-check.md")
+_SQL = re.compile(r"^\s*(select|with|from|\()", re.IGNORECASE)
+
+
+def max_slowdown(text: str) -> float:
+    """`5%` or `5` (percent) → 0.05."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*%?\s*", text)
+    value = float(match.group(1)) / 100 if match else -1.0
+    if not 0 < value <= 10:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5% (above 0, at most 1000%), got '{text}'")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, metavar="RUN", help="the run directory to check")
+    parser.add_argument("--baseline", required=True, metavar="RUN_OR_QUERY",
+                        help="a run directory, a folder of runs (their median), or a SQL query selecting runs "
+                             "from --baseline-from (e.g. \"select run_dir from runs where commit = 'abc123'\")")
+    parser.add_argument("--baseline-from", action="append", metavar="RUNS",
+                        help="where a --baseline query looks: run directories, folders, globs, remote locations; "
+                             "repeatable (default: the folder that holds RUN)")
+    parser.add_argument("--max-slowdown", type=max_slowdown, metavar="PCT",
+                        help="the slowdown every figure may show (e.g. 5%%), instead of the noise-aware thresholds")
+    parser.add_argument("--summary", type=Path, default=DEFAULT_SUMMARY, metavar="FILE",
+                        help=f"Markdown summary to write (default ./{DEFAULT_SUMMARY}; replaced if there)")
+
+
+def run(args: argparse.Namespace, steps) -> int:
+    from kernelscope.analyze.regression import check, combine, figures
+    from kernelscope.load.rundir import new_file, read_run
+    from kernelscope.report.check import render_verdict
+
+    candidate = read_run(args.run)
+    baseline_dirs, baseline_label = _baseline_dirs(args)
+    candidate_dir = args.run.resolve()
+    baseline_dirs = [d for d in baseline_dirs if d.resolve() != candidate_dir] or baseline_dirs
+    baselines = [figures(d.name, read_run(d)) for d in baseline_dirs]
+    verdict = check(combine(baseline_label, baselines), figures(args.run.name, candidate), args.max_slowdown)
+    text = render_verdict(verdict, str(args.run), baseline_label)
+    print(text, end="")
+    with new_file(args.summary, replace=True) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return 1 if verdict.regressed else 0
+
+
+def _baseline_dirs(args: argparse.Namespace) -> tuple[list[Path], str]:
+    """The baseline's run directories and how the summary names them."""
+    from kernelscope.load.dataset import fetch_rows, open_dataset
+    from kernelscope.load.run_locations import find_runs
+
+    text = args.baseline
+    if not _SQL.match(text):
+        if not Path(text).exists():
+            raise UserError(f"--baseline {text}: no such run directory (nor a SQL query: those start with SELECT "
+                            f"or WITH)")
+        runs = find_runs([text])
+        return [Path(r.directory) for r in runs], text if len(runs) == 1 else f"{text} ({len(runs)} runs)"
+    locations = args.baseline_from or [str(args.run.resolve().parent)]
+    dataset = open_dataset(locations)
+    relation = dataset.query(text)
+    column = next((c for c in ("run_dir", "run_id") if c in relation.columns), None)
+    if column is None:
+        raise UserError("--baseline query: select a run_dir or run_id column (e.g. select run_dir from runs where …)")
+    values = {str(row[0]) for row in fetch_rows(relation.select(column))}
+    dirs = [Path(r.directory) for r in dataset.runs if (r.directory if column == "run_dir" else r.run_id) in values]
+    if any("://" in str(d) for d in dirs):
+        raise UserError("--baseline query: check reads baseline runs from local directories only")
+    if not dirs:
+        raise UserError("--baseline query: selects no runs")
+    return dirs, f"{len(dirs)} run{'s' if len(dirs) > 1 else ''} selected by the query"

@@ -1,0 +1,184 @@
+"""Many run directories as one SQL dataset: an in-memory DuckDB database whose views read the runs' Parquet files
+where they are (nothing is copied), each row tagged with its run's id and metadata (docs/dataset.md).
+
+Tables and views: `runs` (one row per run: run.json and summary.json figures), `kernels`, `ops`, `ncu` (the runs'
+tables, conformed to the run format's columns, so runs of older versions and of every source line up), `steps`
+(device time per run, rank, phase, generation and step, from kernels). Every data view starts with the run's
+columns RUN_COLUMNS; the tables' own `device` column (a CUDA device index) is there as `device_index`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from kernelscope.contracts.tables import KERNEL_COLUMNS, OP_COLUMNS, RANK, UNKNOWN_PHASE
+from kernelscope.errors import UserError
+from kernelscope.load.run_locations import RunFiles, find_runs
+
+if TYPE_CHECKING:
+    import duckdb
+
+# The run's columns every data view starts with.
+RUN_COLUMNS = ("run_id", "model", "device", "batch", "commit", "date")
+# A table column named like a run column is renamed.
+RENAMED = {"device": "device_index"}
+VIEWS = ("runs", "kernels", "ops", "ncu", "steps")
+
+# runs: column → DuckDB type, in order.
+RUNS_SCHEMA: dict[str, str] = {
+    "run_id": "VARCHAR", "run_dir": "VARCHAR", "source": "VARCHAR", "date": "TIMESTAMP", "model": "VARCHAR",
+    "device": "VARCHAR", "batch": "BIGINT", "prompt_len": "BIGINT", "new_tokens": "BIGINT", "dtype": "VARCHAR",
+    "backend": "VARCHAR", "commit": "VARCHAR", "kernelscope": "VARCHAR", "gpus": "BIGINT", "ranks": "BIGINT",
+    "kind": "VARCHAR", "kernel_count": "BIGINT", "device_time_us": "DOUBLE", "ttft_ms": "DOUBLE",
+    "tpot_ms": "DOUBLE", "e2e_ms": "DOUBLE", "tokens_per_s": "DOUBLE", "repeats": "BIGINT", "tables": "BOOLEAN",
+}
+_DUCK_TYPES = {pl.Int64: "BIGINT", pl.Float64: "DOUBLE", pl.String: "VARCHAR", pl.Boolean: "BOOLEAN"}
+_DEFAULTS = {"instances": "1", RANK: "0", "phase": f"'{UNKNOWN_PHASE}'"}
+
+
+@dataclass
+class Dataset:
+    """The runs found and the connection whose views read them."""
+
+    con: duckdb.DuckDBPyConnection
+    runs: list[RunFiles]
+
+    def query(self, sql: str) -> duckdb.DuckDBPyRelation:
+        """The result of `sql` over the views; a bad statement is one UserError line."""
+        import duckdb
+
+        try:
+            relation = self.con.sql(sql)
+        except duckdb.Error as exc:
+            raise UserError(f"query: {_first_line(exc)}") from None
+        if relation is None:
+            raise UserError("query: the statement returns no rows (give a SELECT)")
+        return relation
+
+
+def fetch_rows(relation: duckdb.DuckDBPyRelation) -> list[tuple[Any, ...]]:
+    """The relation's rows; errors met only while running (a file unreadable, a cast failing) as one line."""
+    import duckdb
+
+    try:
+        return relation.fetchall()
+    except duckdb.Error as exc:
+        raise UserError(f"query: {_first_line(exc)}") from None
+
+
+def write_parquet(relation: duckdb.DuckDBPyRelation, path: str) -> None:
+    import duckdb
+
+    try:
+        relation.write_parquet(path)
+    except duckdb.Error as exc:
+        raise UserError(f"query: {_first_line(exc)}") from None
+
+
+def open_dataset(locations: list[str]) -> Dataset:
+    """The runs under `locations` (run directories, folders of runs, globs, remote locations) as a Dataset."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    runs = find_runs(locations, con)
+    try:
+        _create_runs(con, runs)
+        _create_table_view(con, "kernels", [r.kernels for r in runs if r.kernels is not None], KERNEL_COLUMNS)
+        _create_table_view(con, "ops", [r.ops for r in runs if r.ops is not None], OP_COLUMNS)
+        _create_table_view(con, "ncu", [r.ncu for r in runs if r.ncu is not None], {})
+        _create_steps(con)
+    except duckdb.Error as exc:
+        raise UserError(f"cannot read the runs' tables ({_first_line(exc)})") from None
+    return Dataset(con=con, runs=runs)
+
+
+def run_row(run: RunFiles) -> tuple[Any, ...]:
+    """A run's row of the runs table, in RUNS_SCHEMA's order."""
+    info, summary = run.info, run.summary
+    workload = info.workload
+    plain = info.plain_timings
+    files = info.trace.files if info.trace is not None and isinstance(info.trace.files, list) else []
+    values = {
+        "run_id": run.run_id, "run_dir": run.directory, "source": info.source, "date": _date(info.created),
+        "model": (workload.model if workload is not None else None) or (summary.model if summary else None),
+        "device": info.hardware.name or (summary.device if summary else None),
+        "batch": workload.batch_size if workload else None, "prompt_len": workload.prompt_len if workload else None,
+        "new_tokens": workload.new_tokens if workload else None, "dtype": workload.dtype if workload else None,
+        "backend": workload.backend if workload else None, "commit": info.software.commit,
+        "kernelscope": info.software.kernelscope, "gpus": info.hardware.count, "ranks": max(len(files), 1),
+        "kind": summary.kind if summary else None, "kernel_count": summary.kernel_count if summary else None,
+        "device_time_us": summary.device_time_us if summary else None,
+        "ttft_ms": plain.ttft_ms, "tpot_ms": plain.tpot_ms, "e2e_ms": plain.e2e_ms,
+        "tokens_per_s": plain.tokens_per_s, "repeats": plain.repeats, "tables": run.kernels is not None,
+    }
+    return tuple(values[c] for c in RUNS_SCHEMA)
+
+
+def _date(created: str | None) -> datetime | None:
+    """run.json's ISO 8601 time as a UTC timestamp without zone (null where absent or unreadable)."""
+    if not created:
+        return None
+    try:
+        moment = datetime.fromisoformat(created)
+    except ValueError:
+        return None
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def _create_runs(con: duckdb.DuckDBPyConnection, runs: list[RunFiles]) -> None:
+    columns = ", ".join(f'"{name}" {kind}' for name, kind in RUNS_SCHEMA.items())
+    con.execute(f"create table runs ({columns})")
+    marks = ", ".join("?" for _ in RUNS_SCHEMA)
+    con.executemany(f"insert into runs values ({marks})", [list(run_row(r)) for r in runs])
+    con.execute("create table _run_files (run_id VARCHAR, file VARCHAR)")
+    files = [[r.run_id, f] for r in runs for f in (r.kernels, r.ops, r.ncu) if f is not None]
+    con.executemany("insert into _run_files values (?, ?)", files)
+
+
+def _create_table_view(con: duckdb.DuckDBPyConnection, view: str, files: list[str],
+                       schema: dict[str, pl.DataType]) -> None:
+    """`view`: the run columns, then the schema's columns (typed; missing ones null or their default), then the
+    files' other columns."""
+    run_cols = ", ".join(f'r."{c}"' for c in RUN_COLUMNS)
+    if not files:  # no run has this table (ncu): the run columns and the schema's, no rows
+        typed = [f'NULL::{_DUCK_TYPES.get(type(t), "VARCHAR")} as "{_renamed(n)}"' for n, t in schema.items()]
+        con.execute(f"create view {view} as select {', '.join([run_cols, *typed])} from runs r where false")
+        return
+    source = f"read_parquet({_sql_list(files)}, filename=true, union_by_name=true)"
+    present = [row[0] for row in con.execute(f"describe select * from {source}").fetchall()]
+    selected = []
+    for name, dtype in schema.items():
+        kind = _DUCK_TYPES.get(type(dtype), "VARCHAR")
+        value = f't."{name}"::{kind}' if name in present else f"NULL::{kind}"
+        if name in _DEFAULTS:
+            value = f"coalesce({value}, {_DEFAULTS[name]})"
+        selected.append(f'{value} as "{_renamed(name)}"')
+    selected += [f't."{name}" as "{_renamed(name)}"' for name in present if name not in schema and name != "filename"]
+    con.execute(f"create view {view} as select {run_cols}, {', '.join(selected)} from {source} t "
+                f"join _run_files f on t.filename = f.file join runs r on r.run_id = f.run_id")
+
+
+def _create_steps(con: duckdb.DuckDBPyConnection) -> None:
+    keys = ", ".join([*RUN_COLUMNS, "rank", "phase", "generation", "step"])
+    con.execute(f"create view steps as select {keys}, sum(instances)::BIGINT as kernel_count, "
+                f"sum(dur_ns)::BIGINT as device_time_ns, min(start_ns) as first_start_ns, "
+                f"max(start_ns + dur_ns) as last_end_ns from kernels group by {keys}")
+
+
+def _renamed(name: str) -> str:
+    if name in RENAMED:
+        return RENAMED[name]
+    return f"table_{name}" if name in RUN_COLUMNS else name
+
+
+def _sql_list(items: list[str]) -> str:
+    return "[" + ", ".join("'" + item.replace("'", "''") + "'" for item in items) + "]"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
