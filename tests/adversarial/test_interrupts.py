@@ -79,6 +79,29 @@ def test_signal_during_import_leaves_nothing(place, name, delay):
     assert _leftovers(work, temp) == []
 
 
+@pytest.mark.parametrize("delay", [0.8, 2.0])
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_signal_during_a_parallel_import_of_ranks_leaves_nothing(place, name, delay):
+    """Several files are read by helper processes (commands/importers/rank_files.py): a signal stops them too and
+    removes their spool."""
+    work, temp = place
+    signum, code = SIGNALS[name]
+    files = [str(TRACE)] * 4
+    proc = _start(["import", *files, "--out", "out", "--no-report", "--jobs", "2"], work, temp)
+    time.sleep(delay)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err, err
+    if proc.returncode == 0:
+        assert (work / "out" / "kernels.parquet").is_file()
+    elif proc.returncode == -signum:
+        assert not (work / "out").exists()
+    else:
+        assert proc.returncode == code, (proc.returncode, err)
+        assert len(err.strip().splitlines()) == 1 and not (work / "out").exists()
+    assert _leftovers(work, temp) == []
+
+
 @pytest.fixture(scope="module")
 def updated_files(tmp_path_factory) -> set[str]:
     """The entries of the run after an uninterrupted report."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kernelscope.commands.arguments import add_output_args
+from kernelscope.commands.arguments import add_output_args, positive_int
 from kernelscope.errors import UserError
 
 HELP = "make a run directory from traces made elsewhere: Kineto, Nsight Systems, Nsight Compute"
@@ -36,6 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", metavar="DEVICE",
                         help="the GPU the recording ran on, for files that name it generically or not at all: a "
                              "key or device name of `kernelscope hw list` (picks the datasheet ceilings)")
+    parser.add_argument("--jobs", type=_jobs, metavar="N",
+                        help="processes that read several trace files at once (default: one per core and file, as "
+                             "memory allows; 1: one after the other)")
+    parser.add_argument("--cluster", metavar="ADDRESS",
+                        help="read the trace files as tasks on a Ray cluster (ray://host:port, or local: a Ray "
+                             "instance on this machine); needs the ray extra (pip install 'kernelscope[ray]') and "
+                             "the files at the same paths on every node")
     add_output_args(parser)
 
 
@@ -57,6 +64,10 @@ def run(args: argparse.Namespace, steps) -> int:
         raise UserError("import --capture: capture traces go with Kineto or Nsight Systems traces only")
     if args.into is not None and args.device:
         raise UserError("import --device: the run given with --into already names its device")
+    if args.cluster is not None:
+        if kind is not None:
+            raise UserError("import --cluster: only trace files (Kineto, nsys) are read on a cluster")
+        _check_ray(args.cluster)
     device_spec = _device_spec(args.device)
     report = not args.no_report
     with steps.step(f"Importing {len(args.files)} file{'s' if len(args.files) > 1 else ''}"):
@@ -74,9 +85,26 @@ def run(args: argparse.Namespace, steps) -> int:
             from kernelscope.commands.importers.traces import import_traces
 
             path = import_traces(args.files, args.out, args.runs_dir, report=report, languages=args.lang,
-                                 device_spec=device_spec, captures=captures)
+                                 device_spec=device_spec, captures=captures, jobs=args.jobs, cluster=args.cluster)
     print(path)
     return 0
+
+
+def _jobs(text: str) -> int:
+    value = positive_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("expected at least 1")
+    return value
+
+
+def _check_ray(address: str) -> None:
+    """A clear line, before any work, when the cluster cannot be used."""
+    import importlib.util
+
+    if address != "local" and not address.startswith("ray://"):
+        raise UserError(f"import --cluster: expected ray://host:port or local, got '{address}'")
+    if importlib.util.find_spec("ray") is None:
+        raise UserError("import --cluster: Ray is not installed (pip install 'kernelscope[ray]')")
 
 
 def _capture_files(paths: list[Path]) -> list[Path]:

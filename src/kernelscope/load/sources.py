@@ -59,8 +59,9 @@ def source_kind(path: Path) -> str:
     return KINETO
 
 
-def read_trace(path: Path) -> TraceTables:
-    """A trace of any kind in TRACE_KINDS as tables."""
+def read_trace(path: Path, workers: int | None = None) -> TraceTables:
+    """A trace of any kind in TRACE_KINDS as tables. workers: processes a large Kineto trace may use (default: the
+    reader's choice; 1 where files are already read in parallel)."""
     kind = source_kind(path)
     if kind == NSYS_REP:
         with tempfile.TemporaryDirectory(prefix="kernelscope-nsys-") as workdir:
@@ -68,7 +69,7 @@ def read_trace(path: Path) -> TraceTables:
     if kind == NSYS_SQLITE:
         return load_nsys_sqlite(path)
     if kind == KINETO:
-        return load_kineto(path)
+        return load_kineto(path, workers=workers)
     raise UserError(f"{path}: not a trace (a {kind} file): import it on its own")
 
 

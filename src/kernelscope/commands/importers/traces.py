@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
+from kernelscope.analyze.attribution_sources import attribution_info
 from kernelscope.analyze.graph_replays import Recording, attribute_graph_replays
 from kernelscope.analyze.ranks import combine_ranks, rank_clock_offsets, trace_ranks
 from kernelscope.analyze.recordings import capture_recordings
+from kernelscope.commands.importers.rank_files import read_ranks, read_ranks_on_ray
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import TraceInfo
 from kernelscope.load import rundir
@@ -19,15 +19,13 @@ from kernelscope.pipeline import write_run_directory
 
 def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: bool = True,
                   languages: tuple[str, ...] = ("en", "zh"), device_spec: str | None = None,
-                  captures: list[Path] | None = None) -> Path:
-    parts, metas, sources = [], [], []
-    for path in files:
-        tables = read_trace(path)
-        kernels, ops = attribute(tables)
-        kernels, found = infer_attribution(kernels, ops)
-        parts.append((kernels, ops))
-        sources.append(found)
-        metas.append(tables.meta)
+                  captures: list[Path] | None = None, jobs: int | None = None, cluster: str | None = None) -> Path:
+    """jobs: processes that read the files (default: by cores, files and memory; rank_files.py); cluster: a Ray
+    address (`ray://…`, or `local`) whose tasks read them instead."""
+    ranks = read_ranks_on_ray(files, cluster) if cluster else read_ranks(files, jobs)
+    parts = [(r.kernels, r.ops) for r in ranks]
+    metas = [r.meta for r in ranks]
+    sources = [r.sources for r in ranks]
     kernels, ops = combine_ranks(parts, rank_clock_offsets([m.origin_us for m in metas],
                                                            [m.base_time_ns for m in metas]),
                                  trace_ranks([m.distributed_info for m in metas]))
