@@ -96,7 +96,7 @@ def roofline_physical(points: pl.DataFrame, ceilings: Ceilings, title: str, dire
     for group in colors:
         g = drawn.filter(pl.col("group") == group)
         ax.scatter(g["intensity"], g["flops_per_s"], s=_sizes(g["dur_ns"].to_numpy()), color=colors[group],
-                   alpha=0.75, edgecolors="black", linewidths=0.4, label=group)
+                   alpha=0.75, edgecolors="black", linewidths=0.4, label=literal(group))
     placed: list[tuple[float, float]] = []
     for row in drawn.head(label_top).iter_rows(named=True):
         x, y = math.log10(row["intensity"]), math.log10(row["flops_per_s"])
@@ -109,7 +109,7 @@ def roofline_physical(points: pl.DataFrame, ceilings: Ceilings, title: str, dire
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(title)
+    ax.set_title(literal(title))
     ax.grid(True, which="major", color="0.9")
     _legend(ax)
     skipped = points.height - drawn.height
@@ -146,12 +146,12 @@ def roofline_normalized(points: pl.DataFrame, ceilings: Ceilings, title: str, di
         x = [r[0] if r[0] is not None else x_lo * 1.2 for r in sel]
         y = [max(r[1], 1e-6) for r in sel]
         ax.scatter(x, y, s=_sizes(np.array([r[2]["dur_ns"] for r in sel], dtype=float)), color=color, alpha=0.75,
-                   edgecolors="black", linewidths=0.4, label=group)
+                   edgecolors="black", linewidths=0.4, label=literal(group))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity / ridge point")
     ax.set_ylabel("share of peak (FLOP/s over peak; bytes/s over bandwidth at the left edge)")
-    ax.set_title(title)
+    ax.set_title(literal(title))
     ax.grid(True, which="major", color="0.9")
     _legend(ax)
     return _save(fig, directory, stem)
@@ -183,7 +183,7 @@ def per_kernel_rooflines(points: pl.DataFrame, ceilings: Ceilings, title: str, d
         ax.set_title(_short(row["label"], 38), fontsize=7.5)
         ax.text(0.03, 0.92, f"{100 * y_point / roof:.0f}% of roof · {precision}", transform=ax.transAxes, fontsize=7)
         ax.tick_params(labelsize=6.5)
-    fig.suptitle(title)
+    fig.suptitle(literal(title))
     fig.subplots_adjust(hspace=0.45, wspace=0.3, top=0.9, left=0.07, right=0.98, bottom=0.06)
     return _save(fig, directory, stem, fitted=True)
 
@@ -241,7 +241,7 @@ def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], title: str, dire
         ax.set_xlabel(label, fontsize=8)
         ax.set_ylabel("launches", fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.suptitle(title)
+    fig.suptitle(literal(title))
     fig.subplots_adjust(hspace=0.5, wspace=0.3, top=0.9, left=0.07, right=0.98, bottom=0.08)
     return _save(fig, directory, stem, fitted=True)
 
@@ -253,12 +253,18 @@ def _legend(ax: plt.Axes) -> None:
             handle.set_sizes([30])  # marker size in the legend, not the largest point's
 
 
+def literal(text: str) -> str:
+    """An input string drawn as written: matplotlib reads text between two `$` as mathtext (`a_$x$` would lose
+    its dollars and set x in italics); an escaped dollar is drawn as a dollar."""
+    return str(text).replace("$", r"\$")
+
+
 def _short(name: str, limit: int = 34) -> str:
     # Raw C++ signatures lose their parameter list; catalog names keep their details in parentheses.
     text = name.removeprefix("void ")
     if "::" in text or "<" in text:
         text = text.split("(")[0]
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return literal(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 MEASURED_HISTOGRAMS = [
@@ -310,7 +316,7 @@ def measured_roofline(by_kernel: pl.DataFrame, ceilings: Ceilings, title: str, d
     for cls, color in colors.items():
         g = points.filter(pl.col("measured_class") == cls)
         ax.scatter(g["measured_intensity"], g["flops_per_s"], s=40, color=color, edgecolors="black",
-                   linewidths=0.4, label=cls, alpha=0.8)
+                   linewidths=0.4, label=literal(cls), alpha=0.8)
     for row in points.head(6).iter_rows(named=True):
         ax.annotate(_short(row["label"]), (row["measured_intensity"], row["flops_per_s"]), fontsize=6.5,
                     textcoords="offset points", xytext=(5, 3))
@@ -318,7 +324,7 @@ def measured_roofline(by_kernel: pl.DataFrame, ceilings: Ceilings, title: str, d
     ax.set_yscale("log")
     ax.set_xlabel("measured intensity (FLOP / DRAM byte)")
     ax.set_ylabel("measured FLOP/s")
-    ax.set_title(title)
+    ax.set_title(literal(title))
     ax.grid(True, which="major", color="0.9")
     _legend(ax)
     fig.text(0.01, -0.02, f"memory roof {ceilings.bandwidth / 1e12:.2f} TB/s ({ceilings.source.get('bandwidth')}); "
@@ -346,15 +352,15 @@ def compare_bars(mix: pl.DataFrame, labels: list[str], column: str, title: str, 
     left = np.zeros(len(labels))
     for i, group in enumerate(groups):
         widths = np.array(values[group]) / 1e3
-        ax.barh(range(len(labels)), widths, left=left, color=PALETTE[i % len(PALETTE)], label=group, height=0.6)
+        ax.barh(range(len(labels)), widths, left=left, color=PALETTE[i % len(PALETTE)], label=literal(group), height=0.6)
         left += widths
     for y, total in enumerate(left):
         ax.annotate(f"{total:,.1f} µs", (total, y), textcoords="offset points", xytext=(4, -3), fontsize=7.5)
-    ax.set_yticks(range(len(labels)), labels)
+    ax.set_yticks(range(len(labels)), [literal(label) for label in labels])
     ax.invert_yaxis()
     ax.set_xlabel("device time per step (µs)")
     ax.set_xlim(0, max(left.max(), 1e-9) * 1.18)
-    ax.set_title(title)
+    ax.set_title(literal(title))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(labels) < 3 else -0.2), ncol=3, frameon=False)
     return _save(fig, directory, stem)
 
@@ -380,7 +386,7 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
         stack.append([by_value.get(v, 0.0) / 1e3 for v in values])
     xs = [v / unit for v in values]
     fig, ax = plt.subplots(figsize=(7.2, 4.2))
-    ax.stackplot(xs, stack, labels=groups, colors=[PALETTE[i % len(PALETTE)] for i in range(len(groups))], alpha=0.85)
+    ax.stackplot(xs, stack, labels=[literal(g) for g in groups], colors=[PALETTE[i % len(PALETTE)] for i in range(len(groups))], alpha=0.85)
     totals = np.sum(np.array(stack), axis=0)
     ax.plot(xs, totals, color="0.15", lw=1.2, marker="o", ms=3)
     if mark is not None:
@@ -388,7 +394,7 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
         ax.annotate("target", (mark / unit, totals.max()), textcoords="offset points", xytext=(4, -10), fontsize=7.5)
     ax.set_xlabel(label)
     ax.set_ylabel(f"projected {phase} time per step (µs)")
-    ax.set_title(title)
+    ax.set_title(literal(title))
     ax.set_ylim(0, totals.max() * 1.1 if totals.max() > 0 else 1)
     ax.legend(loc="upper right", fontsize=7, frameon=False)
     return _save(fig, directory, stem)

@@ -103,11 +103,15 @@ def content_security_policy() -> str:
 
 
 def markdown_to_html(markdown: str, base: Path, lang: str, title: str) -> str:
+    """The page; `title` stands in where the Markdown has no level-1 heading."""
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     tokens = md.parse(markdown)
     seen: dict[str, int] = {}
     toc: list[tuple[int, str, str]] = []
     for i, token in enumerate(tokens):
+        if token.type == "heading_open" and token.tag == "h1":
+            # The page's title as the heading shows it: its Markdown escapes resolved, not the source text.
+            title = _plain_text(tokens[i + 1]) or title
         if token.type == "heading_open" and token.tag in ("h2", "h3"):
             text = _plain_text(tokens[i + 1])
             anchor = _slug(text, seen)

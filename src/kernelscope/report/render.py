@@ -248,10 +248,12 @@ def _findings(tables: ReportTables, lang: str) -> list[dict[str, Any]]:
     out = []
     for number, finding in enumerate(tables.findings, start=1):
         values = {name: metric.value for name, metric in finding.numbers.items()}
-        text = env.from_string(finding.rule[lang]).render(**values)
+        # Rendered by the page's environment, which escapes the values (input names): the result is Markdown of
+        # ours and must not be escaped a second time where the template prints it.
+        text = fmt.Markdown(env.from_string(finding.rule[lang]).render(**values))
         recommend = finding.rule.get(f"recommend_{lang}")
         out.append({"id": f"F{number}", "rule": finding.id, "kind": finding.kind, "text": text,
-                    "recommend": env.from_string(recommend).render(**values) if recommend else None})
+                    "recommend": fmt.Markdown(env.from_string(recommend).render(**values)) if recommend else None})
     return out
 
 
