@@ -22,7 +22,7 @@ GOLDEN = DATA / "golden" / "h200-qwen2-0.5b-ncu"
 SECTIONS_EN = ["Overview", "Setup", "Timings", "Top kernels by total time", "Key observations",
                "Kernel classification", "Performance characteristics by class", "Metric definitions",
                "Top kernels by single-launch duration", "Histograms", "Roofline",
-               "Layer → module → kernel breakdown", "Op groups", "Where the time comes from in the source", "Conclusions",
+               "Layer → module → kernel breakdown", "Op groups", "Conclusions",
                "Recommendations for accelerator (NPU) design", "Attribution", "Appendix: methodology",
                "Appendix: full kernel names"]
 

@@ -22,6 +22,7 @@ from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.tables_spec import SPECS, table_markdown
 from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
+from kernelscope.report.translations import descriptions
 from kernelscope.report.whatif import projection_section
 
 TOP_N = 20
@@ -37,16 +38,17 @@ CONFIG_KEYS = [
 ]
 
 
-def _env(lang: str) -> Environment:
+def _env(lang: str, cpu_run: bool = False) -> Environment:
     words = message_catalog("", lang)
     terms = words["terms"]
+    headers = {**words["headers"], **(words["headers_cpu"] if cpu_run else {})}
     env = template_environment(words, dict(
         duration=fmt.duration, ms=fmt.ms, percent=fmt.percent, ratio=fmt.ratio_percent, number=fmt.number,
-        gb=fmt.gigabytes, code=fmt.code, text=fmt.markdown_text, term=lambda v: terms.get(v, v) if isinstance(v, str) else v,
+        gb=fmt.gigabytes, bytes=fmt.byte_amount, flop=fmt.flop_amount, code=fmt.code, text=fmt.markdown_text, term=lambda v: terms.get(v, v) if isinstance(v, str) else v,
         tb=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TB/s",
         gbs=lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
         tflops=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TFLOP/s",
-        header=lambda key: words["headers"].get(key, key),
+        header=lambda key: headers.get(key, key),
         # Upper-case the first letter only: terms such as "SAM encoder" or "CPU ops" keep their capitals.
         capitalize=lambda v: v[:1].upper() + v[1:] if isinstance(v, str) else v,
     ))
@@ -75,7 +77,8 @@ def render_report(
     for lang in languages:
         context = _context(run, summary, tables, top_n, lang)
         context["figures"] = figure_links
-        text = _env(lang).get_template("report.md.j2").render(**context)
+        context["histogram_figures"] = [key for key in figure_links if "histograms" in key]
+        text = _env(lang, run.info.is_cpu).get_template("report.md.j2").render(**context)
         path = out_dir / REPORT_FILES[lang]
         path.write_text(text, encoding="utf-8")
         written.append(path)
@@ -92,11 +95,13 @@ def _title(context: dict[str, Any], lang: str) -> str:
 
 
 class _Tables:
-    """Markdown tables in one language, by their spec in tables_spec.SPECS."""
+    """Markdown tables in one language, by their spec in tables_spec.SPECS. On a CPU-only run some headers read
+    differently (CPU ops for kernels); categories and descriptions are translated like terms."""
 
-    def __init__(self, lang: str) -> None:
+    def __init__(self, lang: str, cpu_run: bool = False) -> None:
         words = message_catalog("", lang)
-        self.headers, self.terms = words["headers"], words["terms"]
+        self.headers = {**words["headers"], **(words["headers_cpu"] if cpu_run else {})}
+        self.terms = {**descriptions(lang), **words["terms"]}
 
     def __call__(self, name: str, df: pl.DataFrame | None, limit: int | None = None) -> str | None:
         if df is None:
@@ -105,7 +110,7 @@ class _Tables:
 
 
 def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang: str) -> dict[str, Any]:
-    table = _Tables(lang)
+    table = _Tables(lang, run.info.is_cpu)
     shown: set[str] = set()
     for t in tables.by_phase.values():
         shown |= set(t.kernels.head(top_n)["name"].to_list())
@@ -119,10 +124,12 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "ceilings": tables.ceilings,
         "missing_ceilings": tables.missing_ceilings,
         "rule": classification_rule(),
-        "findings": _findings(tables, lang),
+        "findings": (findings := _findings(tables, lang, run.info.is_cpu)),
+        "bottlenecks": [f for f in findings if f["kind"] == "bottleneck"],
+        "recommendations": [f for f in findings if f["recommend"]],
         "acc": acc,
         "acc_requirements": table("requirements", acc.requirements if acc else None),
-        "acc_fixed": table("mix", acc.fixed_function if acc else None),
+        "acc_fixed": table("mix", acc.fixed_function if acc is not None and acc.fixed_function.height else None),
         "acc_layers": table("weights", acc.weights_per_layer if acc is not None and acc.weights_per_layer.height else None),
         "projection": projection_section(tables.projection, lang) if tables.projection is not None else None,
         "unattributed": table("kernels", tables.unattributed, 10),
@@ -142,8 +149,10 @@ def _attribution_levels(run: Run) -> list[dict[str, Any]]:
     info = run.info.attribution
     if info is None:
         return []
+    # A level no evidence gave (source "none") is left out: the table lists what attribution found.
     return [{"level": level, "source": getattr(info, level).source, "coverage": getattr(info, level).coverage}
-            for level in ("phase", "step", "module", "layer", "op", "source_line")]
+            for level in ("phase", "step", "module", "layer", "op", "source_line")
+            if getattr(info, level).source not in (None, "none") and getattr(info, level).coverage]
 
 
 def _replays(run: Run) -> dict[str, Any] | None:
@@ -191,10 +200,11 @@ def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[st
             "total": t.kernels.height,
             "rest_pct": float(rest["time_pct"].sum()) if rest.height else 0.0,
             "mix": table("mix", t.categories),
-            "longest": table("longest", t.longest),
+            # Without ceilings no kernel has a class: the column would hold only "unclassified".
+            "longest": table("longest", t.longest if tables.ceilings else t.longest.drop("roofline_class", strict=False)),
             "coverage": t.catalog_coverage,
             "unknown": table("unknown", t.unknown_kernels),
-            "op_groups": table("op_groups", t.op_groups, top_n),
+            "op_groups": table("op_groups", t.op_groups, top_n) if t.op_groups is not None and t.op_groups.height else None,
         }
     breakdowns = {
         phase: {"types": table("layer_types", t.layer_types), "modules": table("breakdown", t.layer_breakdown),
@@ -206,6 +216,7 @@ def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[st
         for phase, t in tables.by_phase.items() if t.classes is not None
     }
     return {"kernel_tables": kernel_tables, "breakdowns": breakdowns, "roofline": roofline,
+            "op_group_phases": [phase for phase, t in kernel_tables.items() if t["op_groups"]],
             "cost_coverage": {phase: t.cost_coverage for phase, t in tables.by_phase.items()}}
 
 
@@ -242,12 +253,14 @@ def _images_table(tables: ReportTables, headers: dict[str, str], terms: dict[str
     return table_markdown(df, spec, titles, terms)
 
 
-def _findings(tables: ReportTables, lang: str) -> list[dict[str, Any]]:
+def _findings(tables: ReportTables, lang: str, cpu_run: bool = False) -> list[dict[str, Any]]:
     """Each finding with its text and recommendation in `lang`, numbered F1, F2, … in rule order."""
     env = _env(lang)
+    time_word = message_catalog("", lang)["terms"]["cpu_time" if cpu_run else "device_time"]
     out = []
     for number, finding in enumerate(tables.findings, start=1):
         values = {name: metric.value for name, metric in finding.numbers.items()}
+        values["device_time"] = fmt.Markdown(time_word)
         # Rendered by the page's environment, which escapes the values (input names): the result is Markdown of
         # ours and must not be escaped a second time where the template prints it.
         text = fmt.Markdown(env.from_string(finding.rule[lang]).render(**values))
