@@ -4,6 +4,7 @@ categories from their names. Both languages are checked."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -92,3 +93,49 @@ def test_cpu_ops_have_categories_from_their_names(cpu_run):
 
 def _csv_rows(path: Path) -> list[dict[str, str]]:
     return pl.read_csv(path, infer_schema=False).to_dicts()
+
+
+# Words a Chinese report may keep in Latin letters besides names: units, acronyms and the tools' own names.
+TECHNICAL = {
+    "ns", "µs", "ms", "s", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "FLOP", "FLOPs", "MFLOP", "GFLOP", "TFLOP",
+    "kFLOP", "B", "CPU", "GPU", "NPU", "SM", "SMs", "DRAM", "SRAM", "L1", "L2", "KV", "TTFT", "TPOT", "GEMM", "GEMV",
+    "MoE", "softmax", "top-k", "split-K", "Split-K", "Tensor", "Core", "token", "tokens", "warp", "rank", "epilogue",
+    "kernelscope", "torch", "profiler", "transformers", "python", "triton", "Triton", "PyTorch", "ATen", "CUDA",
+    "CUPTI", "Nsight", "Compute", "Systems", "Perfetto", "JSON", "CSV", "EOS", "API", "hf", "engine", "True", "False",
+    "Roofline", "NVTX", "id", "nn", "Module", "Python", "with_modules", "with_stack", "cuda", "cpu", "float32",
+    "bfloat16", "float16", "bf16", "fp16", "fp32", "fp8", "tf32", "what-if", "megakernel", "NVLink", "AMD", "EPYC",
+    "NVIDIA", "H200", "SXM", "H100", "RMSNorm", "SwiGLU", "compile", "ncu", "nsys", "stats", "Kineto", "e-", "Graph",
+    "Hopper", "SDPA", "SiLU", "float", "bf", "fp", "tf", "FP", "BF", "INT",
+}
+
+
+def _name_words(report: Path) -> set[str]:
+    """Words of the kernel, op, library, module and layer-type names this run's tables hold (read from the CSV
+    tables, not from the report)."""
+    words: set[str] = set()
+    for csv in report.glob("tables/*.csv"):
+        frame = pl.read_csv(csv, infer_schema=False)
+        for column in ("name", "label", "library", "layer_type", "layer_module", "module", "op", "kernels", "top_kernel"):
+            if column in frame.columns:
+                for value in frame[column].drop_nulls().to_list():
+                    words |= set(re.findall(r"[A-Za-z][A-Za-z\-']+", value))
+    return words
+
+
+@pytest.mark.parametrize("which", ["cpu", "import"])
+def test_chinese_report_has_no_english_words_but_names(which, cpu_run, import_run):
+    report = (cpu_run if which == "cpu" else import_run) / "report"
+    text = (report / "report.zh.md").read_text()
+    text = re.sub(r"(`+).+?\1", " ", text)  # code spans: names, paths, commands
+    text = re.sub(r"\]\([^)]*\)", "]", text)  # figure file names
+    model = json.loads((report.parent / "run.json").read_text()).get("workload") or {}
+    allowed = _name_words(report) | TECHNICAL | set(re.findall(r"[A-Za-z][A-Za-z\-']+", model.get("model") or ""))
+    english = {w for w in re.findall(r"[A-Za-z][A-Za-z\-']+", text) if w not in allowed}
+    assert not english, sorted(english)
+
+
+def test_chinese_typesetting_spaces_numbers_and_latin(cpu_run):
+    text = (cpu_run / "report" / "report.zh.md").read_text()
+    prose = re.sub(r"(`+).+?\1", " ", text)
+    assert not re.search(r"[\u4e00-\u9fff][A-Za-z0-9]|[A-Za-z0-9%][\u4e00-\u9fff]", prose)
+    assert re.search(r"共 [\d,]+ 个 CPU 算子", text)

@@ -23,6 +23,7 @@ from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.tables_spec import SPECS, table_markdown
 from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
 from kernelscope.report.translations import descriptions
+from kernelscope.report.typesetting import space_cjk
 from kernelscope.report.whatif import projection_section
 
 TOP_N = 20
@@ -79,6 +80,8 @@ def render_report(
         context["figures"] = figure_links
         context["histogram_figures"] = [key for key in figure_links if "histograms" in key]
         text = _env(lang, run.info.is_cpu).get_template("report.md.j2").render(**context)
+        if lang == "zh":
+            text = space_cjk(text)
         path = out_dir / REPORT_FILES[lang]
         path.write_text(text, encoding="utf-8")
         written.append(path)
