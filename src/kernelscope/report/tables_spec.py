@@ -19,6 +19,8 @@ def _us_to_duration(value: float | None) -> str:
 
 FORMATTERS: dict[str, Callable[[Any], str]] = {
     "pct": lambda v: fmt.percent(v, 1),
+    # A share of a roof above 100% is marked (↑): the report explains it beside the table.
+    "roof_pct": lambda v: fmt.percent(v, 1) + (" ↑" if v is not None and v > 100 else ""),
     "dur": fmt.duration,
     "us": _us_to_duration,
     "int": fmt.number,
@@ -75,7 +77,7 @@ SPECS: dict[str, Spec] = {
                 ("mean_registers", "mean_registers_per_thread", "int")],
     "roofline": [("kernel", "label", "text"), ("total", "dur_ns", "dur"), ("precision", "precision", "text"),
                  ("intensity", "intensity", "num2"), ("tflops", "flops_per_s", "tflops"), ("gbps", "bytes_per_s", "gbps"),
-                 ("compute_roof", "compute_roof_pct", "pct"), ("bandwidth_roof", "memory_roof_pct", "pct"),
+                 ("compute_roof", "compute_roof_pct", "roof_pct"), ("bandwidth_roof", "memory_roof_pct", "roof_pct"),
                  ("class", "roofline_class", "term")],
     "measured_classes": [("class", "measured_class", "term"), ("distinct_kernels", "kernels", "int"),
                          ("share", "share_pct", "pct"), ("sm", "sm_throughput_pct", "pct"),
