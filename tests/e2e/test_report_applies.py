@@ -5,13 +5,16 @@ categories from their names. Both languages are checked."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tests.e2e.test_cli import kernelscope
+from tests.e2e.test_cli import CALIBRATION_DIR, kernelscope
 
 REPORTS = ("report.md", "report.zh.md")
 # Sentences that talk about what a run lacks, in either language.
@@ -139,3 +142,59 @@ def test_chinese_typesetting_spaces_numbers_and_latin(cpu_run):
     prose = re.sub(r"(`+).+?\1", " ", text)
     assert not re.search(r"[\u4e00-\u9fff][A-Za-z0-9]|[A-Za-z0-9%][\u4e00-\u9fff]", prose)
     assert re.search(r"共 [\d,]+ 个 CPU 算子", text)
+
+
+def _run_plain(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """kernelscope without -q, in `cwd`, with stderr not a terminal (no progress)."""
+    env = dict(os.environ, KERNELSCOPE_CALIBRATION_DIR=str(CALIBRATION_DIR))
+    return subprocess.run([sys.executable, "-m", "kernelscope", *args], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=cwd)
+
+
+def test_import_ends_with_a_summary_and_an_absolute_path(tmp_path, qwen_gpu_trace):
+    result = _run_plain(tmp_path, "import", str(qwen_gpu_trace.resolve()), "--out", "relative-run")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    run = (tmp_path / "relative-run").resolve()
+    assert lines[-1] == str(run)  # absolute, though --out was relative
+    text = "\n".join(lines[:-1])
+    kernels = pl.read_parquet(run / "kernels.parquet")
+    # Computed here from the run's kernels: the phases' device time and the largest kernel by total time.
+    for phase, group in kernels.group_by("phase"):
+        total_ms = group["dur_ns"].sum() / 1e6
+        steps = group["step"].n_unique() if phase[0] == "decode" else 1
+        assert f"{phase[0]}: {total_ms:.3f} ms of device time" in text
+        assert re.search(rf"^  {phase[0]}: .*, {steps} steps?(,|$)", text, re.M)
+        assert (f"{steps} step" if steps == 1 else f"{steps} steps") in text
+    top = kernels.group_by("name").agg(pl.col("dur_ns").sum()).sort("dur_ns", descending=True).row(0, named=True)
+    assert f"{100 * top['dur_ns'] / kernels['dur_ns'].sum():5.1f}%" in text
+    assert f"report: {run / 'report' / 'report.html'}" in text
+    assert "top 5 kernels by total time:" in text and "attribution: 100.0%" in text
+
+
+def test_profile_ends_with_latency_bandwidth_and_time_per_phase(cpu_run):
+    # The closing lines are made from the run directory; here they are read back for the fixture's CPU run.
+    from kernelscope.commands.run_summary import terminal_summary
+
+    text = terminal_summary(cpu_run)
+    info = json.loads((cpu_run / "run.json").read_text())
+    plain = info["timings"]["plain"]
+    assert f"TTFT {plain['ttft_ms']:,.1f} ms" in text and f"{plain['tokens_per_s']:,.1f} tokens/s" in text
+    kernels = pl.read_parquet(cpu_run / "kernels.parquet")
+    decode = kernels.filter(pl.col("phase") == "decode")
+    steps = decode["step"].n_unique()
+    per_step = decode["bytes_moved"].sum() / steps
+    rate = per_step / (plain["tpot_ms"] / 1e3)
+    number, prefix = re.search(r"decode achieved ([\d,.]+) ([kMGT])B/s", text).groups()
+    shown = float(number.replace(",", "")) * {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[prefix]
+    assert shown == pytest.approx(rate, rel=0.01)
+    assert "1 step\n" in text.replace("1 step,", "1 step\n") and "1 steps" not in text
+    assert "top 5 CPU ops by total time:" in text and "aten::" in text
+
+
+@pytest.mark.parametrize("hw", ["NVIDIA H200 = fast chip", "h100 sxm"])
+def test_whatif_folders_have_no_equals_or_spaces(hw):
+    from kernelscope.commands.whatif import _slug
+
+    name = _slug(hw, "bandwidth=8e12, sram_bytes=1e9")
+    assert not re.search(r"[=\s/]", name) and name
