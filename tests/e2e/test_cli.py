@@ -61,11 +61,11 @@ def test_profile_writes_a_complete_run_directory(tiny_run):
 
 def test_report_shows_phases_stats_and_layer_breakdown(tiny_run):
     text = (tiny_run / "report" / "report.md").read_text()
-    for heading in ["## Setup", "## Timings", "### Device time by phase", "### Prefill", "### Decode",
-                    "## Layer → module → kernel breakdown", "#### Layer types", "## Appendix: methodology"]:
+    for heading in ["## Setup", "## Timings", "### CPU operator time by phase", "### Prefill", "### Decode",
+                    "## Layer → module → CPU op breakdown", "#### Layer types", "## Appendix: methodology"]:
         assert heading in text, heading
-    assert "| Time % | Library | Category | Kernel | Description | Total | Instances | Avg | Med | Min | Max | StdDev |" in text
-    assert "PyTorch (CPU op)" in text and "## Op groups" in text and "## Appendix: full kernel names" in text
+    assert "| Time % | Library | Category | CPU op | Description | Total | Instances | Avg | Med | Min | Max | StdDev |" in text
+    assert "PyTorch ATen (CPU)" in text and "## Appendix: full CPU op names" in text
     assert "`mlp.down_proj`" in text and "Qwen2DecoderLayer" in text
 
 

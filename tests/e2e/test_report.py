@@ -22,7 +22,7 @@ GOLDEN = DATA / "golden" / "h200-qwen2-0.5b-ncu"
 SECTIONS_EN = ["Overview", "Setup", "Timings", "Top kernels by total time", "Key observations",
                "Kernel classification", "Performance characteristics by class", "Metric definitions",
                "Top kernels by single-launch duration", "Histograms", "Roofline",
-               "Layer → module → kernel breakdown", "Op groups", "Where the time comes from in the source", "Conclusions",
+               "Layer → module → kernel breakdown", "Op groups", "Conclusions",
                "Recommendations for accelerator (NPU) design", "Attribution", "Appendix: methodology",
                "Appendix: full kernel names"]
 
@@ -171,3 +171,51 @@ def test_html_in_headless_chromium(report, tmp_path, page_name):
     assert len(sizes) >= 8 and all(w > 0 and h > 0 for w, h in sizes)
     assert toc >= 15 and details == 2 and "sorted" in (sorted_class or "")
     assert shot.stat().st_size > 20_000
+
+
+LAYOUT = """() => {
+  const width = window.innerWidth;
+  const out = {pageWidth: document.documentElement.scrollWidth, width: width, wider: [], wrapped: [], overlaps: []};
+  // Blocks of the page (not the insides of a scrolling table box) stay within the window.
+  const blocks = document.querySelectorAll("main > *, details > *, nav.toc");
+  blocks.forEach(el => { const r = el.getBoundingClientRect();
+    if (r.right > width + 0.5) out.wider.push(el.tagName + " " + el.textContent.slice(0, 60)); });
+  // A number is on one line: its cell's text makes a single line box.
+  document.querySelectorAll("td[style*=right]").forEach(td => {
+    const range = document.createRange(); range.selectNodeContents(td);
+    const rects = Array.from(range.getClientRects()).filter(r => r.width > 0);
+    const tops = new Set(rects.map(r => Math.round(r.top)));
+    if (tops.size > 1) out.wrapped.push(td.textContent); });
+  // Consecutive blocks do not overlap: each starts below the end of the one before.
+  const siblings = Array.from(document.querySelectorAll("main > *")).filter(el => el.getClientRects().length);
+  for (let i = 1; i < siblings.length; i++) {
+    const a = siblings[i - 1].getBoundingClientRect(), b = siblings[i].getBoundingClientRect();
+    if (b.top < a.bottom - 1 && b.left < a.right && a.left < b.right)
+      out.overlaps.push(siblings[i - 1].tagName + " / " + siblings[i].tagName + " " + siblings[i].textContent.slice(0, 60)); }
+  out.headers = Array.from(document.querySelectorAll("table")).slice(0, 6).map(t => t.tHead.innerText.trim());
+  out.scrollers = document.querySelectorAll("div.table").length;
+  out.tables = document.querySelectorAll("table").length;
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+@pytest.mark.parametrize("page_name", ["report.html", "report.zh.html"])
+def test_html_layout_at_desktop_and_phone_width(report, tmp_path, page_name, width):
+    chromium, playwright = _browser()
+    with playwright.sync_playwright() as p:
+        browser, page, errors = open_page(p, chromium, report / page_name)
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(50)
+        layout = page.evaluate(LAYOUT)
+        shot = tmp_path / f"{page_name}-{width}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert errors == []
+    assert layout["pageWidth"] <= width, "the page scrolls sideways"
+    assert layout["wider"] == [] and layout["overlaps"] == []
+    assert layout["wrapped"] == [], f"numbers broken over lines: {layout['wrapped'][:5]}"
+    assert layout["scrollers"] == layout["tables"]  # every table scrolls inside its own box
+    # Key-value tables have a real header row, not their first item as a header.
+    assert not [h for h in layout["headers"] if h.startswith(("Device", "设备\t", "kernelscope"))]
+    assert shot.stat().st_size > 50_000

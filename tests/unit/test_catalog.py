@@ -333,6 +333,20 @@ def test_rule_ids_are_listed_once_and_descriptions_are_sentences() -> None:
         assert len(rule.description) < 160, rule.id
 
 
+def test_every_rule_describes_its_kernels_in_chinese_and_every_category_has_words() -> None:
+    from kernelscope.load import knowledge
+    from kernelscope.report.templating import message_catalog
+
+    specs = knowledge.kernel_catalog()["rule"]
+    for spec in specs:
+        assert spec["description_zh"].endswith("。") and not spec["description_zh"].isascii(), spec["id"]
+    categories = {spec["category"] for spec in specs if "{" not in spec["category"]}
+    categories |= {rule["category"] for rule in knowledge.cpu_ops()["rules"]}
+    for lang in ("en", "zh"):
+        terms = message_catalog("", lang)["terms"]
+        assert not categories - set(terms), (lang, categories - set(terms))
+
+
 # ---------------------------------------------------------------- the seeds
 # shared/seeds/001 appendix: full Nsight signatures with the library the report gave them.
 SEED_LIBRARY = {"cuBLAS": "cuBLAS", "PyTorch ATen": "PyTorch ATen", "FlashAttention": "FlashAttention 2"}

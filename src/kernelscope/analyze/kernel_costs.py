@@ -112,10 +112,11 @@ def _with_declared_costs(kernels: pl.DataFrame) -> pl.DataFrame:
 
 def with_costs_and_names(run: Run) -> Run:
     """The run with every kernel's analytic cost and catalog names. Runs written by kernelscope store both;
-    older runs and fresh captures get them computed here."""
+    older runs and fresh captures get them computed here. CPU ops are always named again: their categories
+    come from a small data file (data/cpu_ops.toml) that may have grown since the run was written."""
     kernels = run.kernels
     if kernels.height and kernels["flops"].is_null().all() and kernels["cost_model"].is_null().all():
         kernels = kernel_costs(kernels, run.ops)
-    if kernels.height and kernels["library"].is_null().any():
+    if kernels.height and (kernels["library"].is_null().any() or (kernels["kind"] == "cpu_op").any()):
         kernels = with_kernel_catalog(kernels)
     return run.with_kernels(kernels)

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, steps) -> int:
         raise UserError("compare: give at least two run directories")
     with steps.step(f"Comparing {len(args.runs)} runs"):
         path = compare_runs(args.runs, args.labels, args.out, args.runs_dir, top_n=args.top, languages=args.lang)
-    print(path)
+    print(Path(path).resolve())
     return 0
 
 

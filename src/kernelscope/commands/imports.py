@@ -86,7 +86,12 @@ def run(args: argparse.Namespace, steps) -> int:
 
             path = import_traces(args.files, args.out, args.runs_dir, report=report, languages=args.lang,
                                  device_spec=device_spec, captures=captures, jobs=args.jobs, cluster=args.cluster)
-    print(path)
+    path = Path(path).resolve()
+    if not getattr(args, "quiet", False):
+        from kernelscope.commands.run_summary import terminal_summary
+
+        print(terminal_summary(path))
+    print(path)  # the last line: the run directory, absolute
     return 0
 
 

@@ -136,7 +136,12 @@ class ProfileOptions:
 
 
 def run(args: argparse.Namespace, steps) -> int:
-    print(run_profile(ProfileOptions.from_args(args), steps))
+    path = run_profile(ProfileOptions.from_args(args), steps)
+    if not getattr(args, "quiet", False):
+        from kernelscope.commands.run_summary import terminal_summary
+
+        print(terminal_summary(path))
+    print(path)  # the last line: the run directory, absolute
     return 0
 
 

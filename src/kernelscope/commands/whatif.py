@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, steps) -> int:
     with steps.step("Projecting"):
         path = run_whatif(args.run, args.hw, args.settings, args.sweep, args.model_file, args.out, args.lang)
-    print(path)
+    print(Path(path).resolve())
     return 0
 
 

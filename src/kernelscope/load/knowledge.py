@@ -24,6 +24,12 @@ def kernel_catalog() -> dict[str, Any]:
 
 
 @cache
+def cpu_ops() -> dict[str, Any]:
+    """data/cpu_ops.toml: categories and descriptions of framework ops on CPU-only runs."""
+    return packaged_toml(_DATA, "cpu_ops.toml")
+
+
+@cache
 def findings() -> list[dict[str, Any]]:
     """data/findings.toml: finding rules (docs/findings.md)."""
     return packaged_toml(_DATA, "findings.toml")["finding"]

@@ -7,9 +7,10 @@ module that cannot be re-imported) leaves its jobs to this process: the result i
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +25,24 @@ class FigureJob:
     key: str  # the report's name for the figure
     function: str  # a drawing function of kernelscope.report.figures
     args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    lang: str = "en"
+    font: str | None = None  # a font family the words need (Chinese), tried before matplotlib's default
 
 
 def _draw(job: FigureJob, formats: tuple[str, ...]) -> tuple[str, list[Path]]:
+    import matplotlib.pyplot as plt
+
     from kernelscope.report import figures
 
     token = figure_formats.chosen.set(formats)
+    # The job's font first, DejaVu Sans (matplotlib's own) for the glyphs it lacks (superscript digits, −).
+    fonts = {"font.family": [job.font, "DejaVu Sans"]} if job.font else {}
+    # A CJK font often comes in one weight only (WenQuanYi: 500); matplotlib says so on every text it lays out.
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     try:
-        return job.key, getattr(figures, job.function)(*job.args)
+        with plt.rc_context(fonts):
+            return job.key, getattr(figures, job.function)(*job.args, **job.kwargs)
     finally:
         figure_formats.chosen.reset(token)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -12,11 +13,15 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from matplotlib import ticker  # noqa: E402
+from matplotlib import (
+    font_manager,  # noqa: E402
+    ticker,  # noqa: E402
+)
 
 from kernelscope.analyze.hardware import Ceilings  # noqa: E402
 from kernelscope.filenames import safe_component  # noqa: E402
 from kernelscope.report import figure_formats  # noqa: E402
+from kernelscope.report.templating import message_catalog  # noqa: E402
 
 plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 7.5,
                      "svg.fonttype": "none", "figure.dpi": 100})
@@ -73,59 +78,133 @@ def _sizes(dur: np.ndarray) -> np.ndarray:
     return 15 + 400 * dur / max(dur.max(), 1)
 
 
+def words_for(lang: str = "en") -> dict[str, Any]:
+    """The words figures draw in `lang` (messages/<lang>.toml [figures]), with the report's terms under "terms"."""
+    catalog = message_catalog("", lang)
+    return {**catalog["figures"], "terms": catalog["terms"]}
+
+
+def cjk_font(families: list[str]) -> str | None:
+    """The first of `families` installed here (matplotlib's font list), or None."""
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    return next((family for family in families if family in installed), None)
+
+
+def _term(words: dict[str, Any], value: str) -> str:
+    return literal(words["terms"].get(value, value))
+
+
+def _overlaps(box: Any, boxes: list[Any]) -> bool:
+    return any(box.overlaps(other) for other in boxes)
+
+
+def place_labels(ax: plt.Axes, points: list[tuple[float, float, str]], fontsize: float = 6.5) -> list[Any]:
+    """Labels next to their points, none overlapping another label or the legend, or leaving the axes: each label tries
+    offsets around its point, nearest first, and is left out when none is free (its point stays drawn).
+    Returns the labels placed."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    legend = ax.get_legend()
+    taken: list[Any] = [legend.get_window_extent(renderer)] if legend is not None else []
+    placed = []
+    offsets = [(6, 4), (6, -10), (-6, 4), (-6, -10), (6, 14), (6, -20), (-6, 14), (-6, -20), (14, -3), (-14, -3),
+               (6, 24), (6, -30), (-6, 24), (-6, -30)]
+    for x, y, text in points:
+        for dx, dy in offsets:
+            label = ax.annotate(text, (x, y), fontsize=fontsize, textcoords="offset points", xytext=(dx, dy),
+                                ha="left" if dx > 0 else "right", va="bottom", zorder=5,
+                                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.75},
+                                arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5} if abs(dy) > 10 else None)
+            box = label.get_window_extent(renderer).expanded(1.04, 1.1)
+            inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0 and box.y1 <= frame.y1)
+            if inside and not _overlaps(box, taken):
+                taken.append(box)
+                placed.append(label)
+                break
+            label.remove()
+    return placed
+
+
+def _above_roof(rows: pl.DataFrame) -> pl.Series:
+    """Kernels whose analytic rates pass a roof (over 100% of it)."""
+    return (pl.Series([False] * rows.height) if rows.height == 0 else
+            ((rows["compute_roof_pct"].fill_null(0) > 100) | (rows["memory_roof_pct"].fill_null(0) > 100))
+            if "compute_roof_pct" in rows.columns else pl.Series([False] * rows.height))
+
+
 def roofline_physical(points: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,
-                      label_top: int = 8) -> list[Path]:
+                      label_top: int = 8, words: dict[str, Any] | None = None) -> list[Path]:
     """Achieved FLOP/s against arithmetic intensity, with the memory roof and the compute roofs of the
-    precisions present. Kernels that do no arithmetic (copies) cannot sit on a log FLOP axis: they are counted
-    in the caption."""
-    fig, ax = plt.subplots(figsize=(7.2, 5.0))
+    precisions present. Kernels that do no arithmetic have no place on the intensity axis: they are drawn on a
+    band of their own at the left, by their share of the bandwidth roof. Points above a roof are ringed."""
+    w = words or words_for()
     drawn = points.filter(pl.col("flops") > 0)
-    x_lo = max(min(drawn["intensity"].min() or 1e-2, 1e-2) / 2, 1e-4)
+    no_flops = points.filter(pl.col("flops") <= 0)
+    if no_flops.height:
+        fig, (band, ax) = plt.subplots(1, 2, figsize=(7.6, 5.0), gridspec_kw={"width_ratios": [1, 8], "wspace": 0.3})
+        _no_flops_band(band, no_flops, ceilings, w)
+    else:
+        fig, ax = plt.subplots(figsize=(7.2, 5.0))
+    x_lo = max(min(drawn["intensity"].min() or 1e-2, 1e-2) / 2, 1e-4) if drawn.height else 1e-2
     precisions = [p for p in dict.fromkeys(drawn["precision"].to_list()) if ceilings.peak(p)]
-    x_hi = max([drawn["intensity"].max() or 1.0] + [ceilings.ridge(p) or 1 for p in precisions]) * 8
+    x_hi = max([(drawn["intensity"].max() or 1.0) if drawn.height else 1.0]
+               + [ceilings.ridge(p) or 1 for p in precisions]) * 8
     xs = np.logspace(math.log10(x_lo), math.log10(x_hi), 200)
     for i, precision in enumerate(precisions):
         peak = ceilings.peak(precision)
         ax.plot(xs, np.minimum(peak, xs * ceilings.bandwidth), color="0.25", lw=1.2, ls=["-", "--", ":", "-."][i % 4],
-                label=f"{precision} roof {peak / 1e12:,.0f} TFLOP/s ({ceilings.source.get(precision, '?')})")
+                label=w["roof"].format(precision=precision, peak=f"{peak / 1e12:,.0f}",
+                                       source=_term(w, ceilings.source.get(precision, "?"))))
         ridge = ceilings.ridge(precision)
         ax.axvline(ridge, color="0.6", lw=0.8, ls=":")
-        ax.annotate(f"ridge {ridge:.0f}", (ridge, peak), textcoords="offset points", xytext=(3, -12), fontsize=7,
-                    color="0.35")
+        ax.annotate(w["ridge"].format(value=f"{ridge:.0f}"), (ridge, peak), textcoords="offset points",
+                    xytext=(3, -12), fontsize=7, color="0.35")
     colors = _colors(drawn["group"].to_list())
     for group in colors:
         g = drawn.filter(pl.col("group") == group)
         ax.scatter(g["intensity"], g["flops_per_s"], s=_sizes(g["dur_ns"].to_numpy()), color=colors[group],
-                   alpha=0.75, edgecolors="black", linewidths=0.4, label=group)
-    placed: list[tuple[float, float]] = []
-    for row in drawn.head(label_top).iter_rows(named=True):
-        x, y = math.log10(row["intensity"]), math.log10(row["flops_per_s"])
-        crowd = sum(1 for px, py in placed if abs(px - x) < 0.6 and abs(py - y) < 0.4)
-        placed.append((x, y))
-        ax.annotate(_short(row["label"]), (row["intensity"], row["flops_per_s"]), fontsize=6.5,
-                    textcoords="offset points", xytext=(8, 4 - 9 * crowd),
-                    arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5} if crowd else None)
+                   alpha=0.75, edgecolors="black", linewidths=0.4, label=_term(w, group))
+    above = drawn.filter(_above_roof(drawn))
+    if above.height:
+        ax.scatter(above["intensity"], above["flops_per_s"], s=160,
+                   facecolors="none", edgecolors="#d62728", linewidths=1.2, label=w["above_roof"])
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-    ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(title)
+    ax.set_xlabel(w["intensity"])
+    ax.set_ylabel(w["achieved"])
     ax.grid(True, which="major", color="0.9")
     _legend(ax)
-    skipped = points.height - drawn.height
-    bw_source = ceilings.source.get("bandwidth", "?")
-    caption = f"memory roof {ceilings.bandwidth / 1e12:.2f} TB/s ({bw_source}); point size ∝ total time"
-    if skipped:
-        caption += f"; {skipped} kernel(s) without FLOPs not drawn"
-    fig.text(0.01, -0.02, caption, fontsize=7, color="0.3")
-    return _save(fig, directory, stem)
+    fig.suptitle(literal(title), fontsize=10)
+    caption = w["caption"].format(bandwidth=f"{ceilings.bandwidth / 1e12:.2f}",
+                                  source=_term(w, ceilings.source.get("bandwidth", "?")))
+    fig.text(0.01, 0.01, caption, fontsize=7, color="0.3")
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.14)
+    _plain_log_ticks(fig)
+    place_labels(ax, [(r["intensity"], r["flops_per_s"], _short(r["label"])) for r in drawn.head(label_top).iter_rows(named=True)])
+    return _save(fig, directory, stem, fitted=True)
 
 
-def roofline_normalized(points: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str) -> list[Path]:
+def _no_flops_band(band: plt.Axes, rows: pl.DataFrame, ceilings: Ceilings, w: dict[str, Any]) -> None:
+    """Kernels without FLOPs (copies, casts, memsets) on a band of their own: no intensity is made up for
+    them; their height is their share of the bandwidth roof (bytes/s over the memory bandwidth)."""
+    share = (rows["bytes_per_s"].fill_null(0) / ceilings.bandwidth * 100).to_numpy()
+    band.scatter(np.full(share.size, 0.5), np.maximum(share, 1e-4), s=_sizes(rows["dur_ns"].to_numpy()),
+                 color="0.55", alpha=0.7, edgecolors="black", linewidths=0.4)
+    band.set_yscale("log")
+    band.set_xlim(0, 1)
+    band.set_xticks([0.5], [w["no_flops_band"]])
+    band.set_ylabel(w["no_flops_axis"] + " (%)")
+    band.grid(True, axis="y", color="0.9")
+
+
+def roofline_normalized(points: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,
+                        words: dict[str, Any] | None = None) -> list[Path]:
     """Intensity over the ridge point against the share of peak reached: every precision on one chart, with
-    the roof at min(1, x). Kernels without FLOPs are drawn at their share of the bandwidth roof on the left."""
-    fig, ax = plt.subplots(figsize=(7.2, 5.0))
-    rows = []
+    the roof at min(1, x). Kernels without FLOPs are on a band of their own at the left, by their share of the
+    bandwidth roof."""
+    w = words or words_for()
+    rows, no_flops = [], []
     for row in points.iter_rows(named=True):
         ridge, peak = ceilings.ridge(row["precision"] or "fp32"), ceilings.peak(row["precision"] or "fp32")
         if not ridge or not peak:
@@ -133,33 +212,42 @@ def roofline_normalized(points: pl.DataFrame, ceilings: Ceilings, title: str, di
         if row["flops"] > 0:
             rows.append((row["intensity"] / ridge, row["flops_per_s"] / peak, row))
         else:
-            rows.append((None, row["bytes_per_s"] / ceilings.bandwidth, row))
-    with_flops = [r for r in rows if r[0] is not None]
-    x_lo = min([r[0] for r in with_flops] + [1e-3]) / 3
+            no_flops.append(row)
+    if no_flops:
+        fig, (band, ax) = plt.subplots(1, 2, figsize=(7.6, 5.0), gridspec_kw={"width_ratios": [1, 8], "wspace": 0.3})
+        _no_flops_band(band, pl.DataFrame(no_flops, infer_schema_length=None), ceilings, w)
+    else:
+        fig, ax = plt.subplots(figsize=(7.2, 5.0))
+    x_lo = min([r[0] for r in rows] + [1e-3]) / 3
     xs = np.logspace(math.log10(x_lo), 2, 200)
-    ax.plot(xs, np.minimum(1.0, xs), color="0.25", lw=1.4, label="roof (memory, then compute)")
+    ax.plot(xs, np.minimum(1.0, xs), color="0.25", lw=1.4, label=w["normalized_roof"])
     ax.axvline(1.0, color="0.6", lw=0.8, ls=":")
-    groups = [r[2]["group"] for r in rows]
-    colors = _colors(groups)
+    colors = _colors([r[2]["group"] for r in rows])
     for group, color in colors.items():
         sel = [r for r in rows if r[2]["group"] == group]
-        x = [r[0] if r[0] is not None else x_lo * 1.2 for r in sel]
-        y = [max(r[1], 1e-6) for r in sel]
-        ax.scatter(x, y, s=_sizes(np.array([r[2]["dur_ns"] for r in sel], dtype=float)), color=color, alpha=0.75,
-                   edgecolors="black", linewidths=0.4, label=group)
+        ax.scatter([r[0] for r in sel], [max(r[1], 1e-6) for r in sel],
+                   s=_sizes(np.array([r[2]["dur_ns"] for r in sel], dtype=float)), color=color, alpha=0.75,
+                   edgecolors="black", linewidths=0.4, label=_term(w, group))
+    above = [r for r in rows if r[1] > min(1.0, r[0]) * 1.0001]
+    if above:
+        ax.scatter([r[0] for r in above], [r[1] for r in above], s=160, facecolors="none", edgecolors="#d62728",
+                   linewidths=1.2, label=w["above_roof"])
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity / ridge point")
-    ax.set_ylabel("share of peak (FLOP/s over peak; bytes/s over bandwidth at the left edge)")
-    ax.set_title(title)
+    ax.set_xlabel(w["normalized_x"])
+    ax.set_ylabel(w["normalized_y"])
+    fig.suptitle(literal(title), fontsize=10)
     ax.grid(True, which="major", color="0.9")
     _legend(ax)
-    return _save(fig, directory, stem)
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.92, bottom=0.1)
+    return _save(fig, directory, stem, fitted=True)
 
 
 def per_kernel_rooflines(points: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,
-                         top: int = 8) -> list[Path]:
-    """Small multiples: each top kernel on its own roof (its precision), with its share of that roof."""
+                         top: int = 8, words: dict[str, Any] | None = None) -> list[Path]:
+    """Small multiples: each top kernel on its own roof (its precision), with its share of that roof. A kernel
+    without FLOPs has no intensity: its panel shows its share of the bandwidth roof as a bar instead."""
+    w = words or words_for()
     chosen = points.head(top)
     cols = 4
     rows_n = max(1, math.ceil(chosen.height / cols))
@@ -168,46 +256,59 @@ def per_kernel_rooflines(points: pl.DataFrame, ceilings: Ceilings, title: str, d
         ax.set_visible(False)
     for ax, row in zip(axes.flat, chosen.iter_rows(named=True), strict=False):
         ax.set_visible(True)
+        ax.set_title(_short(row["label"], 38), fontsize=7.5)
         precision = row["precision"] or "fp32"
+        if row["flops"] <= 0:
+            share = 100 * (row["bytes_per_s"] or 0) / ceilings.bandwidth
+            ax.barh([0], [share], color=PALETTE[0], height=0.5)
+            ax.axvline(100, color="0.25", lw=1)
+            ax.set_xlim(0, max(110, share * 1.1))
+            ax.set_yticks([])
+            ax.text(0.03, 0.85, w["bandwidth_only"].format(pct=f"{share:.0f}"), transform=ax.transAxes, fontsize=7)
+            ax.tick_params(labelsize=6.5)
+            continue
         peak = ceilings.peak(precision) or ceilings.peak("fp32") or 1.0
         ridge = peak / ceilings.bandwidth
-        x_point = row["intensity"] if row["flops"] > 0 else ridge / 1e3
+        x_point = row["intensity"]
         xs = np.logspace(math.log10(min(x_point, ridge) / 20), math.log10(max(x_point, ridge) * 20), 100)
         ax.plot(xs, np.minimum(peak, xs * ceilings.bandwidth), color="0.25", lw=1)
-        y_point = row["flops_per_s"] if row["flops"] > 0 else row["bytes_per_s"] * x_point
+        y_point = row["flops_per_s"]
         roof = min(peak, x_point * ceilings.bandwidth)
-        ax.scatter([x_point], [max(y_point, roof * 1e-4)], s=30, color=PALETTE[0], zorder=3)
+        above = y_point > roof * 1.0001
+        ax.scatter([x_point], [max(y_point, roof * 1e-4)], s=30, color="#d62728" if above else PALETTE[0], zorder=3)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.minorticks_off()  # minor log ticks cost seconds per panel and add nothing here
-        ax.set_title(_short(row["label"], 38), fontsize=7.5)
-        ax.text(0.03, 0.92, f"{100 * y_point / roof:.0f}% of roof · {precision}", transform=ax.transAxes, fontsize=7)
+        ax.text(0.03, 0.92, w["of_roof"].format(pct=f"{100 * y_point / roof:.0f}", precision=precision),
+                transform=ax.transAxes, fontsize=7, color="#d62728" if above else "black")
         ax.tick_params(labelsize=6.5)
-    fig.suptitle(title)
+    fig.suptitle(literal(title))
     fig.subplots_adjust(hspace=0.45, wspace=0.3, top=0.9, left=0.07, right=0.98, bottom=0.06)
     return _save(fig, directory, stem, fitted=True)
 
 
 HISTOGRAMS = [
-    ("dur_ns", "kernel duration (µs)", 1e-3, True),
-    ("compute_roof_pct", "share of the compute roof (%)", 1.0, False),
-    ("memory_roof_pct", "share of the bandwidth roof (%)", 1.0, False),
-    ("arithmetic_intensity", "arithmetic intensity (FLOP/byte)", 1.0, True),
-    ("est_occupancy_pct", "estimated achieved occupancy (%, CUPTI)", 1.0, False),
-    ("registers_per_thread", "registers per thread", 1.0, False),
-    ("blocks", "grid size (blocks)", 1.0, True),
-    ("threads_per_block", "block size (threads)", 1.0, False),
+    ("dur_ns", 1e-3, True),
+    ("compute_roof_pct", 1.0, False),
+    ("memory_roof_pct", 1.0, False),
+    ("arithmetic_intensity", 1.0, True),
+    ("est_occupancy_pct", 1.0, False),
+    ("registers_per_thread", 1.0, False),
+    ("blocks", 1.0, True),
+    ("threads_per_block", 1.0, False),
 ]
 
 
-def histograms(kernels: pl.DataFrame, title: str, directory: Path, stem: str) -> list[Path]:
+def histograms(kernels: pl.DataFrame, title: str, directory: Path, stem: str, words: dict[str, Any] | None = None,
+               cpu_run: bool = False) -> list[Path]:
     """One panel per metric the data supports (launches of the phase; empty metrics are left out)."""
+    w = words or words_for()
     k = kernels.with_columns(
         (pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z")).alias("blocks"),
         (pl.col("block_x") * pl.col("block_y") * pl.col("block_z")).alias("threads_per_block"),
     )
     panels = []
-    for column, label, scale, log in HISTOGRAMS:
+    for column, scale, log in HISTOGRAMS:
         if column not in k.columns:
             continue
         values = k[column].drop_nulls().cast(pl.Float64).to_numpy() * scale
@@ -215,18 +316,20 @@ def histograms(kernels: pl.DataFrame, title: str, directory: Path, stem: str) ->
         if log:
             values = values[values > 0]
         if values.size:
-            panels.append((values, label, log))
-    return _histogram_grid(panels, title, directory, stem, PALETTE[0])
+            key = "duration_cpu" if cpu_run and column == "dur_ns" else "duration" if column == "dur_ns" else column
+            panels.append((values, w[key], log))
+    return _histogram_grid(panels, title, directory, stem, PALETTE[0], w["calls" if cpu_run else "launches"])
 
 
 def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], title: str, directory: Path, stem: str,
-                    color: tuple) -> list[Path]:
-    """Four histograms a row; a panel whose values span more than 20× gets logarithmic bins."""
+                    color: tuple, count_label: str) -> list[Path]:
+    """Four histograms a row (fewer when there are fewer panels); a panel whose values span more than 20× gets
+    logarithmic bins."""
     if not panels:
         return []
-    cols = 4
+    cols = min(4, len(panels))
     rows_n = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(rows_n, cols, figsize=(11, 2.5 * rows_n), squeeze=False)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(max(2.9 * cols, 5.5), 2.5 * rows_n + 0.4), squeeze=False)
     for ax in axes.flat:
         ax.set_visible(False)
     for ax, (values, label, log) in zip(axes.flat, panels, strict=False):
@@ -239,18 +342,25 @@ def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], title: str, dire
             bins = 30
         ax.hist(values, bins=bins, color=color, edgecolor="white", linewidth=0.4)
         ax.set_xlabel(label, fontsize=8)
-        ax.set_ylabel("launches", fontsize=8)
+        ax.set_ylabel(count_label, fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.suptitle(title)
-    fig.subplots_adjust(hspace=0.5, wspace=0.3, top=0.9, left=0.07, right=0.98, bottom=0.08)
+    fig.suptitle(literal(title))
+    _plain_log_ticks(fig)  # before the layout draws the ticks: the default log labels are mathtext
+    fig.tight_layout()
     return _save(fig, directory, stem, fitted=True)
 
 
 def _legend(ax: plt.Axes) -> None:
-    legend = ax.legend(loc="lower right", framealpha=0.9)
+    legend = ax.legend(loc="best", framealpha=0.9)
     for handle in legend.legend_handles:
         if hasattr(handle, "set_sizes"):
             handle.set_sizes([30])  # marker size in the legend, not the largest point's
+
+
+def literal(text: str) -> str:
+    """An input string drawn as written: matplotlib reads text between two `$` as mathtext (`a_$x$` would lose
+    its dollars and set x in italics); an escaped dollar is drawn as a dollar."""
+    return str(text).replace("$", r"\$")
 
 
 def _short(name: str, limit: int = 34) -> str:
@@ -258,41 +368,42 @@ def _short(name: str, limit: int = 34) -> str:
     text = name.removeprefix("void ")
     if "::" in text or "<" in text:
         text = text.split("(")[0]
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return literal(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 MEASURED_HISTOGRAMS = [
-    ("duration_us", "duration (µs)", True), ("sm_throughput_pct", "SM throughput (%)", False),
-    ("dram_throughput_pct", "DRAM throughput (%)", False), ("mem_throughput_pct", "memory throughput (%)", False),
-    ("l1tex_throughput_pct", "L1/TEX throughput (%)", False), ("l2_throughput_pct", "L2 throughput (%)", False),
-    ("l1_hit_rate_pct", "L1 hit rate (%)", False), ("l2_hit_rate_pct", "L2 hit rate (%)", False),
-    ("achieved_occupancy_pct", "achieved occupancy (%)", False),
-    ("theoretical_occupancy_pct", "theoretical occupancy (%)", False),
-    ("mem_busy_pct", "memory busy (%)", False), ("dram_bytes", "DRAM bytes", True),
+    ("duration_us", "measured_duration", True), ("sm_throughput_pct", "sm_throughput_pct", False),
+    ("dram_throughput_pct", "dram_throughput_pct", False), ("mem_throughput_pct", "mem_throughput_pct", False),
+    ("l1tex_throughput_pct", "l1tex_throughput_pct", False), ("l2_throughput_pct", "l2_throughput_pct", False),
+    ("l1_hit_rate_pct", "l1_hit_rate_pct", False), ("l2_hit_rate_pct", "l2_hit_rate_pct", False),
+    ("achieved_occupancy_pct", "achieved_occupancy_pct", False),
+    ("theoretical_occupancy_pct", "theoretical_occupancy_pct", False),
+    ("mem_busy_pct", "mem_busy_pct", False), ("dram_bytes", "dram_bytes", True),
 ]
 
 
-def measured_histograms(launches: pl.DataFrame, title: str, directory: Path, stem: str) -> list[Path]:
+def measured_histograms(launches: pl.DataFrame, title: str, directory: Path, stem: str,
+                        words: dict[str, Any] | None = None) -> list[Path]:
     """One panel per Nsight Compute metric, over the profiled launches."""
-    renamed = launches.select(
-        [pl.col(c).alias(c) for c, _, _ in MEASURED_HISTOGRAMS if c in launches.columns]
-    )
+    w = words or words_for()
     panels = []
-    for column, label, log in MEASURED_HISTOGRAMS:
-        if column not in renamed.columns:
+    for column, key, log in MEASURED_HISTOGRAMS:
+        if column not in launches.columns:
             continue
-        values = renamed[column].drop_nulls().cast(pl.Float64).to_numpy()
+        values = launches[column].drop_nulls().cast(pl.Float64).to_numpy()
         values = values[np.isfinite(values)]
         if log:
             values = values[values > 0]
         if values.size:
-            panels.append((values, label, log))
-    return _histogram_grid(panels, title, directory, stem, PALETTE[1])
+            panels.append((values, w[key], log))
+    return _histogram_grid(panels, title, directory, stem, PALETTE[1], w["launches"])
 
 
-def measured_roofline(by_kernel: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str) -> list[Path]:
+def measured_roofline(by_kernel: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,
+                      words: dict[str, Any] | None = None) -> list[Path]:
     """Measured points (FLOPs and DRAM bytes counted by Nsight Compute, over the measured duration) against the
     memory roof and the BF16 and FP32 roofs."""
+    w = words or words_for()
     points = by_kernel.filter(
         (pl.col("flops") > 0) & (pl.col("dram_bytes") > 0) & (pl.col("duration_us") > 0)
     ).with_columns((pl.col("flops") / (pl.col("duration_us") / 1e6)).alias("flops_per_s"))
@@ -305,26 +416,28 @@ def measured_roofline(by_kernel: pl.DataFrame, ceilings: Ceilings, title: str, d
     for i, precision in enumerate(p for p in ("bf16", "fp32") if ceilings.peak(p)):
         peak = ceilings.peak(precision)
         ax.plot(xs, np.minimum(peak, xs * ceilings.bandwidth), color="0.25", lw=1.2, ls=["-", "--"][i],
-                label=f"{precision} roof {peak / 1e12:,.0f} TFLOP/s ({ceilings.source.get(precision, '?')})")
+                label=w["roof"].format(precision=precision, peak=f"{peak / 1e12:,.0f}",
+                                       source=_term(w, ceilings.source.get(precision, "?"))))
     colors = _colors(points["measured_class"].to_list())
     for cls, color in colors.items():
         g = points.filter(pl.col("measured_class") == cls)
         ax.scatter(g["measured_intensity"], g["flops_per_s"], s=40, color=color, edgecolors="black",
-                   linewidths=0.4, label=cls, alpha=0.8)
-    for row in points.head(6).iter_rows(named=True):
-        ax.annotate(_short(row["label"]), (row["measured_intensity"], row["flops_per_s"]), fontsize=6.5,
-                    textcoords="offset points", xytext=(5, 3))
+                   linewidths=0.4, label=_term(w, cls), alpha=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("measured intensity (FLOP / DRAM byte)")
-    ax.set_ylabel("measured FLOP/s")
-    ax.set_title(title)
+    ax.set_xlabel(w["measured_intensity"])
+    ax.set_ylabel(w["measured_flops"])
+    ax.set_title(literal(title))
     ax.grid(True, which="major", color="0.9")
     _legend(ax)
-    fig.text(0.01, -0.02, f"memory roof {ceilings.bandwidth / 1e12:.2f} TB/s ({ceilings.source.get('bandwidth')}); "
-             "tensor-core counters count the work of padded tiles, so small-batch GEMMs sit above their useful FLOPs",
-             fontsize=7, color="0.3")
-    return _save(fig, directory, stem)
+    fig.text(0.01, 0.01, w["measured_caption"].format(bandwidth=f"{ceilings.bandwidth / 1e12:.2f}",
+                                                      source=_term(w, ceilings.source.get("bandwidth", "?"))),
+             fontsize=6.5, color="0.3", wrap=True)
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.93, bottom=0.14)
+    _plain_log_ticks(fig)
+    place_labels(ax, [(r["measured_intensity"], r["flops_per_s"], _short(r["label"]))
+                      for r in points.head(6).iter_rows(named=True)])
+    return _save(fig, directory, stem, fitted=True)
 
 
 def compare_bars(mix: pl.DataFrame, labels: list[str], column: str, title: str, directory: Path, stem: str,
@@ -346,15 +459,15 @@ def compare_bars(mix: pl.DataFrame, labels: list[str], column: str, title: str, 
     left = np.zeros(len(labels))
     for i, group in enumerate(groups):
         widths = np.array(values[group]) / 1e3
-        ax.barh(range(len(labels)), widths, left=left, color=PALETTE[i % len(PALETTE)], label=group, height=0.6)
+        ax.barh(range(len(labels)), widths, left=left, color=PALETTE[i % len(PALETTE)], label=literal(group), height=0.6)
         left += widths
     for y, total in enumerate(left):
         ax.annotate(f"{total:,.1f} µs", (total, y), textcoords="offset points", xytext=(4, -3), fontsize=7.5)
-    ax.set_yticks(range(len(labels)), labels)
+    ax.set_yticks(range(len(labels)), [literal(label) for label in labels])
     ax.invert_yaxis()
     ax.set_xlabel("device time per step (µs)")
     ax.set_xlim(0, max(left.max(), 1e-9) * 1.18)
-    ax.set_title(title)
+    ax.set_title(literal(title))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(labels) < 3 else -0.2), ncol=3, frameon=False)
     return _save(fig, directory, stem)
 
@@ -380,7 +493,7 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
         stack.append([by_value.get(v, 0.0) / 1e3 for v in values])
     xs = [v / unit for v in values]
     fig, ax = plt.subplots(figsize=(7.2, 4.2))
-    ax.stackplot(xs, stack, labels=groups, colors=[PALETTE[i % len(PALETTE)] for i in range(len(groups))], alpha=0.85)
+    ax.stackplot(xs, stack, labels=[literal(g) for g in groups], colors=[PALETTE[i % len(PALETTE)] for i in range(len(groups))], alpha=0.85)
     totals = np.sum(np.array(stack), axis=0)
     ax.plot(xs, totals, color="0.15", lw=1.2, marker="o", ms=3)
     if mark is not None:
@@ -388,7 +501,7 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
         ax.annotate("target", (mark / unit, totals.max()), textcoords="offset points", xytext=(4, -10), fontsize=7.5)
     ax.set_xlabel(label)
     ax.set_ylabel(f"projected {phase} time per step (µs)")
-    ax.set_title(title)
+    ax.set_title(literal(title))
     ax.set_ylim(0, totals.max() * 1.1 if totals.max() > 0 else 1)
     ax.legend(loc="upper right", fontsize=7, frameon=False)
     return _save(fig, directory, stem)

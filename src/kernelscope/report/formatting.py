@@ -46,6 +46,44 @@ def gigabytes(value: float | None) -> str:
     return "–" if value is None else f"{value / 1e9:.2f} GB"
 
 
+def _scaled(value: float, unit: str, steps: tuple[tuple[float, str, int], ...]) -> str:
+    """`value` in the largest prefix it reaches (steps: threshold, prefix, decimals; largest first), so a small
+    workload never reads 0.000 of a large unit."""
+    for threshold, prefix, digits in steps:
+        if abs(value) >= threshold:
+            return f"{value / threshold:,.{digits}f} {prefix}{unit}"
+    threshold, prefix, digits = steps[-1]
+    return f"{value / threshold:,.{digits}f} {prefix}{unit}"
+
+
+def bandwidth(value: float | None) -> str:
+    """Bytes per second: TB/s (3 decimals) down to MB/s."""
+    if value is None:
+        return "–"
+    return _scaled(value, "B/s", ((1e12, "T", 3), (1e9, "G", 1), (1e6, "M", 1), (1e3, "k", 1)))
+
+
+def flop_rate(value: float | None) -> str:
+    """FLOP per second: TFLOP/s (2 decimals) down to MFLOP/s."""
+    if value is None:
+        return "–"
+    return _scaled(value, "FLOP/s", ((1e12, "T", 2), (1e9, "G", 1), (1e6, "M", 1), (1e3, "k", 1)))
+
+
+def byte_amount(value: float | None) -> str:
+    """Bytes: GB (2 decimals) down to KB."""
+    if value is None:
+        return "–"
+    return _scaled(value, "B", ((1e9, "G", 2), (1e6, "M", 1), (1e3, "K", 1)))
+
+
+def flop_amount(value: float | None) -> str:
+    """FLOPs: GFLOP (2 decimals) down to kFLOP."""
+    if value is None:
+        return "–"
+    return _scaled(value, "FLOP", ((1e9, "G", 2), (1e6, "M", 1), (1e3, "k", 1)))
+
+
 class Markdown(str):
     """Text that is already Markdown written by kernelscope (a table, a sentence of the page's words, an escaped
     value): templates print it as is. Every other string is input data and is escaped (templating.py)."""

@@ -16,17 +16,22 @@ from markdown_it import MarkdownIt
 STYLE = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans CJK SC","PingFang SC",sans-serif;
  margin:0;color:#1b1f24;line-height:1.5}
-main{max-width:1180px;margin:0 auto;padding:24px 32px 64px}
+main{max-width:1180px;margin:0 auto;padding:24px 32px 64px;overflow-wrap:break-word}
 nav.toc{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:12px 20px;margin:16px 0}
 nav.toc ul{margin:4px 0;padding-left:18px} nav.toc>ul{columns:2;column-gap:32px} nav.toc li{break-inside:avoid} nav.toc a{text-decoration:none;color:#0969da}
 h1{border-bottom:2px solid #d0d7de;padding-bottom:6px} h2{border-bottom:1px solid #d0d7de;padding-bottom:4px;margin-top:36px}
-table{border-collapse:collapse;margin:10px 0;font-size:13px;display:block;overflow-x:auto;max-width:100%}
+div.table{overflow-x:auto;max-width:100%;margin:10px 0}
+table{border-collapse:collapse;font-size:13px}
 th,td{border:1px solid #d0d7de;padding:4px 8px;vertical-align:top} th{background:#f6f8fa;cursor:pointer;white-space:nowrap}
+td[style*="right"]{white-space:nowrap;font-variant-numeric:tabular-nums}
 th.sorted-asc::after{content:" ▲"} th.sorted-desc::after{content:" ▼"} tr:nth-child(even) td{background:#fbfcfd}
-code{background:#f0f2f4;padding:1px 4px;border-radius:4px;font-size:12px;word-break:break-all}
+code{background:#f0f2f4;padding:1px 4px;border-radius:4px;font-size:12px}
+td code{word-break:normal;overflow-wrap:normal}
+td:not([style]){min-width:6em}
 img{max-width:100%;height:auto;border:1px solid #eee;margin:8px 0}
 details{border:1px solid #d0d7de;border-radius:6px;padding:6px 14px;margin:24px 0}
 details>summary{font-size:1.4em;font-weight:600;cursor:pointer}
+@media (max-width:700px){main{padding:12px 12px 48px} nav.toc>ul{columns:1} h1{font-size:1.5em}}
 """
 
 # Sorting understands the report's units, so "850 ns" sorts below "1.2 µs".
@@ -103,17 +108,22 @@ def content_security_policy() -> str:
 
 
 def markdown_to_html(markdown: str, base: Path, lang: str, title: str) -> str:
+    """The page; `title` stands in where the Markdown has no level-1 heading."""
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     tokens = md.parse(markdown)
     seen: dict[str, int] = {}
     toc: list[tuple[int, str, str]] = []
     for i, token in enumerate(tokens):
+        if token.type == "heading_open" and token.tag == "h1":
+            # The page's title as the heading shows it: its Markdown escapes resolved, not the source text.
+            title = _plain_text(tokens[i + 1]) or title
         if token.type == "heading_open" and token.tag in ("h2", "h3"):
             text = _plain_text(tokens[i + 1])
             anchor = _slug(text, seen)
             token.attrSet("id", anchor)
             toc.append((int(token.tag[1]), text, anchor))
     body = md.renderer.render(tokens, md.options, {})
+    body = _scrolling_tables(body)
     body = _collapse_appendices(body)
     body = _embed_images(body, base)
     return "\n".join([
@@ -123,6 +133,22 @@ def markdown_to_html(markdown: str, base: Path, lang: str, title: str) -> str:
         f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body><main>",
         _after_title(body, _toc(toc, lang)), f"<script>{SCRIPT}</script>", "</main></body></html>",
     ])
+
+
+_TABLE = re.compile(r"<table>.*?</table>", re.S)
+_CODE = re.compile(r"<code>(.*?)</code>", re.S)
+# Where a long name may break: after the separators of qualified names, template and argument lists.
+_BREAK_AFTER = re.compile(r"(::|,|&lt;|\(|/|\.(?=[A-Za-z]))")
+
+
+def _scrolling_tables(body: str) -> str:
+    """Every table in a box that scrolls sideways when the table is wider than the page (numbers never wrap,
+    see STYLE); names in table cells may break only after `::`, `,`, `<`, `(`, `/` or `.`, never inside a word."""
+    def table(match: re.Match[str]) -> str:
+        cells = _CODE.sub(lambda m: "<code>" + _BREAK_AFTER.sub(r"\1<wbr>", m.group(1)) + "</code>", match.group(0))
+        return f'<div class="table">{cells}</div>'
+
+    return _TABLE.sub(table, body)
 
 
 def _plain_text(inline: Any) -> str:

@@ -23,6 +23,8 @@ from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.tables_spec import SPECS, table_markdown
 from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
+from kernelscope.report.translations import descriptions
+from kernelscope.report.typesetting import space_cjk
 from kernelscope.report.whatif import projection_section
 
 TOP_N = 20
@@ -38,16 +40,17 @@ CONFIG_KEYS = [
 ]
 
 
-def _env(lang: str) -> Environment:
+def _env(lang: str, cpu_run: bool = False) -> Environment:
     words = message_catalog("", lang)
     terms = words["terms"]
+    headers = {**words["headers"], **(words["headers_cpu"] if cpu_run else {})}
     env = template_environment(words, dict(
         duration=fmt.duration, ms=fmt.ms, percent=fmt.percent, ratio=fmt.ratio_percent, number=fmt.number,
-        gb=fmt.gigabytes, code=fmt.code, text=fmt.markdown_text, term=lambda v: terms.get(v, v) if isinstance(v, str) else v,
+        gb=fmt.gigabytes, bytes=fmt.byte_amount, flop=fmt.flop_amount, code=fmt.code, text=fmt.markdown_text, term=lambda v: terms.get(v, v) if isinstance(v, str) else v,
         tb=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TB/s",
         gbs=lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
         tflops=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TFLOP/s",
-        header=lambda key: words["headers"].get(key, key),
+        header=lambda key: headers.get(key, key),
         # Upper-case the first letter only: terms such as "SAM encoder" or "CPU ops" keep their capitals.
         capitalize=lambda v: v[:1].upper() + v[1:] if isinstance(v, str) else v,
     ))
@@ -71,13 +74,18 @@ def render_report(
     tables = report_tables(run, ceilings)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(tables, out_dir / "tables")
-    figure_paths = _draw_figures(tables, out_dir / "figures", run.info.hardware.name)
-    written += [p for paths in figure_paths.values() for p in paths]
-    figure_links = {key: fmt.Markdown(f"figures/{paths[0].name}") for key, paths in figure_paths.items() if paths}
+    drawn_in = figure_languages(languages)
+    figure_paths = _draw_figures(tables, out_dir / "figures", run.info.hardware.name, run.info.is_cpu, drawn_in)
+    written += [p for by_key in figure_paths.values() for paths in by_key.values() for p in paths]
     for lang in languages:
         context = _context(run, summary, tables, top_n, lang)
+        by_key = figure_paths.get(lang, figure_paths["en"])
+        figure_links = {key: fmt.Markdown(f"figures/{paths[0].name}") for key, paths in by_key.items() if paths}
         context["figures"] = figure_links
-        text = _env(lang).get_template("report.md.j2").render(**context)
+        context["histogram_figures"] = [key for key in figure_links if "histograms" in key]
+        text = _env(lang, run.info.is_cpu).get_template("report.md.j2").render(**context)
+        if lang == "zh":
+            text = space_cjk(text)
         path = out_dir / REPORT_FILES[lang]
         path.write_text(text, encoding="utf-8")
         written.append(path)
@@ -94,11 +102,13 @@ def _title(context: dict[str, Any], lang: str) -> str:
 
 
 class _Tables:
-    """Markdown tables in one language, by their spec in tables_spec.SPECS."""
+    """Markdown tables in one language, by their spec in tables_spec.SPECS. On a CPU-only run some headers read
+    differently (CPU ops for kernels); categories and descriptions are translated like terms."""
 
-    def __init__(self, lang: str) -> None:
+    def __init__(self, lang: str, cpu_run: bool = False) -> None:
         words = message_catalog("", lang)
-        self.headers, self.terms = words["headers"], words["terms"]
+        self.headers = {**words["headers"], **(words["headers_cpu"] if cpu_run else {})}
+        self.terms = {**descriptions(lang), **words["terms"]}
 
     def __call__(self, name: str, df: pl.DataFrame | None, limit: int | None = None) -> str | None:
         if df is None:
@@ -107,7 +117,7 @@ class _Tables:
 
 
 def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang: str) -> dict[str, Any]:
-    table = _Tables(lang)
+    table = _Tables(lang, run.info.is_cpu)
     shown: set[str] = set()
     for t in tables.by_phase.values():
         shown |= set(t.kernels.head(top_n)["name"].to_list())
@@ -122,10 +132,12 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "ceilings": tables.ceilings,
         "missing_ceilings": tables.missing_ceilings,
         "rule": classification_rule(),
-        "findings": _findings(tables, lang),
+        "findings": (findings := _findings(tables, lang, run.info.is_cpu)),
+        "bottlenecks": [f for f in findings if f["kind"] == "bottleneck"],
+        "recommendations": [f for f in findings if f["recommend"]],
         "acc": acc,
         "acc_requirements": table("requirements", acc.requirements if acc else None),
-        "acc_fixed": table("mix", acc.fixed_function if acc else None),
+        "acc_fixed": table("mix", acc.fixed_function if acc is not None and acc.fixed_function.height else None),
         "acc_layers": table("weights", acc.weights_per_layer if acc is not None and acc.weights_per_layer.height else None),
         "projection": projection_section(tables.projection, lang) if tables.projection is not None else None,
         "unattributed": table("kernels", tables.unattributed, 10),
@@ -145,8 +157,10 @@ def _attribution_levels(run: Run) -> list[dict[str, Any]]:
     info = run.info.attribution
     if info is None:
         return []
+    # A level no evidence gave (source "none") is left out: the table lists what attribution found.
     return [{"level": level, "source": getattr(info, level).source, "coverage": getattr(info, level).coverage}
-            for level in ("phase", "step", "module", "layer", "op", "source_line")]
+            for level in ("phase", "step", "module", "layer", "op", "source_line")
+            if getattr(info, level).source not in (None, "none") and getattr(info, level).coverage]
 
 
 def _replays(run: Run) -> dict[str, Any] | None:
@@ -194,10 +208,11 @@ def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[st
             "total": t.kernels.height,
             "rest_pct": float(rest["time_pct"].sum()) if rest.height else 0.0,
             "mix": table("mix", t.categories),
-            "longest": table("longest", t.longest),
+            # Without ceilings no kernel has a class: the column would hold only "unclassified".
+            "longest": table("longest", t.longest if tables.ceilings else t.longest.drop("roofline_class", strict=False)),
             "coverage": t.catalog_coverage,
             "unknown": table("unknown", t.unknown_kernels),
-            "op_groups": table("op_groups", t.op_groups, top_n),
+            "op_groups": table("op_groups", t.op_groups, top_n) if t.op_groups is not None and t.op_groups.height else None,
         }
     breakdowns = {
         phase: {"types": table("layer_types", t.layer_types), "modules": table("breakdown", t.layer_breakdown),
@@ -205,11 +220,24 @@ def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[st
         for phase, t in tables.by_phase.items() if t.layer_breakdown is not None
     }
     roofline = {
-        phase: {"classes": table("classes", t.classes), "kernels": table("roofline", t.roofline_kernels, top_n)}
+        phase: {"classes": table("classes", t.classes), "kernels": table("roofline", t.roofline_kernels, top_n),
+                "above": _above_roof(t.roofline_kernels.head(top_n)) if t.roofline_kernels is not None else None}
         for phase, t in tables.by_phase.items() if t.classes is not None
     }
     return {"kernel_tables": kernel_tables, "breakdowns": breakdowns, "roofline": roofline,
+            "op_group_phases": [phase for phase, t in kernel_tables.items() if t["op_groups"]],
             "cost_coverage": {phase: t.cost_coverage for phase, t in tables.by_phase.items()}}
+
+
+def _above_roof(kernels: pl.DataFrame) -> dict[str, Any] | None:
+    """The kernels of a roofline table whose analytic rate passes a roof (over 100%), for the sentence that
+    explains the mark: how many pass the bandwidth roof and the compute roof, and the highest share."""
+    memory = kernels.filter(pl.col("memory_roof_pct") > 100)
+    compute = kernels.filter(pl.col("compute_roof_pct") > 100)
+    if not memory.height and not compute.height:
+        return None
+    return {"memory": memory.height, "compute": compute.height,
+            "highest": float(max(memory["memory_roof_pct"].max() or 0, compute["compute_roof_pct"].max() or 0))}
 
 
 def _measured_context(tables: ReportTables, table: _Tables, top_n: int) -> dict[str, Any] | None:
@@ -245,14 +273,16 @@ def _images_table(tables: ReportTables, headers: dict[str, str], terms: dict[str
     return table_markdown(df, spec, titles, terms)
 
 
-def _findings(tables: ReportTables, lang: str) -> list[dict[str, Any]]:
+def _findings(tables: ReportTables, lang: str, cpu_run: bool = False) -> list[dict[str, Any]]:
     """Each finding with its text and recommendation in `lang`, numbered F1, F2, … in rule order."""
     env = _env(lang)
+    time_word = message_catalog("", lang)["terms"]["cpu_time" if cpu_run else "device_time"]
     out = []
     for number, finding in enumerate(tables.findings, start=1):
         values = {name: metric.value for name, metric in finding.numbers.items()}
-        # Rendered through the report's environment: input strings among the values are escaped there once, so
-        # the text is our Markdown from then on (not escaped again where the report prints it).
+        values["device_time"] = fmt.Markdown(time_word)
+        # Rendered by the page's environment, which escapes the values (input names): the result is Markdown of
+        # ours and must not be escaped a second time where the template prints it.
         text = fmt.Markdown(env.from_string(finding.rule[lang]).render(**values))
         recommend = finding.rule.get(f"recommend_{lang}")
         out.append({"id": f"F{number}", "rule": finding.id, "kind": finding.kind, "text": text,
@@ -336,38 +366,79 @@ def _communication_context(tables: ReportTables, table: _Tables) -> dict[str, An
             "matched": comm.instances.height}
 
 
-def _draw_figures(tables: ReportTables, directory: Path, device_name: str | None) -> dict[str, list[Path]]:
-    """Histograms per phase always; roofline charts when the device has ceilings; Nsight Compute figures when
-    measurements exist. Drawn on two cores where there are enough of them (figure_jobs)."""
+def figure_languages(languages: tuple[str, ...]) -> dict[str, str | None]:
+    """The languages figures are drawn in, each with the font it needs (None: matplotlib's default). A language
+    whose words need a font this machine lacks (Chinese without a CJK font) shows the English figures."""
+    out: dict[str, str | None] = {"en": None}
+    for lang in languages:
+        fonts = message_catalog("", lang)["figures"]["fonts"]
+        if lang != "en" and fonts and (font := figures.cjk_font(fonts)) is not None:
+            out[lang] = font
+    return out
+
+
+def _draw_figures(tables: ReportTables, directory: Path, device_name: str | None, cpu_run: bool,
+                  languages: dict[str, str | None]) -> dict[str, dict[str, list[Path]]]:
+    """Per language: histograms per phase always; roofline charts when the device has ceilings; Nsight Compute
+    figures when measurements exist. English figures are named <key>.png, the others <key>.<lang>.png. Drawn on
+    two cores where there are enough of them (figure_jobs)."""
     jobs: list[FigureJob] = []
+    for lang, font in languages.items():
+        jobs += _figure_jobs(tables, directory, device_name, cpu_run, lang, font)
+    drawn = draw_all(jobs)
+    return {lang: {job.key.removesuffix(f"@{lang}"): drawn[job.key] for job in jobs if job.lang == lang}
+            for lang in languages}
+
+
+def _figure_jobs(tables: ReportTables, directory: Path, device_name: str | None, cpu_run: bool, lang: str,
+                 font: str | None) -> list[FigureJob]:
+    words = figures.words_for(lang)
+    terms = words["terms"]
+    suffix = "" if lang == "en" else f".{lang}"
+    jobs: list[FigureJob] = []
+
+    def job(key: str, function: str, *args: object, **kwargs: object) -> None:
+        jobs.append(FigureJob(f"{key}@{lang}", function, (*args, directory, f"{key}{suffix}"),
+                              {"words": words, **kwargs}, lang, font))
+
     ceilings = tables.ceilings
     device = device_name or (ceilings.device if ceilings else "")
     for phase in tables.by_phase:
+        phase_word = terms.get(phase, phase)
+        label = words["on_device"].format(phase=phase_word, device=device) if device else phase_word
         # Histograms are of single launches, not of summary rows; they need no ceilings.
         subset = tables.kernels.filter((pl.col("phase") == phase) & (pl.col("instances") == 1))
-        label = f"{phase} on {device}" if device else phase
         if subset.height:
             subset = subset.select(c for c in figures_needed_columns() if c in subset.columns)
-            jobs.append(FigureJob(f"histograms_{phase}", "histograms",
-                                  (subset, f"Per-launch metrics: {label}", directory, f"histograms_{phase}")))
+            title = words["histograms_title_cpu" if cpu_run else "histograms_title"].format(label=label)
+            job(f"histograms_{phase}", "histograms", subset, title, cpu_run=cpu_run)
         points = tables.by_phase[phase].roofline_points
         if points is None or points.height == 0 or ceilings is None:
             continue
-        for key, function, title in (("roofline", "roofline_physical", "Roofline"),
-                                     ("roofline_normalized", "roofline_normalized", "Normalized roofline"),
-                                     ("roofline_top", "per_kernel_rooflines", "Top kernels on their roofs")):
-            jobs.append(FigureJob(f"{key}_{phase}", function,
-                                  (points, ceilings, f"{title}: {label}", directory, f"{key}_{phase}")))
+        points = _with_roof_shares(points, tables.by_phase[phase].roofline_kernels)
+        for key, function, title in (("roofline", "roofline_physical", "roofline_title"),
+                                     ("roofline_normalized", "roofline_normalized", "normalized_title"),
+                                     ("roofline_top", "per_kernel_rooflines", "top_title")):
+            job(f"{key}_{phase}", function, points, ceilings, words[title].format(label=label))
     measured = tables.measured
     if measured is not None and measured.kernels.height:
-        jobs.append(FigureJob("ncu_histograms", "measured_histograms", (
-            measured.launches, f"Nsight Compute metrics per profiled launch ({measured.phase})", directory,
-            "ncu_histograms")))
+        phase_word = terms.get(measured.phase, measured.phase)
+        job("ncu_histograms", "measured_histograms", measured.launches,
+            words["ncu_histograms_title"].format(phase=phase_word))
         if ceilings is not None:
-            jobs.append(FigureJob("ncu_roofline", "measured_roofline", (
-                measured.kernels, ceilings, f"Measured roofline: {measured.phase} on {device}", directory,
-                "ncu_roofline")))
-    return draw_all(jobs)
+            label = words["on_device"].format(phase=phase_word, device=device)
+            job("ncu_roofline", "measured_roofline", measured.kernels, ceilings,
+                words["ncu_roofline_title"].format(label=label))
+    return jobs
+
+
+def _with_roof_shares(points: pl.DataFrame, roofline_kernels: pl.DataFrame | None) -> pl.DataFrame:
+    """The points with their shares of the compute and bandwidth roofs (as the roofline table gives them), so a
+    figure can mark those above a roof."""
+    if roofline_kernels is None or "compute_roof_pct" in points.columns:
+        return points
+    shares = roofline_kernels.select("name", "compute_roof_pct", "memory_roof_pct").unique("name")
+    return points.join(shares, on="name", how="left")
 
 
 def figures_needed_columns() -> list[str]:

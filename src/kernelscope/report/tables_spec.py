@@ -19,6 +19,8 @@ def _us_to_duration(value: float | None) -> str:
 
 FORMATTERS: dict[str, Callable[[Any], str]] = {
     "pct": lambda v: fmt.percent(v, 1),
+    # A share of a roof above 100% is marked (↑): the report explains it beside the table.
+    "roof_pct": lambda v: fmt.percent(v, 1) + (" ↑" if v is not None and v > 100 else ""),
     "dur": fmt.duration,
     "us": _us_to_duration,
     "int": fmt.number,
@@ -32,8 +34,8 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
     "gbps": lambda v: fmt.number(None if v is None else v / 1e9, 0),
     "ms": lambda v: fmt.ms(v, 1),
     "ms3": lambda v: fmt.ms(v, 3),
-    "bw": lambda v: "–" if v is None else f"{v / 1e12:,.3f} TB/s",
-    "flops_rate": lambda v: "–" if v is None else f"{v / 1e12:,.2f} TFLOP/s",
+    "bw": fmt.bandwidth,
+    "flops_rate": fmt.flop_rate,
     "mb": lambda v: "–" if v is None else f"{v / 1e6:,.1f} MB",
     "bytes": lambda v: "–" if v is None else (f"{v / 1e6:,.2f} MB" if v >= 1e5 else f"{v / 1e3:,.1f} KB"),
     "gbs": lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
@@ -44,21 +46,21 @@ STATS = [("total", "total_ns", "dur"), ("instances", "instances", "int"), ("avg"
          ("med", "med_ns", "dur"), ("min", "min_ns", "dur"), ("max", "max_ns", "dur"), ("stddev", "stddev_ns", "dur")]
 
 SPECS: dict[str, Spec] = {
-    "kernels": [("time_pct", "time_pct", "pct"), ("library", "library", "text"), ("category", "category", "text"),
-                ("kernel", "label", "text"), ("description", "description", "text"), *STATS],
+    "kernels": [("time_pct", "time_pct", "pct"), ("library", "library", "text"), ("category", "category", "term"),
+                ("kernel", "label", "text"), ("description", "description", "term"), *STATS],
     "unknown": [("time_pct", "time_pct", "pct"), ("total", "total_ns", "dur"), ("instances", "instances", "int"),
                 ("full_name", "name", "code")],
-    "mix": [("category", "category", "text"), ("distinct_kernels", "kernels", "int"), ("launches", "launches", "int"),
+    "mix": [("category", "category", "term"), ("distinct_kernels", "kernels", "int"), ("launches", "launches", "int"),
             ("total", "total_ns", "dur"), ("time_pct", "time_pct", "pct")],
     "longest": [("kernel", "label", "text"), ("longest_launch", "max_ns", "dur"), ("median_launch", "med_ns", "dur"),
-                ("instances", "instances", "int"), ("class", "roofline_class", "term")],
+                ("instances", "instances", "int"), ("class", "roofline_class?", "term")],
     "op_groups": [("time_pct", "time_pct", "pct"), ("op", "op", "code"), ("kernel_sequence", "kernels", "text"),
                   ("instances", "instances", "int"), ("per_instance", "per_instance_ns", "dur"),
                   ("total", "total_ns", "dur")],
     "phases": [("phase", "phase", "term"), ("kernels", "kernel_count", "int"), ("device_time", "device_time_ns", "dur"),
                ("time_pct", "time_pct", "pct"), ("steps", "steps", "int"), ("per_step", "device_time_per_step_ns", "dur"),
-               ("kernels_per_step", "kernels_per_step", "num1"), ("span", "span_ns", "dur"), ("busy", "busy_pct", "pct"),
-               ("mean_gap", "mean_gap_ns", "dur"), ("mean_launch", "mean_launch_ns", "dur")],
+               ("kernels_per_step", "kernels_per_step", "num1"), ("span", "span_ns?", "dur"), ("busy", "busy_pct?", "pct"),
+               ("mean_gap", "mean_gap_ns?", "dur"), ("mean_launch", "mean_launch_ns?", "dur")],
     "breakdown": [("layer_type", "layer_type", "term"), ("module", "layer_module", "code"), ("kernel", "label", "text"),
                   ("per_layer_step", "per_layer_step_ns", "dur"),
                   ("launches_per_layer_step", "launches_per_layer_step", "num2")],
@@ -76,7 +78,7 @@ SPECS: dict[str, Spec] = {
                 ("mean_registers", "mean_registers_per_thread", "int")],
     "roofline": [("kernel", "label", "text"), ("total", "dur_ns", "dur"), ("precision", "precision", "text"),
                  ("intensity", "intensity", "num2"), ("tflops", "flops_per_s", "tflops"), ("gbps", "bytes_per_s", "gbps"),
-                 ("compute_roof", "compute_roof_pct", "pct"), ("bandwidth_roof", "memory_roof_pct", "pct"),
+                 ("compute_roof", "compute_roof_pct", "roof_pct"), ("bandwidth_roof", "memory_roof_pct", "roof_pct"),
                  ("class", "roofline_class", "term")],
     "measured_classes": [("class", "measured_class", "term"), ("distinct_kernels", "kernels", "int"),
                          ("share", "share_pct", "pct"), ("sm", "sm_throughput_pct", "pct"),
@@ -119,8 +121,8 @@ SPECS: dict[str, Spec] = {
                             ("communication", "comm_ns", "dur"), ("time_pct", "comm_pct", "pct"),
                             ("waiting", "wait_ns", "dur"), ("wait_share", "wait_pct", "pct"),
                             ("overlap", "overlap_pct", "pct"), ("device_time", "device_time_ns", "dur")],
-    "names": [("kernel", "label", "text"), ("library", "library", "text"), ("category", "category", "text"),
-              ("description", "description", "text"), ("full_name", "name", "code")],
+    "names": [("kernel", "label", "text"), ("library", "library", "text"), ("category", "category", "term"),
+              ("description", "description", "term"), ("full_name", "name", "code")],
 }
 
 

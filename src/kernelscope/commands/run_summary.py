@@ -1,0 +1,80 @@
+"""What `profile` and `import` print when they finish (before the run's path, the last line): latency, the
+bandwidth decode achieved, time per phase, the top kernels, attribution coverage and the report's absolute path,
+in the spirit of gpt-fast's closing line. Read back from the run directory, so it says what the run holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.naming import kernel_labels
+from kernelscope.load import rundir
+from kernelscope.report import formatting as fmt
+
+TOP = 5
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`1 step`, `2 steps`, `1,024 launches`."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
+def terminal_summary(run_dir: Path) -> str:
+    """The closing lines of a command that wrote the run `run_dir`."""
+    run_dir = run_dir.resolve()
+    run = with_costs_and_names(rundir.read_run(run_dir))
+    summary = rundir.read_summary(run_dir)
+    cpu = run.info.is_cpu
+    unit, time_word = ("CPU ops", "CPU op time") if cpu else ("kernels", "device time")
+    lines = [f"kernelscope: {summary.model or 'imported trace'} on {summary.device or 'an unnamed device'}"
+             + (" (CPU ops stand in for kernels)" if cpu else "")]
+    t = summary.timings
+    if t.ttft_ms is not None:
+        repeats = run.info.plain_timings.repeats if run.info.plain_timings is not None else None
+        lines.append(f"  TTFT {fmt.ms(t.ttft_ms, 1)} · TPOT {fmt.ms(t.tpot_ms, 2)} · "
+                     f"{fmt.number(t.tokens_per_s, 1)} tokens/s · end to end {fmt.ms(t.e2e_ms, 1)}"
+                     + (f" (median of {plural(repeats, 'run')} without the profiler)" if repeats else ""))
+    achieved = _decode_bandwidth(run.kernels, summary)
+    if achieved is not None:
+        per_step, rate = achieved
+        lines.append(f"  decode achieved {fmt.bandwidth(rate)}: {fmt.byte_amount(per_step)} of analytic bytes per "
+                     f"step in the TPOT of {fmt.ms(t.tpot_ms, 2)}")
+    for name, p in summary.phases.items():
+        total = (p.cpu_time_us if cpu else p.device_time_us) or 0.0
+        per_step = (p.cpu_time_per_step_us if cpu else p.device_time_per_step_us)
+        steps = (f", {plural(p.steps, 'step')}" + (f", {fmt.duration(per_step * 1e3)} per step" if per_step and p.steps > 1 else "")
+                 if p.steps else "")
+        lines.append(f"  {name}: {fmt.duration(total * 1e3)} of {time_word}, {plural(p.kernel_count, unit[:-1], unit)}{steps}")
+    lines.append(f"  top {min(TOP, run.kernels['name'].n_unique())} {unit} by total time:")
+    lines += [f"    {share:5.1f}%  {fmt.duration(total):>11}  {label}" for share, total, label in _top(run.kernels)]
+    lines.append(f"  attribution: {100 * summary.attribution_coverage:.1f}% of the {time_word} has a phase and a "
+                 f"module, {100 * summary.op_coverage:.1f}% a framework op")
+    report = run_dir / "report"
+    pages = [report / name for name in ("report.html", "report.md", "report.zh.html", "report.zh.md")]
+    pages = [page for page in pages if page.exists()]
+    if pages:
+        others = ", ".join(page.name for page in pages[1:])
+        lines.append(f"  report: {pages[0]}" + (f" (and {others} beside it)" if others else ""))
+    return "\n".join(lines)
+
+
+def _top(kernels: pl.DataFrame) -> list[tuple[float, float, str]]:
+    labels = kernel_labels(kernels).head(TOP)
+    total = float(kernels["dur_ns"].sum()) or 1.0
+    return [(100 * row["total_ns"] / total, float(row["total_ns"]), row["label"] or row["name"])
+            for row in labels.iter_rows(named=True)]
+
+
+def _decode_bandwidth(kernels: pl.DataFrame, summary) -> tuple[float, float] | None:
+    """Decode's analytic bytes per step and the rate they make over the measured time per output token."""
+    decode = summary.phases.get("decode")
+    tpot = summary.timings.tpot_ms
+    if decode is None or not decode.steps or not tpot:
+        return None
+    moved = kernels.filter(pl.col("phase") == "decode")["bytes_moved"].sum()
+    if not moved:
+        return None
+    per_step = float(moved) / decode.steps
+    return per_step, per_step / (tpot / 1e3)

@@ -1,0 +1,117 @@
+"""Figures of a real H200 run: labels never overlap each other or the legend and stay inside their axes, kernels
+without FLOPs sit on a band of their own (no made-up intensity), points above a roof are ringed, and the Chinese
+figures draw Chinese words with a CJK font."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import polars as pl
+import pytest
+
+from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.report_tables import report_tables
+from kernelscope.load import rundir
+from kernelscope.pipeline import run_ceilings
+from kernelscope.report import figures, render
+
+RUN = Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
+
+
+@pytest.fixture(scope="module")
+def tables():
+    run = with_costs_and_names(rundir.read_run(RUN))
+    return report_tables(run, run_ceilings(run.info))
+
+
+@pytest.fixture
+def kept(monkeypatch):
+    """The figures drawn, kept open instead of written."""
+    out: list[plt.Figure] = []
+    monkeypatch.setattr(figures, "_save", lambda fig, directory, stem, fitted=False: out.append(fig) or [])
+    yield out
+    for fig in out:
+        plt.close(fig)
+
+
+def _points(tables, phase="decode") -> pl.DataFrame:
+    return render._with_roof_shares(tables.by_phase[phase].roofline_points, tables.by_phase[phase].roofline_kernels)
+
+
+def _label_boxes(fig: plt.Figure) -> list:
+    renderer = fig.canvas.get_renderer()
+    return [t.get_window_extent(renderer) for ax in fig.axes for t in ax.texts if t.get_visible() and t.get_text()]
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_roofline_labels_do_not_overlap(tables, kept, tmp_path, phase):
+    points = _points(tables, phase)
+    figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r", label_top=12)
+    (fig,) = kept
+    ax = fig.axes[-1]
+    renderer = fig.canvas.get_renderer()
+    labels = [t for t in ax.texts if t.get_text() and not t.get_text().startswith("ridge")]
+    assert len(labels) >= 4  # most of the top kernels are named
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    frame = ax.get_window_extent(renderer)
+    legend = ax.get_legend().get_window_extent(renderer)
+    for i, box in enumerate(boxes):
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+        assert not box.overlaps(legend), labels[i].get_text()
+        for other in boxes[i + 1:]:
+            assert not box.overlaps(other), labels[i].get_text()
+
+
+def test_kernels_without_flops_are_on_their_own_band(tables, kept, tmp_path):
+    points = _points(tables)
+    no_flops = points.filter(pl.col("flops") <= 0)
+    assert no_flops.height  # copies and casts do no arithmetic
+    figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r")
+    figures.roofline_normalized(points, tables.ceilings, "t", tmp_path, "n")
+    for fig in kept:
+        band, main = fig.axes[0], fig.axes[-1]
+        band_x = [x for c in band.collections for x, _ in c.get_offsets()]
+        assert len(band_x) == no_flops.height and set(band_x) == {0.5}
+        main_points = sum(len(c.get_offsets()) for c in main.collections if c.get_facecolor().size)
+        assert main_points == points.height - no_flops.height
+    # The bandwidth shares on the band are the table's (bytes/s over the ceiling), in percent.
+    expected = sorted(no_flops["bytes_per_s"].fill_null(0) / tables.ceilings.bandwidth * 100)
+    drawn = sorted(y for c in kept[0].axes[0].collections for _, y in c.get_offsets())
+    assert drawn == pytest.approx([max(v, 1e-4) for v in expected])
+
+
+def test_small_multiples_draw_no_made_up_intensity(tables, kept, tmp_path):
+    points = _points(tables)
+    top = points.head(8)
+    figures.per_kernel_rooflines(points, tables.ceilings, "t", tmp_path, "top")
+    (fig,) = kept
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    for ax, row in zip(panels, top.iter_rows(named=True), strict=True):
+        if row["flops"] <= 0:
+            assert ax.get_xscale() == "linear" and not ax.collections  # a bar of its bandwidth share
+        else:
+            ((x, _),) = ax.collections[0].get_offsets()
+            assert x == pytest.approx(row["intensity"])
+
+
+def test_points_above_a_roof_are_ringed(tables, kept, tmp_path):
+    points = _points(tables)
+    above = points.filter((pl.col("flops") > 0) & ((pl.col("memory_roof_pct") > 100) | (pl.col("compute_roof_pct") > 100)))
+    figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r")
+    (fig,) = kept
+    labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    assert (figures.words_for()["above_roof"] in labels) == (above.height > 0)
+
+
+def test_chinese_figures_use_chinese_words_and_a_cjk_font(tables, tmp_path):
+    fonts = figures.words_for("zh")["fonts"]
+    font = figures.cjk_font(fonts)
+    if font is None:
+        pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
+    langs = render.figure_languages(("en", "zh"))
+    assert langs["zh"] == font
+    jobs = render._figure_jobs(tables, tmp_path, "NVIDIA H200", False, "zh", font)
+    assert {j.key.split("@")[1] for j in jobs} == {"zh"} and all(j.font == font for j in jobs)
+    roofline = next(j for j in jobs if j.function == "roofline_physical")
+    assert roofline.args[-1].endswith(".zh") and "屋脊线" in roofline.args[2]

@@ -1,0 +1,66 @@
+"""Names read from inputs render literally: in Markdown table cells (as text and as code), in the sentences of
+findings (rendered once, never escaped twice), in the HTML page's title, and in figure labels (no mathtext)."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from markdown_it import MarkdownIt
+
+from kernelscope.analyze.findings import Finding, Metric
+from kernelscope.report import figures
+from kernelscope.report import formatting as fmt
+from kernelscope.report.html import markdown_to_html
+from kernelscope.report.render import _env, _findings
+
+NAMES = ["aten::__or__", "aten::__and__", "a|b", "x\ny", "*bold*", "**", "$x$ and $y$", "`tick`", "_a_",
+         "<b>x</b>", "a\\|b", "\\", "a\\", "[x](y)", "&amp;", "~~s~~", "1. x", "- x", "# h", "| x |", "```",
+         "__init__", "a*b*c", "{{ x }}", "{% if %}"]
+MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+def _cell_texts(markdown: str) -> list[str]:
+    cells = re.findall(r"<td>(.*?)</td>", MD.render(markdown), re.S)
+    return [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in cells]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_name_in_a_table_cell_reads_as_written(name):
+    table = fmt.markdown_table(["Kernel", "Full name"], [False, False], [[fmt.markdown_text(name), fmt.code(name)]])
+    # A line break cannot stand in a table cell: it is one space, everything else is kept.
+    assert _cell_texts(table) == [name.replace("\n", " ")] * 2
+    assert table.count("\n") == 2  # header, alignment, one row: nothing opened another row
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_name_a_finding_prints_is_escaped_once(lang):
+    rule = {"en": "Attention runs on {{ kernel }} ({{ library }}).", "zh": "注意力由 {{ kernel }}（{{ library }}）执行。"}
+    finding = Finding("attention", "observation", {"kernel": Metric("aten::__or__"), "library": Metric("lib|x")}, rule)
+    (out,) = _findings(SimpleNamespace(findings=[finding]), lang)
+    # Printed by the report's template, as report.md.j2 prints findings.
+    rendered = MD.render(_env(lang).from_string("- **{{ f.id }}** {{ f.text }}").render(f=out))
+    text = html.unescape(re.sub(r"<[^>]+>", "", rendered))
+    assert "aten::__or__" in text and "lib|x" in text
+    assert "<strong>or</strong>" not in rendered and "\\" not in text
+
+
+def test_the_html_title_is_the_heading_as_shown(tmp_path: Path):
+    page = markdown_to_html("# Report of " + fmt.markdown_text("tiny_model__x__") + "\n\ntext\n", tmp_path, "en",
+                            title="unused")
+    assert "<title>Report of tiny_model__x__</title>" in page
+
+
+def test_figure_labels_are_not_mathtext():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    label = ax.text(0, 0, figures.literal("cost_$x$_$y$"))
+    fig.canvas.draw()
+    # Drawn as plain text: matplotlib's own check says it is no math, and the escapes are gone when shown.
+    shown, is_math = label._preprocess_math(label.get_text())
+    plt.close(fig)
+    assert (shown, is_math) == ("cost_$x$_$y$", False)
