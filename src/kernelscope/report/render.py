@@ -13,6 +13,7 @@ from jinja2 import Environment
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.report_tables import ReportTables, report_tables
+from kernelscope.analyze.spread import significant, spread
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.summary import Summary
 from kernelscope.report import figures
@@ -191,7 +192,37 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
         "cpu_run": run.info.is_cpu,
         "unit": "CPU ops" if run.info.is_cpu else "kernels",
         "config_rows": _config_rows(run.info.model.language_config() if run.info.model is not None else {}),
+        **_timing_spread(run, lang),
     }
+
+
+def _timing_spread(run: Run, lang: str) -> dict[str, Any]:
+    """The spread of the unprofiled timings over their repeats (a table when some metric has two values or
+    more), and whether the ranges' effect on the end-to-end time exceeds the spread of both modes."""
+    timings = run.info.timings
+    if timings is None:
+        return {"spread_table": None, "overhead_significant": None, "e2e_spread": None}
+    words = message_catalog("", lang)
+    headers = words["headers"]
+    rows = []
+    spreads = {}
+    for mode, summary in (("plain", timings.plain), ("annotated", timings.annotated)):
+        for metric, values in (("ttft", summary.ttft_ms_all), ("tpot", summary.tpot_ms_all),
+                               ("e2e", summary.e2e_ms_all)):
+            s = spread(values)
+            spreads[(mode, metric)] = s
+            if s is not None and s.known:
+                rows.append({"mode": words["text"][f"mode_{mode}"], "metric": headers[metric], "n": s.n,
+                             "min": s.min, "median": s.median, "max": s.max,
+                             "cv": None if s.cv is None else 100 * s.cv})
+    table = None
+    if rows:
+        spec = [("mode", "mode", "text"), ("metric", "metric", "text"), ("runs", "n", "int"), ("min", "min", "ms3"),
+                ("med", "median", "ms3"), ("max", "max", "ms3"), ("cv", "cv", "pct")]
+        table = table_markdown(pl.DataFrame(rows), spec, headers, words["terms"])
+    plain, annotated = spreads[("plain", "e2e")], spreads[("annotated", "e2e")]
+    return {"spread_table": table, "overhead_significant": significant(plain, annotated),
+            "e2e_spread": {"plain": plain, "annotated": annotated}}
 
 
 def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[str, Any]:

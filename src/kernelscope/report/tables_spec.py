@@ -33,6 +33,7 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
     "tflops": lambda v: fmt.number(None if v is None else v / 1e12, 2),
     "gbps": lambda v: fmt.number(None if v is None else v / 1e9, 0),
     "ms": lambda v: fmt.ms(v, 1),
+    "ms3": lambda v: fmt.ms(v, 3),
     "bw": fmt.bandwidth,
     "flops_rate": fmt.flop_rate,
     "mb": lambda v: "–" if v is None else f"{v / 1e6:,.1f} MB",
