@@ -16,7 +16,7 @@ from kernelscope.analyze.report_tables import ReportTables, report_tables
 from kernelscope.analyze.spread import significant, spread
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.summary import Summary
-from kernelscope.report import figures
+from kernelscope.report import explorer, figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.figure_jobs import FigureJob, draw_all
 from kernelscope.report.html import markdown_to_html
@@ -89,11 +89,42 @@ def render_report(
         path.write_text(text, encoding="utf-8")
         written.append(path)
         if html:
-            page = markdown_to_html(text, out_dir, lang=lang, title=_title(context, lang))
+            page = markdown_to_html(text, out_dir, lang=lang, title=_title(context, lang),
+                                    after_headings=_interactive(tables, lang, run.info.is_cpu))
             html_path = out_dir / HTML_FILES[lang]
             html_path.write_text(page, encoding="utf-8")
             written.append(html_path)
     return written
+
+
+def _interactive(tables: ReportTables, lang: str, cpu_run: bool) -> dict[str, str]:
+    """The HTML page's explorer of each phase's layer → module → kernel breakdown (under the breakdown heading)
+    and the strip of decode steps (under the steps heading), keyed by those headings' text in `lang`."""
+    words = message_catalog("", lang)
+    env = _env(lang, cpu_run)
+
+    def heading(key: str) -> str:
+        text = env.from_string(words["text"][key]).render(cpu_run=cpu_run)
+        return space_cjk(text) if lang == "zh" else text
+
+    out: dict[str, str] = {}
+    icicles = []
+    for phase, t in tables.by_phase.items():
+        if t.layer_breakdown is None:
+            continue
+        phase_word = words["terms"].get(phase, phase)
+        tree = explorer.breakdown_tree(phase_word, t.layer_breakdown, words["terms"])
+        if tree is not None:
+            icicles.append(explorer.icicle_svg(tree, env.from_string(words["text"]["explorer_caption"]).render(
+                phase=phase_word, total=fmt.duration(tree.value), cpu_run=cpu_run)))
+    if icicles:
+        out[heading("h_breakdown")] = "".join(icicles)
+    if tables.every_step is not None:
+        caption = env.from_string(words["text"]["steps_strip_caption"]).render(cpu_run=cpu_run)
+        strip = explorer.step_strip_svg(tables.every_step, caption)
+        if strip:
+            out[heading("h_steps")] = strip
+    return out
 
 
 def _title(context: dict[str, Any], lang: str) -> str:
