@@ -291,8 +291,8 @@ def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[st
 def _above_roof(kernels: pl.DataFrame) -> dict[str, Any] | None:
     """The kernels of a roofline table whose analytic rate passes a roof (over 100%), for the sentence that
     explains the mark: how many pass the bandwidth roof and the compute roof, and the highest share."""
-    memory = kernels.filter(pl.col("memory_roof_pct") > 100)
-    compute = kernels.filter(pl.col("compute_roof_pct") > 100)
+    memory = kernels.filter(pl.col("memory_roof_pct").cast(pl.Float64) > 100)
+    compute = kernels.filter(pl.col("compute_roof_pct").cast(pl.Float64) > 100)
     if not memory.height and not compute.height:
         return None
     return {"memory": memory.height, "compute": compute.height,
