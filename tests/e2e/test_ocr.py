@@ -57,7 +57,7 @@ def test_run_json_records_images_settings_and_unchanged_tokens(ocr_run):
 
 def test_report_shows_the_stage_table_and_the_per_image_table(ocr_run):
     text = (ocr_run / "report" / "report.md").read_text()
-    phases = text.split("### Device time by phase", 1)[1].split("###", 1)[0]
+    phases = text.split("### CPU operator time by phase", 1)[1].split("###", 1)[0]
     rows = [line.split("|")[1].strip() for line in phases.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[1:] == ["SAM encoder", "vision encoder", "projector", "prefill", "decode"]
     for heading in ["### Per image", "### SAM encoder", "### Vision encoder", "### Projector", "### Prefill",

@@ -219,3 +219,34 @@ def test_html_layout_at_desktop_and_phone_width(report, tmp_path, page_name, wid
     # Key-value tables have a real header row, not their first item as a header.
     assert not [h for h in layout["headers"] if h.startswith(("Device", "设备\t", "kernelscope"))]
     assert shot.stat().st_size > 50_000
+
+
+@pytest.mark.parametrize("page_name", ["report.html", "report.zh.html"])
+def test_breakdown_explorer_and_step_strip_work_offline(report, page_name):
+    """The icicle of layer → module → kernel zooms on a click and back on a second one, under the page's strict
+    Content-Security-Policy (a blocked script would be a console error); the step strip has one bar per decode
+    step of the run, each with its time."""
+    import polars as pl
+
+    chromium, playwright = _browser()
+    kernels = pl.read_parquet(RUN / "kernels.parquet")
+    decode_steps = kernels.filter((pl.col("phase") == "decode") & pl.col("step").is_not_null())["step"].n_unique()
+    with playwright.sync_playwright() as p:
+        browser, page, errors = open_page(p, chromium, report / page_name)
+        icicles = page.locator("svg.ks-icicle")
+        assert icicles.count() == 2  # prefill and decode
+        decode = icicles.nth(1)
+        module = decode.locator("g.node[data-depth='2']").first
+        before = float(module.locator("rect").get_attribute("width"))
+        module.click()
+        zoomed = float(module.locator("rect").get_attribute("width"))
+        hidden_kernels = decode.locator("g.node[data-depth='3']").evaluate_all(
+            "els => els.filter(e => e.style.display === 'none').length")
+        module.click()  # the block shown whole: back to the whole phase
+        after = float(module.locator("rect").get_attribute("width"))
+        bars = page.locator("svg.ks-strip rect.step")
+        titles = bars.evaluate_all("els => els.map(e => e.querySelector('title').textContent)")
+        browser.close()
+    assert errors == []
+    assert before < 900 and zoomed >= 999 and hidden_kernels > 0 and after == pytest.approx(before, abs=0.01)
+    assert len(titles) == decode_steps and all(re.search(r"\d (ns|µs|ms)$", t) for t in titles)

@@ -106,3 +106,39 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
     assert not (tmp_path / "never").exists()
+
+
+def test_study_states_its_baseline_and_shows_each_projection_s_terms(tmp_path):
+    """Baseline and target (with the options applied) come before any number; an option the target already
+    has is not shown as 1.00×; every kernel row shows its terms, which add up to its projection; rows far from
+    the measured time say why; efficiencies above 1 are explained; kernels sharing a friendly name keep #2."""
+    run = RUNS / "h200-qwen2-0.5b-ncu"
+    out = tmp_path / "w"
+    result = kernelscope("whatif", str(run), "--hw", "h100-sxm", "--set", "fuse=yes", "--out", str(out), "--lang", "en")
+    assert result.returncode == 0, result.stderr
+    text = (out / "whatif.md").read_text()
+    summary = text.split("## Summary", 1)[1].split("##", 1)[0].strip().splitlines()
+    assert summary[0].startswith("- Baseline: the run as measured on NVIDIA H200. Target: NVIDIA H100")
+    assert "element-wise chains fused" in summary[0] and not re.search(r"\d\.\d", summary[0])
+    fuse = next(line for line in text.splitlines() if line.startswith("| fuse element-wise chains"))
+    assert "already in the target" in fuse and "1.00×" not in fuse
+    kernels = pl.read_csv(out / "tables" / "kernels.csv")
+    # The terms: latency + max(memory, compute), or nothing where fused, or the measured time where carried.
+    modelled = kernels.filter(pl.col("bound").is_in(["latency", "memory", "compute"]))
+    for r in modelled.iter_rows(named=True):
+        total = r["latency_per_step_ns"] + max(r["memory_per_step_ns"], r["compute_per_step_ns"])
+        assert total == pytest.approx(r["projected_per_step_ns"], rel=1e-6), r["label"]
+    # Measured per step, from the run's kernels: the kernel's time in the phase over the phase's steps.
+    k = pl.read_parquet(run / "kernels.parquet")
+    row = modelled.filter(pl.col("phase") == "decode").row(0, named=True)
+    decode = k.filter(pl.col("phase") == "decode")
+    steps = decode["step"].n_unique()
+    assert row["measured_per_step_ns"] == pytest.approx(decode.filter(pl.col("name") == row["name"])["dur_ns"].sum() / steps)
+    ratio = kernels["projected_per_step_ns"] / kernels["measured_per_step_ns"]
+    far = kernels.filter(((ratio > 2) | (ratio < 0.5)) & pl.col("bound").is_in(["latency", "memory", "compute"]))
+    assert far.height and (far["why"] == far["bound"]).all()
+    for label in far["label"]:
+        assert any(line.startswith(f"| {label} |") and "per launch" in line for line in text.splitlines())
+    assert ("A memory efficiency above 1" in text) == bool((kernels["memory_efficiency"] > 1).any())
+    for _, phase_rows in kernels.group_by("phase"):
+        assert phase_rows["label"].n_unique() == phase_rows.height  # no two rows share a name

@@ -20,6 +20,7 @@ from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.layers import OUTSIDE, layer_breakdown, with_layer_columns
 from kernelscope.analyze.phases import PHASE_ORDER, phase_table
+from kernelscope.analyze.spread import Spread, significant, spread
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
@@ -216,8 +217,19 @@ TIMING_METRICS = [
 ]
 
 
+# The per-run values a timing metric's spread comes from (tokens/s are a monotonic function of them).
+SPREAD_OF = {"ttft_ms": "ttft_ms_all", "tpot_ms": "tpot_ms_all", "e2e_ms": "e2e_ms_all",
+             "tokens_per_s": "e2e_ms_all", "decode_tokens_per_s": "tpot_ms_all"}
+
+
+def significant_col(label: str, base: str) -> str:
+    """Name of the column that says whether a run's change from the baseline exceeds the spread of both."""
+    return f"significant[{label}/{base}]"
+
+
 def timings_table(views: list[RunView]) -> pl.DataFrame:
-    """metric, one value per run (null: not available), ratio of each run to the baseline."""
+    """metric, one value per run (null: not available), ratio of each run to the baseline, and whether that
+    change exceeds the spread of both runs' timed repeats (null: a run has fewer than two)."""
     rows = []
     for metric, where, key in TIMING_METRICS:
         values: list[float | None] = []
@@ -233,6 +245,14 @@ def timings_table(views: list[RunView]) -> pl.DataFrame:
         rows.append({"metric": metric, **{col("value", v.label): x for v, x in zip(views, values, strict=True)}})
     table = pl.DataFrame(rows, schema={"metric": pl.String, **{col("value", v.label): pl.Float64 for v in views}},
                          orient="row")
+    base = views[0]
+    verdicts = {
+        significant_col(v.label, base.label): [
+            significant(spread(getattr(base.run.info.plain_timings, SPREAD_OF[m], None) or []),
+                        spread(getattr(v.run.info.plain_timings, SPREAD_OF[m], None) or []))
+            if m in SPREAD_OF else None for m, _, _ in TIMING_METRICS]
+        for v in views[1:]}
+    table = table.with_columns(pl.Series(name, values, dtype=pl.Boolean) for name, values in verdicts.items())
     return _with_ratios(table, [v.label for v in views], "value")
 
 
@@ -247,7 +267,21 @@ def phases_table(views: list[RunView], phase_names: list[str]) -> pl.DataFrame:
     keys = pl.DataFrame({"phase": phase_names}, schema={"phase": pl.String})
     table = _side_by_side(keys, ["phase"], parts, [v.label for v in views], PHASE_METRICS)
     table = _with_ratios(table, [v.label for v in views], "device_time_per_step_ns")
-    return _with_deltas(table, [v.label for v in views], "device_time_per_step_ns")
+    table = _with_deltas(table, [v.label for v in views], "device_time_per_step_ns")
+    # Whether a run's time per step differs from the baseline's beyond the spread of both runs' steps.
+    step_spreads = [_step_spreads(v) for v in views]
+    return table.with_columns(
+        pl.Series(significant_col(v.label, views[0].label),
+                  [significant(step_spreads[0].get(p), spreads.get(p)) for p in table["phase"].to_list()],
+                  dtype=pl.Boolean)
+        for v, spreads in zip(views[1:], step_spreads[1:], strict=True))
+
+
+def _step_spreads(view: RunView) -> dict[str, Spread | None]:
+    """Per phase: the spread of its steps' device time (one step, as prefill: unknown)."""
+    steps = (view.kernels.filter(pl.col("step").is_not_null())
+             .group_by("phase", "step").agg(pl.col("dur_ns").sum()))
+    return {phase[0]: spread(group["dur_ns"].to_list()) for phase, group in steps.group_by("phase")}
 
 
 # --- layer → module → kernel ----------------------------------------------------------------------------------

@@ -181,8 +181,11 @@ def project(inputs: pl.DataFrame, target: Target, model: ProjectionModel, option
              .when(pl.col("latency_ns") >= work).then(pl.lit("latency"))
              .when(pl.col("memory_ns") >= pl.col("compute_ns")).then(pl.lit("memory"))
              .otherwise(pl.lit("compute")))
-    return k.with_columns(projected.alias("projected_ns"), bound.alias("bound")).drop(
-        "_lat", "_em", "_ec", "_peak", "_bytes")
+    # The terms stay with each kernel, so a report can show how its projection was made.
+    return k.with_columns(projected.alias("projected_ns"), bound.alias("bound"),
+                          (pl.col("_lat") * target.latency_scale).alias("latency_per_launch_ns"),
+                          pl.col("_em").alias("memory_efficiency"), pl.col("_ec").alias("compute_efficiency"),
+                          pl.col("_bytes").alias("bytes_projected")).drop("_lat", "_em", "_ec", "_peak", "_bytes")
 
 
 def _resident_share(k: pl.DataFrame, target: Target, source_l2: float | None, weight_bound: pl.Expr) -> float:

@@ -12,6 +12,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.communication import communication
+from kernelscope.analyze.naming import kernel_labels
 from kernelscope.analyze.parallel_projection import (
     ParallelProjection,
     ParallelRequest,
@@ -125,24 +126,56 @@ def _timings(info: RunInfo, calibration: pl.DataFrame) -> MeasuredLatency:
     return MeasuredLatency(tpot_ms=plain.tpot_ms, ttft_ms=plain.ttft_ms, host_ms=host)
 
 
+# A projection this far from the measured time (either way) comes with the reason the model gives for it.
+FAR = 2.0
+
+
 def _kernel_table(projected: pl.DataFrame, top: int) -> pl.DataFrame:
+    """Per phase and kernel name on the target: the projection and its terms (per step: latency, memory and
+    compute terms, bytes and FLOPs; per launch: the fitted latency; the efficiencies of its kind of work), the
+    report's label of the kernel (names sharing a friendly name numbered #2, #3 as in the main report), and
+    `why` where the projection is more than FAR× from the measured time: "latency" when the kind's fitted
+    per-kernel latency decides it, "memory" or "compute" when that term does."""
     counts = step_counts(projected)
     steps = pl.DataFrame({"phase": list(counts), "steps": list(counts.values())},
                          schema={"phase": pl.String, "steps": pl.Int64})
-    return (
+    labels = _labels(projected)
+    per_step = ["latency_ns", "memory_ns", "compute_ns", "bytes_projected", "flops"]
+    table = (
         projected.group_by("phase", "name")
         .agg(pl.col("friendly_name").first(), pl.col("group").first(), pl.col("instances").sum().alias("launches"),
              pl.col("dur_ns").sum().cast(pl.Float64).alias("measured_ns"), pl.col("projected_ns").sum(),
-             pl.col("bound").mode().first().alias("bound"))
+             pl.col("bound").mode().first().alias("bound"), pl.col("latency_per_launch_ns").first(),
+             pl.col("memory_efficiency").first(), pl.col("compute_efficiency").first(),
+             *(pl.col(c).cast(pl.Float64).sum().alias(c) for c in per_step))
         .join(steps, on="phase")
+        .join(labels, on="name", how="left")
         .with_columns((pl.col("measured_ns") / pl.col("steps")).alias("measured_per_step_ns"),
                       (pl.col("projected_ns") / pl.col("steps")).alias("projected_per_step_ns"),
-                      (pl.col("launches") / pl.col("steps")).alias("launches_per_step"))
-        .sort("phase", "projected_per_step_ns", descending=[False, True])
-        .group_by("phase", maintain_order=True).head(top)
-        .select("phase", "name", "friendly_name", "group", "launches_per_step", "measured_per_step_ns",
-                "projected_per_step_ns", "bound")
+                      (pl.col("launches") / pl.col("steps")).alias("launches_per_step"),
+                      (pl.col("measured_ns") / pl.col("launches")).alias("measured_per_launch_ns"),
+                      *((pl.col(c) / pl.col("steps")).alias(f"{c.removesuffix('_ns')}_per_step" + ("_ns" if c.endswith("_ns") else ""))
+                        for c in per_step))
     )
+    ratio = pl.col("projected_ns") / pl.col("measured_ns")
+    far = (ratio > FAR) | (ratio < 1 / FAR)
+    table = table.with_columns(
+        pl.when(far & pl.col("bound").is_in(["latency", "memory", "compute"])).then(pl.col("bound")).alias("why"))
+    return (
+        table.sort("phase", "projected_per_step_ns", descending=[False, True])
+        .group_by("phase", maintain_order=True).head(top)
+        .select("phase", "name", "friendly_name", "label", "group", "launches_per_step", "measured_per_step_ns",
+                "projected_per_step_ns", "latency_per_step_ns", "memory_per_step_ns", "compute_per_step_ns",
+                "bytes_projected_per_step", "flops_per_step", "latency_per_launch_ns", "measured_per_launch_ns",
+                "memory_efficiency", "compute_efficiency", "bound", "why")
+    )
+
+
+def _labels(kernels: pl.DataFrame) -> pl.DataFrame:
+    """name → the report's label (analyze/naming.kernel_labels: #2, #3 for names sharing a friendly name)."""
+    columns = ["name", "dur_ns", "friendly_name", "library", "category", "description"]
+    frame = kernels.select(c if c in kernels.columns else pl.lit(None, dtype=pl.String).alias(c) for c in columns)
+    return kernel_labels(frame).select("name", "label")
 
 
 def _scenarios(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options,
@@ -158,13 +191,17 @@ def _scenarios(inputs: pl.DataFrame, target: Target, model: ProjectionModel, opt
         times = {p: every[p] for p in (ranges.DECODE, ranges.PREFILL) if p in every}
         if not base:
             base = times
-        rows.append({"scenario": scenario["name"], "what": scenario.get("what", ""),
+        # An option the target already has (--set fuse=yes, weight_bits=8) buys nothing on top of it: the row
+        # says so instead of printing 1.00×.
+        applied = bool(base is not times and (("fuse" in scenario and options.fuse) or
+                       ("weight_bits" in scenario and options.weight_bits == int(scenario["weight_bits"]))))
+        rows.append({"scenario": scenario["name"], "what": scenario.get("what", ""), "applied": applied,
                      "decode_ns": times.get(ranges.DECODE), "prefill_ns": times.get(ranges.PREFILL),
-                     "decode_speedup": _ratio(base.get(ranges.DECODE), times.get(ranges.DECODE)),
-                     "prefill_speedup": _ratio(base.get(ranges.PREFILL), times.get(ranges.PREFILL))})
-    return pl.DataFrame(rows, schema={"scenario": pl.String, "what": pl.String, "decode_ns": pl.Float64,
-                                      "prefill_ns": pl.Float64, "decode_speedup": pl.Float64,
-                                      "prefill_speedup": pl.Float64})
+                     "decode_speedup": None if applied else _ratio(base.get(ranges.DECODE), times.get(ranges.DECODE)),
+                     "prefill_speedup": None if applied else _ratio(base.get(ranges.PREFILL), times.get(ranges.PREFILL))})
+    return pl.DataFrame(rows, schema={"scenario": pl.String, "what": pl.String, "applied": pl.Boolean,
+                                      "decode_ns": pl.Float64, "prefill_ns": pl.Float64,
+                                      "decode_speedup": pl.Float64, "prefill_speedup": pl.Float64})
 
 
 def _apply(target: Target, options: Options, scenario: dict[str, Any]) -> tuple[Target, Options]:

@@ -158,6 +158,9 @@ class TimingSummary(_Record, kw_only=True):
     decode_tokens_per_s: float | None = None
     repeats: int | None = None
     e2e_ms_all: list[float] = msgspec.field(default_factory=list)
+    # Every timed generation's value, for the spread (runs written before these were kept have none).
+    ttft_ms_all: list[float] = msgspec.field(default_factory=list)
+    tpot_ms_all: list[float] = msgspec.field(default_factory=list)
 
 
 class ImageTimings(_Record, kw_only=True):

@@ -16,7 +16,7 @@ import polars as pl
 from jinja2 import Environment
 
 from kernelscope import ranges
-from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col, ratio_col
+from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col, ratio_col, significant_col
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
@@ -103,6 +103,7 @@ def _context(c: Comparison, runs: list[ComparedRun], top_n: int, lang: str) -> d
         "notes": [SimpleNamespace(key=n.key, **n.values) for n in c.notes],
         "setup": _setup_table(c, w), "timings": _timings_table(c, w), "phases": _phases_table(c, w),
         "per_phase": per_phase, "col": col, "ratio_col": ratio_col, "delta_col": delta_col, "top_n": top_n,
+        "significant_col": significant_col,
     }
 
 
@@ -175,7 +176,14 @@ def _timings_table(c: Comparison, w: _Words) -> str:
         (w.h["metric"], lambda r: fmt.plain(w.words["metrics"].get(r["metric"], r["metric"]))),
         *((label, (lambda r, label=label: TIMING_FORMAT[r["metric"]](r[col("value", label)]))) for label in c.labels),
         *_ratios(c.labels, w.h["ratio_of"]),
+        *((w.h["change_of"].format(run=label, base=c.baseline),
+           (lambda r, label=label: verdict(w, r.get(significant_col(label, c.baseline))))) for label in c.labels[1:]),
     ], numeric_from=1)
+
+
+def verdict(w: _Words, significant: bool | None) -> str:
+    """A change against the spread of both runs: significant, within noise, or unknown (–)."""
+    return "–" if significant is None else w.words["terms"]["significant" if significant else "within_noise"]
 
 
 def _setup_table(c: Comparison, w: _Words) -> str:

@@ -128,10 +128,10 @@ def place_labels(ax: plt.Axes, points: list[tuple[float, float, str]], fontsize:
 
 def _above_roof(rows: pl.DataFrame) -> pl.Series:
     """Kernels whose analytic rates pass a roof (over 100% of it)."""
-    if rows.height == 0 or "compute_roof_pct" not in rows.columns:
-        return pl.Series([False] * rows.height, dtype=pl.Boolean)  # typed: an empty list alone is of no type
-    return ((rows["compute_roof_pct"].cast(pl.Float64).fill_null(0) > 100)
-            | (rows["memory_roof_pct"].cast(pl.Float64).fill_null(0) > 100))
+    if "compute_roof_pct" not in rows.columns or "memory_roof_pct" not in rows.columns:
+        return pl.Series([False] * rows.height, dtype=pl.Boolean)
+    share = [rows[c].cast(pl.Float64).fill_null(0.0) for c in ("compute_roof_pct", "memory_roof_pct")]
+    return ((share[0] > 100) | (share[1] > 100)).cast(pl.Boolean)
 
 
 def roofline_physical(points: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,

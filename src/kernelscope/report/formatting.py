@@ -52,8 +52,7 @@ def _scaled(value: float, unit: str, steps: tuple[tuple[float, str, int], ...]) 
     for threshold, prefix, digits in steps:
         if abs(value) >= threshold:
             return f"{value / threshold:,.{digits}f} {prefix}{unit}"
-    threshold, prefix, digits = steps[-1]
-    return f"{value / threshold:,.{digits}f} {prefix}{unit}"
+    return f"{value:,.0f} {unit}"  # below the smallest prefix: whole units (0 B, 512 B)
 
 
 def bandwidth(value: float | None) -> str:

@@ -31,6 +31,12 @@ td:not([style]){min-width:6em}
 img{max-width:100%;height:auto;border:1px solid #eee;margin:8px 0}
 details{border:1px solid #d0d7de;border-radius:6px;padding:6px 14px;margin:24px 0}
 details>summary{font-size:1.4em;font-weight:600;cursor:pointer}
+figure.ks-explorer,figure.ks-steps{margin:12px 0}
+svg.ks-icicle{width:100%;height:auto;display:block;cursor:zoom-in;font-size:11px}
+svg.ks-icicle text{fill:#fff;pointer-events:none} svg.ks-icicle rect{stroke:#fff;stroke-width:0.5}
+svg.ks-icicle g.node:hover rect{fill-opacity:1}
+svg.ks-strip{width:100%;height:80px;display:block;background:#f6f8fa} svg.ks-strip rect{fill:#4c72b0}
+svg.ks-strip rect:hover{fill:#c44e52} figcaption{font-size:12px;color:#57606a}
 @media (max-width:700px){main{padding:12px 12px 48px} nav.toc>ul{columns:1} h1{font-size:1.5em}}
 """
 
@@ -42,6 +48,27 @@ SCRIPT = """
  function key(text){
   var t=text.trim().replace(/,/g,"");var m=t.match(/^(-?[0-9.]+(?:e[-+]?[0-9]+)?)\\s*([^\\s]*)/i);
   if(!m||isNaN(parseFloat(m[1])))return null;return parseFloat(m[1])*(units[m[2]]||1);}
+ // The icicle explorer: a click on a block spreads it over the whole width (its ancestors stay above it, its
+ // descendants below); a click on the block shown whole goes back one level.
+ document.querySelectorAll("svg.ks-icicle").forEach(function(svg){
+  var W=1000,nodes=Array.prototype.slice.call(svg.querySelectorAll("g.node")),stack=[[0,1,0]];
+  function show(x0,x1,depth){
+   nodes.forEach(function(g){
+    var a=+g.getAttribute("data-x0"),b=+g.getAttribute("data-x1"),d=+g.getAttribute("data-depth");
+    var l=Math.max(0,(a-x0)/(x1-x0)*W),r=Math.min(W,(b-x0)/(x1-x0)*W),on=r-l>0.3&&(d>=depth||(a<=x0+1e-9&&b>=x1-1e-9));
+    g.style.display=on?"":"none";if(!on)return;
+    var rect=g.querySelector("rect"),text=g.querySelector("text"),label=g.getAttribute("data-label"),n=Math.floor((r-l-6)/7);
+    rect.setAttribute("x",l.toFixed(2));rect.setAttribute("width",Math.max(r-l-0.5,0.1).toFixed(2));
+    text.setAttribute("x",(l+3).toFixed(2));text.textContent=n<3?"":(label.length<=n?label:label.slice(0,n-1)+"\u2026");
+   });
+  }
+  svg.addEventListener("click",function(e){
+   var g=e.target.closest?e.target.closest("g.node"):null;if(!g)return;
+   var a=+g.getAttribute("data-x0"),b=+g.getAttribute("data-x1"),d=+g.getAttribute("data-depth"),top=stack[stack.length-1];
+   if(Math.abs(a-top[0])<1e-9&&Math.abs(b-top[1])<1e-9){if(stack.length>1)stack.pop();}else{stack.push([a,b,d]);}
+   top=stack[stack.length-1];show(top[0],top[1],top[2]);svg.setAttribute("data-zoom",top[0]+"-"+top[1]);
+  });
+ });
  document.querySelectorAll("table").forEach(function(table){
   var head=table.querySelectorAll("thead th");
   head.forEach(function(th,col){th.addEventListener("click",function(){
@@ -107,8 +134,10 @@ def content_security_policy() -> str:
             "base-uri 'none'; form-action 'none'; connect-src 'none'; font-src 'none'; object-src 'none'")
 
 
-def markdown_to_html(markdown: str, base: Path, lang: str, title: str) -> str:
-    """The page; `title` stands in where the Markdown has no level-1 heading."""
+def markdown_to_html(markdown: str, base: Path, lang: str, title: str,
+                     after_headings: dict[str, str] | None = None) -> str:
+    """The page; `title` stands in where the Markdown has no level-1 heading. `after_headings`: HTML of ours
+    (report/explorer.py) placed right after the first h2 or h3 whose text, as shown, is the key."""
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     tokens = md.parse(markdown)
     seen: dict[str, int] = {}
@@ -123,6 +152,11 @@ def markdown_to_html(markdown: str, base: Path, lang: str, title: str) -> str:
             token.attrSet("id", anchor)
             toc.append((int(token.tag[1]), text, anchor))
     body = md.renderer.render(tokens, md.options, {})
+    first_anchor: dict[str, str] = {}
+    for _, text, anchor in toc:
+        first_anchor.setdefault(text, anchor)
+    body = _insert_after_headings(body, {first_anchor[text]: fragment for text, fragment in (after_headings or {}).items()
+                                         if text in first_anchor})
     body = _scrolling_tables(body)
     body = _collapse_appendices(body)
     body = _embed_images(body, base)
@@ -133,6 +167,15 @@ def markdown_to_html(markdown: str, base: Path, lang: str, title: str) -> str:
         f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body><main>",
         _after_title(body, _toc(toc, lang)), f"<script>{SCRIPT}</script>", "</main></body></html>",
     ])
+
+
+def _insert_after_headings(body: str, fragments: dict[str, str]) -> str:
+    """Each fragment right after the heading with that anchor (the first one only)."""
+    for anchor, fragment in fragments.items():
+        match = re.search(rf'<h[23] id="{re.escape(anchor)}">.*?</h[23]>', body, flags=re.S)
+        if match:
+            body = body[:match.end()] + fragment + body[match.end():]
+    return body
 
 
 _TABLE = re.compile(r"<table>.*?</table>", re.S)

@@ -13,10 +13,11 @@ from jinja2 import Environment
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.report_tables import ReportTables, report_tables
+from kernelscope.analyze.spread import significant, spread
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
-from kernelscope.report import figures
+from kernelscope.report import explorer, figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.figure_jobs import FigureJob, draw_all, warm_up_helper
 from kernelscope.report.html import markdown_to_html
@@ -90,11 +91,42 @@ def render_report(
         path.write_text(text, encoding="utf-8")
         written.append(path)
         if html:
-            page = markdown_to_html(text, out_dir, lang=lang, title=_title(context, lang))
+            page = markdown_to_html(text, out_dir, lang=lang, title=_title(context, lang),
+                                    after_headings=_interactive(tables, lang, run.info.is_cpu))
             html_path = out_dir / HTML_FILES[lang]
             html_path.write_text(page, encoding="utf-8")
             written.append(html_path)
     return written
+
+
+def _interactive(tables: ReportTables, lang: str, cpu_run: bool) -> dict[str, str]:
+    """The HTML page's explorer of each phase's layer → module → kernel breakdown (under the breakdown heading)
+    and the strip of decode steps (under the steps heading), keyed by those headings' text in `lang`."""
+    words = message_catalog("", lang)
+    env = _env(lang, cpu_run)
+
+    def heading(key: str) -> str:
+        text = env.from_string(words["text"][key]).render(cpu_run=cpu_run)
+        return space_cjk(text) if lang == "zh" else text
+
+    out: dict[str, str] = {}
+    icicles = []
+    for phase, t in tables.by_phase.items():
+        if t.layer_breakdown is None:
+            continue
+        phase_word = words["terms"].get(phase, phase)
+        tree = explorer.breakdown_tree(phase_word, t.layer_breakdown, words["terms"])
+        if tree is not None:
+            icicles.append(explorer.icicle_svg(tree, env.from_string(words["text"]["explorer_caption"]).render(
+                phase=phase_word, total=fmt.duration(tree.value), cpu_run=cpu_run)))
+    if icicles:
+        out[heading("h_breakdown")] = "".join(icicles)
+    if tables.every_step is not None:
+        caption = env.from_string(words["text"]["steps_strip_caption"]).render(cpu_run=cpu_run)
+        strip = explorer.step_strip_svg(tables.every_step, caption)
+        if strip:
+            out[heading("h_steps")] = strip
+    return out
 
 
 def _title(context: dict[str, Any], lang: str) -> str:
@@ -194,7 +226,37 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
         "cpu_run": run.info.is_cpu,
         "unit": "CPU ops" if run.info.is_cpu else "kernels",
         "config_rows": _config_rows(run.info.model.language_config() if run.info.model is not None else {}),
+        **_timing_spread(run, lang),
     }
+
+
+def _timing_spread(run: Run, lang: str) -> dict[str, Any]:
+    """The spread of the unprofiled timings over their repeats (a table when some metric has two values or
+    more), and whether the ranges' effect on the end-to-end time exceeds the spread of both modes."""
+    timings = run.info.timings
+    if timings is None:
+        return {"spread_table": None, "overhead_significant": None, "e2e_spread": None}
+    words = message_catalog("", lang)
+    headers = words["headers"]
+    rows = []
+    spreads = {}
+    for mode, summary in (("plain", timings.plain), ("annotated", timings.annotated)):
+        for metric, values in (("ttft", summary.ttft_ms_all), ("tpot", summary.tpot_ms_all),
+                               ("e2e", summary.e2e_ms_all)):
+            s = spread(values)
+            spreads[(mode, metric)] = s
+            if s is not None and s.known:
+                rows.append({"mode": words["text"][f"mode_{mode}"], "metric": headers[metric], "n": s.n,
+                             "min": s.min, "median": s.median, "max": s.max,
+                             "cv": None if s.cv is None else 100 * s.cv})
+    table = None
+    if rows:
+        spec = [("mode", "mode", "text"), ("metric", "metric", "text"), ("runs", "n", "int"), ("min", "min", "ms3"),
+                ("med", "median", "ms3"), ("max", "max", "ms3"), ("cv", "cv", "pct")]
+        table = table_markdown(pl.DataFrame(rows), spec, headers, words["terms"])
+    plain, annotated = spreads[("plain", "e2e")], spreads[("annotated", "e2e")]
+    return {"spread_table": table, "overhead_significant": significant(plain, annotated),
+            "e2e_spread": {"plain": plain, "annotated": annotated}}
 
 
 def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[str, Any]:
@@ -232,8 +294,8 @@ def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[st
 def _above_roof(kernels: pl.DataFrame) -> dict[str, Any] | None:
     """The kernels of a roofline table whose analytic rate passes a roof (over 100%), for the sentence that
     explains the mark: how many pass the bandwidth roof and the compute roof, and the highest share."""
-    memory = kernels.filter(pl.col("memory_roof_pct") > 100)
-    compute = kernels.filter(pl.col("compute_roof_pct") > 100)
+    memory = kernels.filter(pl.col("memory_roof_pct").cast(pl.Float64) > 100)
+    compute = kernels.filter(pl.col("compute_roof_pct").cast(pl.Float64) > 100)
     if not memory.height and not compute.height:
         return None
     return {"memory": memory.height, "compute": compute.height,

@@ -101,7 +101,16 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
         "calibrated": calibration_holds(s.calibration), "bound_pct": 100 * CALIBRATION_BOUND,
         "same_device": s.source.name == s.target.name and s.source.bandwidth == s.target.bandwidth,
         "fit": model.fit, "device_latency": model.device_latency, "parallel": s.parallel,
+        "efficiency_above_one": _efficiency_above_one(s.kernels),
     }
+
+
+def _efficiency_above_one(kernels: pl.DataFrame) -> dict[str, Any] | None:
+    """The kinds of work in the kernel tables whose fitted memory efficiency exceeds 1, with the highest."""
+    above = kernels.filter(pl.col("memory_efficiency") > 1)
+    if not above.height:
+        return None
+    return {"groups": sorted(set(above["group"].to_list())), "highest": float(above["memory_efficiency"].max())}
 
 
 def _tables(s: WhatIf, model: ProjectionModel, lang: str) -> dict[str, Any]:
@@ -195,17 +204,29 @@ def _detail_tables(s: WhatIf, h: dict[str, str], term: Cell, words: dict[str, An
             *((h[f"bound_{b}"], (lambda r, b=b: fmt.duration(r[f"{b}_per_step_ns"])))
               for b in ("latency", "memory", "compute", "carried", "fused"))], numeric_from=1)
             for phase in phases["phase"]},
+        # Each kernel's projection with its terms: latency + max(memory, compute), from bytes and FLOPs at the
+        # fitted efficiencies of its kind of work; a projection far from the measured time says why.
         "kernels": {phase: _table(s.kernels.filter(pl.col("phase") == phase), [
-            (h["kernel"], lambda r: fmt.plain(r["friendly_name"])), (h["work"], lambda r: term(r["group"])),
+            (h["kernel"], lambda r: fmt.plain(r["label"] or r["friendly_name"])), (h["work"], lambda r: term(r["group"])),
             (h["launches"], lambda r: fmt.number(r["launches_per_step"], 1)),
             (h["measured"], lambda r: fmt.duration(r["measured_per_step_ns"])),
             (h["projected"], lambda r: fmt.duration(r["projected_per_step_ns"])),
-            (h["bound"], lambda r: term(r["bound"]))], numeric_from=2, numeric_to=4) for phase in phases["phase"]},
+            (h["latency_term"], lambda r: fmt.duration(r["latency_per_step_ns"])),
+            (h["memory_term"], lambda r: fmt.duration(r["memory_per_step_ns"])),
+            (h["compute_term"], lambda r: fmt.duration(r["compute_per_step_ns"])),
+            (h["bytes"], lambda r: fmt.byte_amount(r["bytes_projected_per_step"])),
+            (h["flops"], lambda r: fmt.flop_amount(r["flops_per_step"])),
+            (h["memory_efficiency"], lambda r: fmt.number(r["memory_efficiency"], 2)),
+            (h["compute_efficiency"], lambda r: fmt.number(r["compute_efficiency"], 2)),
+            (h["bound"], lambda r: term(r["bound"])),
+            (h["why"], lambda r: _why(r, words))], numeric_from=2, numeric_to=11) for phase in phases["phase"]},
         "scenarios": _table(s.scenarios, [
             (h["scenario"], lambda r: term(r["scenario"])), (h["what"], lambda r: term(r["what"])),
-            (h["decode"], lambda r: fmt.duration(r["decode_ns"])), (h["decode_speedup"], lambda r: times(r["decode_speedup"])),
+            (h["decode"], lambda r: fmt.duration(r["decode_ns"])),
+            (h["decode_speedup"], lambda r: words["text"]["already_applied"] if r["applied"] else times(r["decode_speedup"])),
             (h["prefill"], lambda r: fmt.duration(r["prefill_ns"])),
-            (h["prefill_speedup"], lambda r: times(r["prefill_speedup"]))], numeric_from=2),
+            (h["prefill_speedup"], lambda r: words["text"]["already_applied"] if r["applied"] else times(r["prefill_speedup"]))],
+            numeric_from=2),
         "requirements": _table(s.requirements, [
             (h["phase"], lambda r: term(r["phase"])), (h["goal"], lambda r: fmt.ms(r["goal_ms"], 1)),
             (h["projected"], lambda r: fmt.ms(r["projected_ms"], 3)),
@@ -215,6 +236,18 @@ def _detail_tables(s: WhatIf, h: dict[str, str], term: Cell, words: dict[str, An
             (h["compute_floor"], lambda r: fmt.ms(r["compute_floor_ms"], 3))], numeric_from=1),
         "sweeps": _sweep_tables(s, h, term),
     }
+
+
+def _why(row: dict[str, Any], words: dict[str, Any]) -> str:
+    """The reason of a projection far from the measured time, with its numbers (empty when it is near)."""
+    why = row.get("why")
+    if not why:
+        return ""
+    ratio = (row["projected_per_step_ns"] or 0) / (row["measured_per_step_ns"] or 1)
+    text = words["text"][f"why_{why}"].format(
+        ratio=f"{ratio:.1f}×" if ratio >= 1 else f"1/{1 / ratio:.1f}",
+        latency=fmt.duration(row["latency_per_launch_ns"]), measured=fmt.duration(row["measured_per_launch_ns"]))
+    return fmt.plain(text)
 
 
 def projection_section(study: WhatIf, lang: str) -> dict[str, Any]:

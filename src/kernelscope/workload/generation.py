@@ -110,7 +110,7 @@ class RunTimes:
 
 
 def summarize_times(runs: list[RunTimes]) -> TimingSummary:
-    """Medians over repeated runs."""
+    """Medians over repeated runs, and every run's values (for their spread)."""
     e2e = statistics.median(r.e2e_ms for r in runs)
     ttft = statistics.median(r.ttft_ms for r in runs)
     tpots = [r.tpot_ms for r in runs if r.tpot_ms is not None]
@@ -124,6 +124,8 @@ def summarize_times(runs: list[RunTimes]) -> TimingSummary:
         decode_tokens_per_s=runs[0].batch_size * 1e3 / tpot if tpot else None,
         repeats=len(runs),
         e2e_ms_all=[r.e2e_ms for r in runs],
+        ttft_ms_all=[r.ttft_ms for r in runs],
+        tpot_ms_all=tpots,
     )
 
 
