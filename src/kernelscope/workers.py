@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing import forkserver
 from multiprocessing.context import BaseContext
+from typing import Any
 
 
 class Terminated(BaseException):
@@ -76,3 +77,17 @@ def forkserver_context(preload: list[str]) -> BaseContext:
         os.close(saved)
         os.close(devnull)
     return ctx
+
+
+def take_index(bounds: Any, from_back: bool) -> int | None:
+    """The next item of work shared by processes through a counter pair [front, back] (a multiprocessing Array):
+    the parent takes from the front, helpers from the back, until they meet; None when nothing is left."""
+    with bounds.get_lock():
+        front, back = bounds[0], bounds[1]
+        if front >= back:
+            return None
+        if from_back:
+            bounds[1] = back - 1
+            return back - 1
+        bounds[0] = front + 1
+        return front

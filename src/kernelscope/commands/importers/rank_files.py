@@ -27,7 +27,7 @@ from kernelscope.analyze.attribution_sources import Sources, infer_attribution
 from kernelscope.contracts.trace import TraceMeta
 from kernelscope.errors import UserError
 from kernelscope.load.sources import read_trace
-from kernelscope.workers import forkserver_context, signals_held
+from kernelscope.workers import forkserver_context, signals_held, take_index
 
 MEMORY_PER_TEXT_BYTE = 4  # peak memory of reading and attributing a trace, per byte of its (uncompressed) text
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -165,16 +165,7 @@ def _read_in_processes(files: list[str], jobs: int) -> list[RankTables]:
     return [results[i] for i in range(len(files))]
 
 
-def _take(bounds: Any, from_back: bool) -> int | None:
-    with bounds.get_lock():
-        front, back = bounds[0], bounds[1]
-        if front >= back:
-            return None
-        if from_back:
-            bounds[1] = back - 1
-            return back - 1
-        bounds[0] = front + 1
-        return front
+_take = take_index  # the shared counter pair (kernelscope.workers)
 
 
 def _helper(files: list[str], bounds: Any, spool: str, results: Connection) -> None:

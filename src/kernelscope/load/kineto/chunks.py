@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from kernelscope.load.kineto.document import mapped
-from kernelscope.workers import forkserver_context
+from kernelscope.workers import forkserver_context, take_index
 
 CHUNK_BYTES = 16 << 20
 HELPER_START_S = 0.5  # the longest the parent waits for a helper to start before decoding alone
@@ -146,16 +146,7 @@ def _set_bounds(bounds: Any) -> None:
     _BOUNDS = bounds
 
 
-def _take(bounds: Any, from_back: bool) -> int | None:
-    with bounds.get_lock():
-        front, back = bounds[0], bounds[1]
-        if front >= back:
-            return None
-        if from_back:
-            bounds[1] = back - 1
-            return back - 1
-        bounds[0] = front + 1
-        return front
+_take = take_index  # the shared counter pair (kernelscope.workers)
 
 
 def _helper_chunks(decode: Decode, plain: str, chunks: list[Chunk], spool: str) -> dict[int, dict[str, Any]]:
