@@ -121,3 +121,13 @@ def test_headless_chromium_runs_no_input_script_and_requests_nothing(hostile_rep
     assert [u for u in requests if u != page_path.as_uri() and not u.startswith("data:")] == []
     assert images and all(src == "data:image/" and width > 0 for src, width in images)
     assert "sorted" in (sorted_class or "")
+
+
+def test_terminal_summary_prints_names_as_inert_text(hostile_report):
+    """The closing lines of `import` show hostile names on one line each, with no terminal escape sequence."""
+    from kernelscope.commands.run_summary import terminal_summary
+
+    text = terminal_summary(hostile_report.parent)
+    assert "\x1b" not in text and "\x00" not in text and "\x07" not in text
+    assert not [line for line in text.splitlines() if line.startswith(("#", "!["))]
+    assert text.splitlines()[0].startswith("kernelscope: imported trace on NVIDIA H200 # Injected")

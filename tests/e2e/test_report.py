@@ -192,6 +192,18 @@ LAYOUT = """() => {
     const a = siblings[i - 1].getBoundingClientRect(), b = siblings[i].getBoundingClientRect();
     if (b.top < a.bottom - 1 && b.left < a.right && a.left < b.right)
       out.overlaps.push(siblings[i - 1].tagName + " / " + siblings[i].tagName + " " + siblings[i].textContent.slice(0, 60)); }
+  // Labels in the explorer's figure stay inside their blocks and never overlap one another.
+  out.labelClash = [];
+  document.querySelectorAll("svg.ks-icicle").forEach(svg => {
+    const boxes = Array.from(svg.querySelectorAll("g.node")).filter(g => g.style.display !== "none")
+      .map(g => [g.querySelector("text"), g.querySelector("rect")]).filter(([t]) => t.textContent)
+      .map(([t, r]) => [t.textContent, t.getBoundingClientRect(), r.getBoundingClientRect()]);
+    out.labels = (out.labels || 0) + boxes.length;
+    boxes.forEach(([label, t, r], i) => {
+      if (t.right > r.right + 0.5 || t.left < r.left - 0.5) out.labelClash.push("outside: " + label);
+      boxes.slice(i + 1).forEach(([other, u]) => {
+        if (t.left < u.right && u.left < t.right && t.top < u.bottom && u.top < t.bottom)
+          out.labelClash.push(label + " / " + other); }); }); });
   out.headers = Array.from(document.querySelectorAll("table")).slice(0, 6).map(t => t.tHead.innerText.trim());
   out.scrollers = document.querySelectorAll("div.table").length;
   out.tables = document.querySelectorAll("table").length;
@@ -213,7 +225,8 @@ def test_html_layout_at_desktop_and_phone_width(report, tmp_path, page_name, wid
         browser.close()
     assert errors == []
     assert layout["pageWidth"] <= width, "the page scrolls sideways"
-    assert layout["wider"] == [] and layout["overlaps"] == []
+    assert layout["wider"] == [] and layout["overlaps"] == [] and layout["labelClash"] == []
+    assert layout["labels"] >= (10 if width > 1000 else 3)  # the explorer's blocks are named
     assert layout["wrapped"] == [], f"numbers broken over lines: {layout['wrapped'][:5]}"
     assert layout["scrollers"] == layout["tables"]  # every table scrolls inside its own box
     # Key-value tables have a real header row, not their first item as a header.

@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ban repeated N-grams as transformers does (default 0: off)")
     p.add_argument("--warmup", type=positive_int, default=1, help="unprofiled warm-up generations (default 1)")
     p.add_argument("--repeats", type=positive_int, default=3,
-                   help="timed generations per mode, without the profiler; medians are reported (default 3)")
+                   help="timed generations per mode, without the profiler; medians and their spread (min, max, coefficient of variation) are reported, and compare calls a change significant only beyond it (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed for random weights and prompt ids (default 0)")
     p.add_argument("--stack", action="store_true",
                    help="record Python stacks too (torch.profiler with_stack): the report then names the source line "

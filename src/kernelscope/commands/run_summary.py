@@ -28,7 +28,9 @@ def terminal_summary(run_dir: Path) -> str:
     summary = rundir.read_summary(run_dir)
     cpu = run.info.is_cpu
     unit, time_word = ("CPU ops", "CPU op time") if cpu else ("kernels", "device time")
-    lines = [f"kernelscope: {summary.model or 'imported trace'} on {summary.device or 'an unnamed device'}"
+    # Names come from the input: control characters (a terminal's escape sequences) are shown as spaces.
+    lines = [f"kernelscope: {fmt.one_line(summary.model or 'imported trace')} on "
+             f"{fmt.one_line(summary.device or 'an unnamed device')}"
              + (" (CPU ops stand in for kernels)" if cpu else "")]
     t = summary.timings
     if t.ttft_ms is not None:
@@ -46,7 +48,7 @@ def terminal_summary(run_dir: Path) -> str:
         per_step = (p.cpu_time_per_step_us if cpu else p.device_time_per_step_us)
         steps = (f", {plural(p.steps, 'step')}" + (f", {fmt.duration(per_step * 1e3)} per step" if per_step and p.steps > 1 else "")
                  if p.steps else "")
-        lines.append(f"  {name}: {fmt.duration(total * 1e3)} of {time_word}, {plural(p.kernel_count, unit[:-1], unit)}{steps}")
+        lines.append(f"  {fmt.one_line(name)}: {fmt.duration(total * 1e3)} of {time_word}, {plural(p.kernel_count, unit[:-1], unit)}{steps}")
     lines.append(f"  top {min(TOP, run.kernels['name'].n_unique())} {unit} by total time:")
     lines += [f"    {share:5.1f}%  {fmt.duration(total):>11}  {label}" for share, total, label in _top(run.kernels)]
     lines.append(f"  attribution: {100 * summary.attribution_coverage:.1f}% of the {time_word} has a phase and a "
@@ -63,7 +65,7 @@ def terminal_summary(run_dir: Path) -> str:
 def _top(kernels: pl.DataFrame) -> list[tuple[float, float, str]]:
     labels = kernel_labels(kernels).head(TOP)
     total = float(kernels["dur_ns"].sum()) or 1.0
-    return [(100 * row["total_ns"] / total, float(row["total_ns"]), row["label"] or row["name"])
+    return [(100 * row["total_ns"] / total, float(row["total_ns"]), fmt.one_line(row["label"] or row["name"]))
             for row in labels.iter_rows(named=True)]
 
 

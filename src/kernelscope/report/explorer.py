@@ -6,6 +6,7 @@ data and is escaped."""
 from __future__ import annotations
 
 import html
+import unicodedata
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -79,11 +80,14 @@ def icicle_svg(root: Node, caption: str) -> str:
 
 
 def _fit(text: str, width: float) -> str:
-    """As much of the label as fits a block of `width` user units (about 7 units a character), else nothing."""
-    chars = int((width - 6) / 7)
-    if chars < 3:
-        return ""
-    return text if len(text) <= chars else text[: chars - 1] + "…"
+    """As much of the label as fits a block of `width` user units (about 7 units a Latin character, 12 a wide
+    one), else nothing. The page's script measures the labels as drawn and fits them again."""
+    room, used = width - 6 - 7, 0.0
+    for i, char in enumerate(text):
+        used += 12 if unicodedata.east_asian_width(char) in ("W", "F") else 7
+        if used > room:
+            return text[:i] + "…" if i >= 2 else ""
+    return text
 
 
 def step_strip_svg(steps: pl.DataFrame, caption: str) -> str | None:

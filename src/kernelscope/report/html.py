@@ -57,11 +57,15 @@ SCRIPT = """
     var a=+g.getAttribute("data-x0"),b=+g.getAttribute("data-x1"),d=+g.getAttribute("data-depth");
     var l=Math.max(0,(a-x0)/(x1-x0)*W),r=Math.min(W,(b-x0)/(x1-x0)*W),on=r-l>0.3&&(d>=depth||(a<=x0+1e-9&&b>=x1-1e-9));
     g.style.display=on?"":"none";if(!on)return;
-    var rect=g.querySelector("rect"),text=g.querySelector("text"),label=g.getAttribute("data-label"),n=Math.floor((r-l-6)/7);
+    var rect=g.querySelector("rect"),text=g.querySelector("text"),label=g.getAttribute("data-label"),room=r-l-6,cut=label;
     rect.setAttribute("x",l.toFixed(2));rect.setAttribute("width",Math.max(r-l-0.5,0.1).toFixed(2));
-    text.setAttribute("x",(l+3).toFixed(2));text.textContent=n<3?"":(label.length<=n?label:label.slice(0,n-1)+"\u2026");
+    text.setAttribute("x",(l+3).toFixed(2));text.textContent=label;
+    // The label as far as it fits its block, measured as drawn (Chinese characters are wider than Latin ones).
+    while(cut.length&&text.getComputedTextLength()>room){cut=cut.slice(0,-1);text.textContent=cut+"\u2026";}
+    if(!cut.length)text.textContent="";
    });
   }
+  show(0,1,0);
   svg.addEventListener("click",function(e){
    var g=e.target.closest?e.target.closest("g.node"):null;if(!g)return;
    var a=+g.getAttribute("data-x0"),b=+g.getAttribute("data-x1"),d=+g.getAttribute("data-depth"),top=stack[stack.length-1];
