@@ -296,7 +296,11 @@ def test_imported_report_has_steps_source_lines_and_attribution_sources(tmp_path
     without = tmp_path / "plain"
     assert main(["-q", "import", str(CAPTURED / "hf_generate_plain.json.gz"), "--out", str(without), "--lang", "en"]) == 0
     plain = (without / "report" / "report.md").read_text()
-    assert "Not available: the trace has no Python frames. Record with `torch.profiler.profile(with_stack=True" in plain
+    # No Python frames: the source-line section is left out, and the attribution section says what the trace
+    # lacks and how to record it.
+    assert "## Where the time comes from in the source" not in plain
+    assert "Not in this trace: module, layer, source line. A trace recorded with `torch.profiler.profile(" \
+           "with_stack=True, with_modules=True)`" in plain
     assert "Not available: the trace has no module ranges and no module frames." in plain
 
 

@@ -178,6 +178,7 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "source_lines": table("source_lines", tables.source_lines, top_n),
         "source_line_count": tables.source_lines.height if tables.source_lines is not None else 0,
         "attribution_levels": _attribution_levels(run),
+        "attribution_absent": _attribution_absent(run),
         "replays": _replays(run),
         "appendix": table("names", tables.labels.filter(pl.col("name").is_in(sorted(shown)))),
         "images_table": _images_table(tables, table.headers, table.terms),
@@ -193,6 +194,16 @@ def _attribution_levels(run: Run) -> list[dict[str, Any]]:
     return [{"level": level, "source": getattr(info, level).source, "coverage": getattr(info, level).coverage}
             for level in ("phase", "step", "module", "layer", "op", "source_line")
             if getattr(info, level).source not in (None, "none") and getattr(info, level).coverage]
+
+
+def _attribution_absent(run: Run) -> list[str]:
+    """Imported traces: the levels nothing in the trace gave (their table rows are left out), so that the report
+    can say in one sentence what is missing and how a trace gets it."""
+    info = run.info.attribution
+    if info is None or run.info.source != "import":
+        return []
+    return [level for level in ("module", "layer", "source_line")
+            if getattr(info, level).source in (None, "none") or not getattr(info, level).coverage]
 
 
 def _replays(run: Run) -> dict[str, Any] | None:
