@@ -1,5 +1,5 @@
-from kernelscope.cli import main
+from kernelscope.cli import entry
 
 # Guarded: helper processes (trace loading) import the main module again.
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

@@ -91,6 +91,17 @@ def _error(text: str) -> None:
     print(f"kernelscope: error: {' '.join(text.split())}", file=sys.stderr)
 
 
+def entry() -> None:
+    """The program (console script and `python -m kernelscope`): main(), then the exit. A signal that arrives
+    once the command is over (its output whole, helpers and fork server being shut down) no longer changes the
+    outcome: the exit status is the command's."""
+    code = main()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signum, signal.SIG_IGN)
+    raise SystemExit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from kernelscope.progress import SILENT, Steps
