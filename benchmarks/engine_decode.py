@@ -32,6 +32,7 @@ from _provenance import commit  # noqa: E402
 from kernelscope.capture import calibrate  # noqa: E402
 from kernelscope.capture.calibrate import median_seconds  # noqa: E402
 from kernelscope.engine.generate import Engine  # noqa: E402
+from kernelscope.engine.kernels.common import set_pdl  # noqa: E402
 from kernelscope.engine_costs import parse_cost_range  # noqa: E402
 from kernelscope.workload.model import build_config, resolve_model_source  # noqa: E402
 
@@ -119,19 +120,22 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def engine_prefill(engine: Engine, batch: int, prompt: int, roof_tflops: float | None) -> dict[str, Any]:
-    """Prefill alone (timed with events), its FLOPs counted from the shapes, share of the bf16 matmul roof."""
+def engine_prefill(engine: Engine, batch: int, prompt: int, roof_tflops: float | None,
+                   graph: bool = True) -> dict[str, Any]:
+    """Prefill alone (timed with events), its FLOPs counted from the shapes (the prompt, not the padding), share
+    of the bf16 matmul roof. graph: as generate runs it (padded to the bucket, a replayed CUDA graph); else the
+    unpadded prompt launched eagerly from Python."""
     c = engine.config
     ids = torch.randint(0, c.vocab_size, (batch, prompt), device="cuda")
     cache = engine.cache(batch)
-    ms = cuda_time_ms(lambda: engine.model.prefill(ids, cache), repeats=5)
+    ms = cuda_time_ms(lambda: engine.prefill(ids, cache, padded=graph, graph=graph), repeats=10)
     per_layer = c.hidden_size * (c.q_size + 2 * c.kv_size) + c.q_size * c.hidden_size \
         + 3 * c.hidden_size * c.intermediate_size
     tokens = batch * prompt
     flops = 2 * per_layer * c.num_layers * tokens + 2 * c.vocab_size * c.hidden_size * batch \
         + c.num_layers * batch * 2 * c.num_heads * c.head_dim * prompt * prompt  # causal QKᵀ + PV ≈ 4·L²/2
     tflops = flops / ms / 1e9
-    return {"batch": batch, "prompt": prompt, "prefill_ms": ms, "tokens_per_s": tokens * 1e3 / ms,
+    return {"batch": batch, "prompt": prompt, "cuda_graph": graph, "prefill_ms": ms, "tokens_per_s": tokens * 1e3 / ms,
             "flops": flops, "TFLOPs": tflops, "share_of_bf16_roof": tflops / roof_tflops if roof_tflops else None}
 
 
@@ -372,9 +376,21 @@ def main() -> None:
         b1["bandwidth_utilisation"] = b1["achieved_GBps"] / copy_gbps if copy_gbps else None
     section(q, "engine_b1_tpot_by_difference_ms",
             lambda: engine_tpot_by_difference(engine, 1, 128, 256, 32, reps), args.out)
-    section(q, "engine_b8", lambda: engine_decode(engine, 8, 128, 256, reps), args.out)
-    section(q, "engine_prefill_b1_128", lambda: engine_prefill(engine, 1, 128, roof_tflops), args.out)
-    section(q, "engine_prefill_b1_2048", lambda: engine_prefill(engine, 1, 2048, roof_tflops), args.out)
+    b8 = section(q, "engine_b8", lambda: engine_decode(engine, 8, 128, 256, reps), args.out)
+    if "tpot_ms" in b8:
+        b8["bandwidth_utilisation"] = b8["achieved_GBps"] / copy_gbps if copy_gbps else None
+    # Side by side: programmatic dependent launch off (every kernel waits for the previous one's end to launch).
+    set_pdl(False)
+    off = section(q, "engine_b1_no_pdl", lambda: engine_decode(engine, 1, 128, 256, reps), args.out)
+    off8 = section(q, "engine_b8_no_pdl", lambda: engine_decode(engine, 8, 128, 256, reps), args.out)
+    set_pdl(None)
+    for block in (off, off8):
+        if "tpot_ms" in block:
+            block["bandwidth_utilisation"] = block["achieved_GBps"] / copy_gbps if copy_gbps else None
+    for prompt in (128, 512, 2048):
+        for graph in (True, False):
+            section(q, f"engine_prefill_b1_{prompt}" + ("" if graph else "_eager"),
+                    lambda p=prompt, g=graph: engine_prefill(engine, 1, p, roof_tflops, g), args.out)
     section(q, "token_equality_vs_transformers", lambda: token_equality(model, engine, 128, 256), args.out)
     section(q, "teacher_forced_vs_transformers", lambda: teacher_forced(model, engine, 128, 256, True), args.out)
     section(q, "kernel_profile_b1", lambda: kernel_profile(engine, copy_gbps), args.out)
@@ -426,6 +442,10 @@ def _print_summary(results: dict[str, Any]) -> None:
                 util = value.get("bandwidth_utilisation")
                 print(f"  {model:11s} {key:24s} TPOT {value['tpot_ms']:.3f} ms"
                       + (f"  BW util {util:.1%}" if util is not None else ""))
+            elif isinstance(value, dict) and "prefill_ms" in value:
+                share = value.get("share_of_bf16_roof")
+                print(f"  {model:11s} {key:24s} prefill {value['prefill_ms']:.3f} ms"
+                      + (f"  {share:.1%} of the bf16 roof" if share is not None else ""))
             elif isinstance(value, float):
                 print(f"  {model:11s} {key:24s} {value:.3f}")
 

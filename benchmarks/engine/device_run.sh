@@ -1,28 +1,44 @@
 #!/usr/bin/env bash
-# One device call for the engine (kind nvidia-h100-x1, carry [".whl"]): compiled-operator check, the decode
-# benchmark, and `kernelscope profile --backend engine` with its report and attribution check. Results in $OUT.
+# Device calls for the engine (kind nvidia-h100-x1). Results in $OUT.
+#   PART=engine  (carry [".whl/small", ".whl/a"]): compiled-operator check with the batch-8 GEMV sweep, the prefill
+#                GEMM tile sweep, and the decode/prefill benchmark (programmatic dependent launch on and off).
+#                Also parks the first half of polars' runtime wheel for PART=profile.
+#   PART=profile (carry [".whl/b"], within the machine's idle window after PART=engine): installs polars, then
+#                `kernelscope profile --backend engine` with its report and attribution check.
+# Extra arguments: the commit to record; QUICK=1 runs the benchmark with --quick.
 set -u -o pipefail
 OUT=${OUT:-device-out}
 COMMIT=${1:-unknown}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:src || exit 1
-export PYTHONUNBUFFERED=1
+PART=${PART:-engine}
+export PYTHONUNBUFFERED=1 PYTHONPATH=src
 log() { printf '%s %s\n' "$(date +%T)" "$*" | tee -a "$OUT/steps.txt"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
-log "ops_check"; t0=$SECONDS
-timeout 170 python3 benchmarks/engine/ops_check.py --out "$OUT/ops" > "$OUT/ops_check.log" 2>&1
-log "ops_check rc=$? $((SECONDS-t0))s"
-log "engine_decode"; t0=$SECONDS
-timeout 280 python3 benchmarks/engine_decode.py --out "$OUT/engine_decode.json" --commit "$COMMIT" > "$OUT/engine_decode.log" 2>&1
-log "engine_decode rc=$? $((SECONDS-t0))s"
-here=benchmarks/results/engine-profile-h100-2026-11-22
-run=/tmp/engine-run
-log "profile"; t0=$SECONDS
-timeout 120 python3 -m kernelscope -q profile --backend engine --model qwen2-1.5b --out "$run" > "$OUT/profile.log" 2>&1
-log "profile rc=$? $((SECONDS-t0))s"
-python3 "$here/check.py" "$run" > "$OUT/check.json"; log "check rc=$?"
-cp "$run/summary.json" "$run/run.json" "$OUT/" 2>/dev/null
-tar czf "$OUT/report.tgz" -C "$run" summary.json report/report.md report/report.zh.md report/tables 2>/dev/null
-# The device returns a limited number of files: keep the small ones in one archive.
-tar czf "$OUT/small.tgz" -C "$OUT" steps.txt summary.json ops 2>/dev/null
-for f in "$OUT"/*.log; do tail -n 5 "$f"; done
+if [ "$PART" = engine ]; then
+  python3 -m pip install -q --no-index --find-links .whl/small msgspec pycxxfilt jinja2 markupsafe rich pygments \
+    markdown-it-py mdurl > "$OUT/pip.log" 2>&1; log "pip rc=$?"
+  mkdir -p /root/ks-chunks && cp .whl/a/chunk.00 /root/ks-chunks/
+  log "ops_check"; t0=$SECONDS
+  timeout 200 python3 benchmarks/engine/ops_check.py --sweep --batches 8 --out "$OUT/ops" > "$OUT/ops_check.log" 2>&1
+  log "ops_check rc=$? $((SECONDS-t0))s"
+  log "gemm_sweep"; t0=$SECONDS
+  timeout 120 python3 benchmarks/engine/gemm_sweep.py --out "$OUT/gemm" > "$OUT/gemm_sweep.log" 2>&1
+  log "gemm_sweep rc=$? $((SECONDS-t0))s"
+  log "engine_decode"; t0=$SECONDS
+  timeout 250 python3 benchmarks/engine_decode.py --out "$OUT/engine_decode.json" --commit "$COMMIT" \
+    ${QUICK:+--quick} > "$OUT/engine_decode.log" 2>&1
+  log "engine_decode rc=$? $((SECONDS-t0))s"
+  for f in "$OUT"/*.log; do echo "== $f"; tail -n 30 "$f"; done
+else
+  cat /root/ks-chunks/chunk.00 .whl/b/chunk.01 > /root/ks-chunks/polars_runtime_32-2.1.0-cp311-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+  python3 -m pip install -q --no-index --find-links /root/ks-chunks --find-links .whl/small polars polars-runtime-32 \
+    > "$OUT/pip.log" 2>&1; log "pip rc=$?"
+  here=benchmarks/results/engine-profile-h100-2026-11-22
+  run=/tmp/engine-run
+  log "profile"; t0=$SECONDS
+  timeout 300 python3 -m kernelscope -q profile --backend engine --model qwen2-1.5b --out "$run" > "$OUT/profile.log" 2>&1
+  log "profile rc=$? $((SECONDS-t0))s"
+  python3 "$here/check.py" "$run" > "$OUT/check.json"; log "check rc=$?"
+  cp "$run/summary.json" "$run/run.json" "$OUT/" 2>/dev/null
+  tar czf "$OUT/report.tgz" -C "$run" summary.json report/report.md report/report.zh.md report/tables 2>/dev/null
+  tail -n 20 "$OUT/profile.log"; cat "$OUT/check.json"
+fi

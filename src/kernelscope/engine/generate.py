@@ -20,6 +20,7 @@ from kernelscope.engine.config import EngineConfig, config_from_dir, config_from
 from kernelscope.engine.errors import EngineError
 from kernelscope.engine.model import Decoder, Scope, no_scope
 from kernelscope.engine.ops import Ops
+from kernelscope.engine.prefill_graphs import PrefillGraphs
 from kernelscope.engine.sampling import Sampling
 from kernelscope.engine.weights import Weights, load_safetensors, random_hf_model, weights_from_state_dict
 
@@ -48,6 +49,7 @@ class Engine:
         self.device = weights.embed.device
         self.max_seq_len = max_seq_len or min(config.max_positions, 4096)
         self._cache: KVCache | None = None
+        self._prefill_graphs = PrefillGraphs()
 
     @classmethod
     def from_hf_model(cls, model: torch.nn.Module, backend: str = "triton",
@@ -75,18 +77,22 @@ class Engine:
     def cache(self, batch: int) -> KVCache:
         """The static KV cache for this batch size (kept between calls; reallocated when the batch changes)."""
         if self._cache is None or self._cache.batch != batch:
+            self._prefill_graphs.forget()  # they write into the old cache
             self._cache = None  # free the old one before allocating
             self._cache = allocate_cache(self.config, batch, self.max_seq_len, self.device, self.weights.embed.dtype)
         return self._cache
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, seed: int | None = None, cuda_graph: bool = True, eager_steps: int = 1,
-                 marker: Marker | None = None) -> torch.Tensor:
+                 marker: Marker | None = None, prefill_graph: bool = True) -> torch.Tensor:
         """Generate tokens [B, max_new_tokens] (int64, on the host) after prompts input_ids [B, L].
 
         Decode step i (0-based; it produces token i + 1) runs eagerly for i < eager_steps, with module ranges
         when a marker is given; on CUDA with cuda_graph the remaining steps replay one graph captured after
         them, launching the same kernel sequence. eager_steps ≥ 1 (the first step also warms up the kernels).
+        On CUDA with cuda_graph the prompt is padded to its length bucket (prefill_graphs.py) and, with
+        prefill_graph, prefill replays the bucket's captured graph; without prefill_graph it runs the same
+        kernels eagerly, inside the marker's module ranges.
         """
         sampling = Sampling(temperature, top_k, top_p)
         ids = self._check_prompt(input_ids, max_new_tokens)
@@ -99,11 +105,11 @@ class Engine:
         state = _DecodeState(token=torch.empty(batch, dtype=torch.int64, device=self.device),
                              pos_len=torch.tensor([[length], [length + 1]], device=self.device).repeat(1, batch))
 
+        use_graph = cuda_graph and self.device.type == "cuda"
         with phase("prefill"):
-            logits = self.model.prefill(ids, cache, scope)
+            logits = self.prefill(ids, cache, scope, padded=use_graph, graph=use_graph and prefill_graph)
             sampling.pick(self.ops, logits, state.token, generator)
             out[:, 0] = state.token
-        use_graph = cuda_graph and self.device.type == "cuda"
         graph: torch.cuda.CUDAGraph | None = None
         with phase("decode"):
             for i in range(max_new_tokens - 1):
@@ -116,6 +122,16 @@ class Engine:
                 if use_graph and graph is None and i + 1 >= max(eager_steps, 1) and i + 1 < max_new_tokens - 1:
                     graph = self._capture(state, cache, sampling, generator)
         return out.cpu()
+
+    def prefill(self, ids: torch.Tensor, cache: KVCache, scope: Scope = no_scope, padded: bool = True,
+                graph: bool = True) -> torch.Tensor:
+        """Logits [B, V] of the last prompt token after filling the cache; `padded`: the prompt padded to its
+        bucket (CUDA), `graph`: replayed from the bucket's captured CUDA graph (captured on first use)."""
+        if not padded or self.device.type != "cuda":
+            return self.model.prefill(ids, cache, scope)
+        ranges = no_scope if graph else scope  # a captured graph replays without module ranges
+        return self._prefill_graphs.run(
+            ids, cache.capacity, lambda padded_ids, last: self.model.prefill(padded_ids, cache, ranges, last), graph)
 
     def _step(self, state: _DecodeState, cache: KVCache, sampling: Sampling, generator: torch.Generator | None,
               scope: Scope, kv_tokens: int | None = None) -> None:

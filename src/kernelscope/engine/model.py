@@ -37,8 +37,11 @@ class Decoder:
         self.inv_freq = config.inv_freq().to(weights.embed.device)
         self.scale = config.head_dim ** -0.5
 
-    def prefill(self, ids: torch.Tensor, cache: KVCache, scope: Scope = no_scope) -> torch.Tensor:
-        """Run prompts ids [B, L] from position 0, fill the cache's first L slots; logits [B, V] of the last token."""
+    def prefill(self, ids: torch.Tensor, cache: KVCache, scope: Scope = no_scope,
+                last: torch.Tensor | None = None) -> torch.Tensor:
+        """Run prompts ids [B, L] from position 0, fill the cache's first L slots; logits [B, V] at position
+        `last` (a one-element device tensor: prompts padded at the end to a fixed length; causal attention keeps
+        the padding out of every earlier position) or of the last token."""
         c, w, ops = self.config, self.weights, self.ops
         batch, length = ids.shape
         tokens = batch * length
@@ -69,8 +72,12 @@ class Decoder:
             with scope(prefix + "mlp"):
                 h = ops.linear(ops.swiglu(ops.linear(x, layer.w_gate_up)), layer.w_down)
         # Only the last position's logits are needed to continue.
-        last_h = h.view(batch, length, -1)[:, -1].contiguous()
-        last_residual = residual.view(batch, length, -1)[:, -1].contiguous()
+        if last is None:
+            last_h = h.view(batch, length, -1)[:, -1].contiguous()
+            last_residual = residual.view(batch, length, -1)[:, -1].contiguous()
+        else:
+            last_h = h.view(batch, length, -1).index_select(1, last).view(batch, -1)
+            last_residual = residual.view(batch, length, -1).index_select(1, last).view(batch, -1)
         with scope("model.norm"):
             x, _ = ops.add_rms_norm(last_h, last_residual, w.final_norm, c.rms_norm_eps)
         with scope("lm_head"):

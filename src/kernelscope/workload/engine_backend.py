@@ -131,8 +131,9 @@ class EngineWorkload:
 
     def description(self) -> str:
         if self.backend == "triton":
-            return (f"kernelscope engine (Triton kernels; the first {EAGER_STEPS} decode step(s) eager, then one "
-                    "CUDA graph replayed per step)")
+            return (f"kernelscope engine (Triton kernels; prompts padded to a length bucket, prefill eager in the "
+                    f"profiled run and a replayed CUDA graph in timed runs; the first {EAGER_STEPS} decode step(s) "
+                    "eager, then one CUDA graph replayed per step)")
         return "kernelscope engine (PyTorch reference ops on CPU, eager)"
 
     def generate(self, input_ids: torch.Tensor, settings: GenerationSettings,
@@ -147,7 +148,7 @@ class EngineWorkload:
         try:
             tokens = self.engine.generate(input_ids, settings.new_tokens, temperature=settings.temperature,
                                           seed=settings.seed, cuda_graph=True, eager_steps=EAGER_STEPS,
-                                          marker=marker)
+                                          marker=marker, prefill_graph=not annotated)
         except EngineError as exc:
             raise UserError(f"--backend engine: {exc}") from None
         except torch.OutOfMemoryError:

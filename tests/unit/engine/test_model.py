@@ -106,3 +106,37 @@ def test_random_init_from_config_builds_transformers_weights():
     engine = Engine.from_hf_config(tiny_config("llama"), "cpu", torch.float32, backend="torch", max_seq_len=16)
     assert engine.weights.layers[0].b_qkv is None and engine.max_seq_len == 16
     assert engine.generate(prompts(1), 3).shape == (1, 3)
+
+
+@pytest.mark.parametrize("length", [7, 16, 20])
+def test_prefill_padded_to_its_bucket_gives_the_unpadded_logits_and_cache(pair, length):
+    """The CUDA path pads prompts at the end (prefill_graphs.py); run here eagerly through the same code on the
+    CPU: the logits at the last real position and the cache slots of the prompt equal an unpadded prefill."""
+    from kernelscope.engine.prefill_graphs import PrefillGraphs, prefill_bucket
+
+    _, engine = pair
+    ids = prompts(2, length)
+    plain_cache = allocate_cache(engine.config, 2, 64, "cpu", torch.float32)
+    padded_cache = allocate_cache(engine.config, 2, 64, "cpu", torch.float32)
+    expected = engine.model.prefill(ids, plain_cache)
+    seen: list[tuple[int, ...]] = []
+
+    def prefill(padded_ids, last):
+        seen.append(tuple(padded_ids.shape))
+        return engine.model.prefill(padded_ids, padded_cache, last=last)
+
+    got = PrefillGraphs().run(ids, 64, prefill, replay=False)
+    assert seen == [(2, prefill_bucket(length, 64))] and seen[0][1] >= length
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    for plain, padded in zip(plain_cache.keys + plain_cache.values, padded_cache.keys + padded_cache.values,
+                             strict=True):
+        torch.testing.assert_close(padded[:, :length], plain[:, :length], rtol=1e-5, atol=1e-5)
+
+
+def test_prefill_buckets():
+    from kernelscope.engine.prefill_graphs import prefill_bucket
+
+    assert [prefill_bucket(n, 4096) for n in (1, 16, 17, 100, 128, 129, 512)] == [16, 16, 32, 128, 128, 256, 512]
+    assert [prefill_bucket(n, 4096) for n in (513, 1024, 1025, 2048)] == [1024, 1024, 1536, 2048]
+    # Never past the cache, never shorter than the prompt.
+    assert prefill_bucket(100, 120) == 120 and prefill_bucket(120, 120) == 120 and prefill_bucket(9, 12) == 12

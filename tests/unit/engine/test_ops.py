@@ -83,12 +83,29 @@ def test_linear(triton_ops, dtype, tokens):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("tokens", "k"), [(37, 1024), (200, 512)])
+def test_linear_split_k(triton_ops, dtype, tokens, k):
+    """Few output tiles and a long K: the GEMM splits K (4 and 2 splits here) and its last split sums them."""
+    from kernelscope.engine.kernels.gemm import gemm_splits
+
+    assert gemm_splits(tokens, 50, k, 132)[0] == (4 if tokens == 37 else 2)
+    x, w, b = rand(tokens, k, dtype=dtype), rand(50, k, dtype=dtype, scale=0.05), rand(50, dtype=dtype)
+    first = triton_ops.linear(x, w, b)
+    close(first, ref.linear(x, w, b), dtype)
+    assert torch.equal(triton_ops.linear(x, w, b), first)  # counters reset, the sum in split order each time
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_argmax_first_maximum(triton_ops, dtype):
-    logits = rand(3, 2500, dtype=dtype)
-    logits[1, 7] = logits[1, 2100] = 50.0  # a tie across blocks: the first index wins
+    # 5000 columns: three parts of one row (2048 columns each), combined by the last part to finish.
+    logits = rand(5, 5000, dtype=dtype)
+    logits[1, 7] = logits[1, 2100] = 50.0  # a tie across parts: the first index wins
     logits[2, 1030] = logits[2, 1031] = 50.0  # a tie inside one block
+    logits[3, 4999] = 60.0  # the maximum in the last, shorter part
+    logits[4] = float("-inf")  # nothing larger than -inf: index 0, as torch
     assert torch.equal(triton_ops.argmax(logits), ref.argmax(logits))
-    assert triton_ops.argmax(logits).tolist()[1:] == [7, 1030]
+    assert triton_ops.argmax(logits).tolist()[1:] == [7, 1030, 4999, 0]
+    assert triton_ops.argmax(logits).tolist()[1:] == [7, 1030, 4999, 0]  # the counters were reset
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -16,19 +16,20 @@ import pytest
 # kernel → (module, constexprs, pointer dtypes other than bf16, num_warps, num_stages), at qwen2-1.5b shapes.
 KERNELS = {
     "ks_add": ("elementwise", {"BLOCK": 1024}, {}, 4, 3),
-    "ks_embedding": ("elementwise", {"BLOCK_D": 1024}, {"ids_ptr": "*i64"}, 4, 3),
+    "ks_embedding": ("elementwise", {"BLOCK_D": 1024, "PDL": True}, {"ids_ptr": "*i64"}, 4, 3),
     "ks_swiglu": ("elementwise", {"BLOCK": 1024}, {}, 4, 3),
     "ks_kv_cache_write": ("elementwise", {"BLOCK": 256}, {}, 4, 3),
     "ks_rms_norm": ("norm", {"HAS_RESIDUAL": True, "BLOCK_D": 2048}, {}, 4, 3),
     "ks_rope": ("rope", {"BLOCK_HALF": 64}, {"pos_ptr": "*i64", "inv_freq_ptr": "*fp32"}, 4, 3),
-    "ks_argmax": ("sampling", {"BLOCK_V": 8192}, {"out_ptr": "*i64"}, 16, 3),
+    "ks_argmax": ("sampling", {"BLOCK_V": 2048, "BLOCK_P": 128, "PDL": True},
+                  {"out_ptr": "*i64", "part_val_ptr": "*fp32", "part_idx_ptr": "*i64", "count_ptr": "*i32"}, 4, 3),
     "ks_sample": ("sampling", {"USE_TOP_K": True, "USE_TOP_P": True, "BLOCK_V": 8192},
                   {"noise_ptr": "*fp32", "out_ptr": "*i64"}, 16, 3),
-    "ks_gemm": ("gemm", {"HAS_BIAS": True, "IEEE": False, "GROUP_M": 8, "BLOCK_M": 128, "BLOCK_N": 128,
-                         "BLOCK_K": 64}, {}, 8, 3),
+    "ks_gemm": ("gemm", {"HAS_BIAS": True, "IEEE": False, "GROUP_M": 8, "SPLITS": 1, "BLOCK_M": 128,
+                         "BLOCK_N": 128, "BLOCK_K": 64}, {"part_ptr": "*fp32", "count_ptr": "*i32"}, 8, 3),
     "ks_attn_prefill": ("attention", {"HEAD_DIM": 128, "IEEE": False, "BLOCK_M": 128, "BLOCK_N": 64}, {}, 8, 3),
     "ks_attn_decode_split": ("attention", {"IEEE": False, "BLOCK_G": 16, "BLOCK_S": 64, "BLOCK_D": 128,
-                                           "BLOCK_H": 8, "BLOCK_C": 4},
+                                           "BLOCK_H": 8, "BLOCK_C": 4, "PDL": True},
                              {"len_ptr": "*i64", "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32",
                               "count_ptr": "*i32"}, 4, 2),
 }
@@ -41,7 +42,10 @@ GEMVS = {
 }
 FLOAT_ARGS = {"eps", "scale_log2", "temperature", "top_p"}
 # Integer arguments a real launch at these shapes sees as multiples of 16 (Triton specialises on that).
-ALIGNED_ARGS = {"K", "N", "D", "F", "V", "n", "row_len", "split_len", "HALF"}
+ALIGNED_ARGS = {"K", "N", "D", "F", "V", "n", "row_len", "split_len", "HALF", "CHUNK", "K_SPLIT"}
+# Decode kernels launched with programmatic dependent launch: their PTX must wait on the previous grid.
+PDL_KERNELS = {"ks_embedding", "ks_argmax", "ks_attn_decode_split", *(f"{name}@B{batch}" for name in
+               ("ks_gemv", "ks_gemv_head", "ks_gemv_gate_up", "ks_gemv_qkv") for batch in (1, 8))}
 
 
 def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
@@ -51,11 +55,14 @@ def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
     from kernelscope.engine.kernels.linear import gemv_meta
 
     found = {name: (module, name, *rest) for name, (module, *rest) in KERNELS.items()}
+    module, constexprs, pointers, warps, stages = KERNELS["ks_gemm"]
+    found["ks_gemm@split"] = (module, "ks_gemm", {**constexprs, "SPLITS": 6}, pointers, warps, stages)
     for name, (rows, k, constexprs, pointers) in GEMVS.items():
         for batch in (1, 8):
             meta = gemv_meta(batch, rows, k, torch.bfloat16)
             warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
-            found[f"{name}@B{batch}"] = ("gemv", name, {**constexprs, **meta}, pointers, warps, stages)
+            found[f"{name}@B{batch}"] = ("gemv", name, {**constexprs, **meta, "PDL": True}, pointers, warps,
+                                         stages)
     return found
 
 
@@ -93,8 +100,11 @@ def compile_all(workdir: str) -> dict[str, dict]:
                                capture_output=True, text=True).stderr
         regs = re.search(r"Used (\d+) registers", usage)
         spills = re.search(r"(\d+) bytes spill stores", usage)
+        ptx = compiled.asm["ptx"]
         report[name] = {"registers": int(regs.group(1)) if regs else None,
-                        "spill_stores": int(spills.group(1)) if spills else None}
+                        "spill_stores": int(spills.group(1)) if spills else None,
+                        "waits_for_previous_grid": "griddepcontrol.wait" in ptx,
+                        "l2_prefetches": ptx.count("prefetch.global.L2")}
     return report
 
 
@@ -107,9 +117,14 @@ def test_every_kernel_compiles_for_sm90_without_spills(tmp_path):
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert set(KERNELS) <= set(report) and len(report) == len(KERNELS) + 2 * len(GEMVS)
+    assert set(KERNELS) <= set(report) and len(report) == len(KERNELS) + 1 + 2 * len(GEMVS)
     spilling = {name: usage for name, usage in report.items() if usage["spill_stores"] != 0}
     assert not spilling, f"kernels using local memory (spills): {spilling}"
+    waiting = {name for name, usage in report.items() if usage["waits_for_previous_grid"]}
+    assert waiting == PDL_KERNELS
+    # The GEMVs prefetch their first weight tile into L2 before waiting; nothing else prefetches.
+    prefetching = {name for name, usage in report.items() if usage["l2_prefetches"]}
+    assert prefetching == {name for name in PDL_KERNELS if "gemv" in name}
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import triton.language as tl
 from kernelscope.engine_costs import declare
 
 from ..errors import EngineError
-from .common import exact_dot, matrix_precision, mma, new_or, pow2
+from .common import exact_dot, launch_counters, matrix_precision, mma, new_or, pdl_options, pdl_prologue, pow2
 
 _LOG2E = 1.4426950408889634
 
@@ -100,7 +100,7 @@ def attention_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
 def ks_attn_decode_split(q_ptr, kc_ptr, vc_ptr, len_ptr, part_o_ptr, part_lse_ptr, count_ptr, o_ptr, H, HKV, GROUP,
                          HEAD_DIM, SPLITS, split_len, scale_log2, stride_cb, stride_cs, stride_ch, stride_ob,
                          stride_oh, IEEE: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_S: tl.constexpr,
-                         BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr):
+                         BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr, PDL: tl.constexpr):
     """One (sequence, KV head, split): all GROUP query heads of that KV head attend to the split's slots and write
     their partial output and log-sum-exp; the last split to finish of a (sequence, KV head) combines them all.
 
@@ -108,6 +108,7 @@ def ks_attn_decode_split(q_ptr, kc_ptr, vc_ptr, len_ptr, part_o_ptr, part_lse_pt
     its partials (acq_rel, after a CTA barrier so every thread's stores are ordered before the release); the
     program that sees SPLITS - 1 reads the partials of all splits (acquire) and sets the counter back to 0.
     """
+    pdl_prologue(PDL)
     bk = tl.program_id(0)
     split = tl.program_id(1)
     b, kv_h = bk // HKV, bk % HKV
@@ -185,22 +186,9 @@ def decode_splits(batch: int, kv_heads: int, slots: int, block: int) -> int:
     return max(1, min(triton.cdiv(slots, block), triton.cdiv(264, batch * kv_heads), 64))
 
 
-# Per (device, batch·KV heads): the split counters of ks_attn_decode_split, zero between launches (the last
-# program of each (sequence, KV head) resets its own). Allocated once, before any CUDA-graph capture, and kept:
-# a captured graph holds their address. Launches that run concurrently on several streams must not share them.
-_SPLIT_COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}
-
-
 def split_counters(device: torch.device, count: int) -> torch.Tensor:
-    """The zeroed int32 counters of `count` (sequence, KV head) pairs on `device`, created on first use."""
-    key = (device, count)
-    counters = _SPLIT_COUNTERS.get(key)
-    if counters is None:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise EngineError(f"attention_decode with {count} (sequence, KV head) pairs must run once eagerly "
-                              "before a CUDA graph captures it (its split counters are allocated then)")
-        counters = _SPLIT_COUNTERS[key] = torch.zeros(count, dtype=torch.int32, device=device)
-    return counters
+    """The zeroed int32 counters of `count` (sequence, KV head) pairs of ks_attn_decode_split."""
+    return launch_counters("attention_decode", device, count)
 
 
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: torch.Tensor,
@@ -237,5 +225,6 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
             q, k_cache, v_cache, lengths, part_o, part_lse, counters, out, heads, kv_heads, group, head_dim, splits,
             split_len, scale * _LOG2E, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
             out.stride(0), out.stride(1), IEEE=exact_dot(q.dtype), BLOCK_G=pow2(group, 16), BLOCK_S=block_s,
-            BLOCK_D=block_d, BLOCK_H=block_h, BLOCK_C=block_c, num_warps=4, num_stages=2)
+            BLOCK_D=block_d, BLOCK_H=block_h, BLOCK_C=block_c, num_warps=4, num_stages=2,
+            **pdl_options(q.device))
     return out

@@ -8,6 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..errors import EngineError
+
 # The roof a kernel's arithmetic runs against: tensor-core kernels use their input dtype, vector kernels fp32.
 _TENSOR_CORE = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "tf32"}
 
@@ -39,6 +41,73 @@ def new_or(out: torch.Tensor | None, shape: tuple[int, ...], like: torch.Tensor,
 # Triton's CPU interpreter (TRITON_INTERPRET=1, the CPU tests) computes bf16 tl.dot wrongly: there the dot
 # operands are upcast to fp32 after their rounding to the input dtype, which gives the same products.
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+# Per (kernel, device, count): counters that a kernel's programs increment so that the last one to finish combines
+# the others' partial results; zero between launches (that last program resets its own). Allocated once, before
+# any CUDA-graph capture, and kept: a captured graph holds their address. Launches that run concurrently on
+# several streams must not share them.
+_COUNTERS: dict[tuple[str, torch.device, int], torch.Tensor] = {}
+
+
+def launch_counters(kernel: str, device: torch.device, count: int) -> torch.Tensor:
+    """The zeroed int32 counters of `count` program groups of `kernel` on `device`, created on first use."""
+    key = (kernel, device, count)
+    counters = _COUNTERS.get(key)
+    if counters is None:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise EngineError(f"{kernel} with {count} program groups must run once eagerly before a CUDA graph "
+                              "captures it (its counters are allocated then)")
+        counters = _COUNTERS[key] = torch.zeros(count, dtype=torch.int32, device=device)
+    return counters
+
+
+# Programmatic dependent launch (Hopper and later): a decode kernel may start while the one before it finishes;
+# it waits (griddepcontrol.wait) before touching anything an earlier kernel writes or reads, so only its launch
+# and whatever it prefetches from the weights overlap the previous kernel's tail. KERNELSCOPE_ENGINE_PDL=0 turns
+# it off (the benchmark compares both); the interpreter has no such instruction.
+_PDL_SETTING: list[bool | None] = [None]
+
+
+def set_pdl(enabled: bool | None) -> None:
+    """Force programmatic dependent launch on or off for later launches (None: decide by device and env)."""
+    _PDL_SETTING[0] = enabled
+
+
+def pdl_enabled(device: torch.device) -> bool:
+    """Whether decode launches on `device` use programmatic dependent launch."""
+    if INTERPRETED or device.type != "cuda":
+        return False
+    if _PDL_SETTING[0] is not None:
+        return _PDL_SETTING[0]
+    if os.environ.get("KERNELSCOPE_ENGINE_PDL", "1") == "0":
+        return False
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def pdl_options(device: torch.device) -> dict[str, bool]:
+    """The PDL constexpr and launch option of a decode kernel (the option only when on: the interpreter and
+    older Triton launchers do not know it)."""
+    if pdl_enabled(device):
+        return {"PDL": True, "launch_pdl": True}
+    return {"PDL": False}
+
+
+@triton.jit
+def pdl_prologue(PDL: tl.constexpr):
+    """Wait for the previous kernel (its writes become visible), then let the next one launch."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def prefetch_l2(ptrs, PDL: tl.constexpr):
+    """Ask for these addresses in L2 (weights, which no kernel writes): issued before pdl_prologue, so the loads
+    of a kernel's first tile overlap the previous kernel's tail. Nothing without PDL."""
+    if PDL:
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
+                                  is_pure=False, pack=1)
 
 
 @triton.jit

@@ -9,7 +9,7 @@ import triton.language as tl
 from kernelscope.engine_costs import declare
 
 from ..errors import EngineError
-from .common import VECTOR, new_or, pow2
+from .common import VECTOR, new_or, pdl_options, pdl_prologue, pow2
 
 _BLOCK = 1024
 
@@ -33,7 +33,8 @@ def add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor | None = None) -> to
 
 
 @triton.jit
-def ks_embedding(ids_ptr, table_ptr, out_ptr, D, stride_table, BLOCK_D: tl.constexpr):
+def ks_embedding(ids_ptr, table_ptr, out_ptr, D, stride_table, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+    pdl_prologue(PDL)
     row = tl.program_id(0)
     token = tl.load(ids_ptr + row).to(tl.int64)
     for start in range(0, D, BLOCK_D):
@@ -48,7 +49,7 @@ def embedding(ids: torch.Tensor, table: torch.Tensor, out: torch.Tensor | None =
     nbytes = tokens * ids.element_size() + 2 * tokens * dim * table.element_size()
     with declare("ks_embedding", 0, nbytes, VECTOR):
         ks_embedding[(tokens,)](ids.contiguous(), table, out, dim, table.stride(0),
-                                BLOCK_D=min(pow2(dim), 1024))
+                                BLOCK_D=min(pow2(dim), 1024), **pdl_options(table.device))
     return out
 
 

@@ -12,9 +12,9 @@ from kernelscope.engine_costs import declare
 
 from .. import reference
 from ..errors import EngineError
-from .common import VECTOR, exact_dot, matrix_precision, new_or, pow2
+from .common import VECTOR, exact_dot, matrix_precision, new_or, pdl_options, pow2
 from .elementwise import add, swiglu
-from .gemm import gemm
+from .gemm import gemm, gemm_partial_bytes
 from .gemv import ks_gemv, ks_gemv_gate_up, ks_gemv_head, ks_gemv_qkv
 from .norm import rms_norm
 
@@ -41,8 +41,11 @@ def gemv_meta(batch: int, rows: int, k: int, dtype: torch.dtype) -> dict:
     """The constexprs and launch options of a GEMV kernel (shared with the compile test)."""
     block_n, block_k, warps, stages = gemv_config(batch, rows, k)
     dot = batch > 1
+    # LINE: weight elements per 128-byte cache line, the stride of the first tile's L2 prefetch.
+    line = min(block_k, 128 // dtype.itemsize)
     return {"USE_DOT": dot, "IEEE": exact_dot(dtype), "BLOCK_B": 16 if dot else 1, "BLOCK_N": block_n,
-            "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
+            "BLOCK_K": block_k, "LINE": line, "num_warps": warps, "num_stages": stages}
+
 
 
 def _precision(batch: int, dtype: torch.dtype) -> str:
@@ -51,7 +54,7 @@ def _precision(batch: int, dtype: torch.dtype) -> str:
 
 def _launch_gemv(kernel, rows: int, batch: int, k: int, *args, **consts) -> None:
     meta = gemv_meta(batch, rows, k, args[0].dtype)
-    kernel[(triton.cdiv(rows, meta["BLOCK_N"]),)](*args, **consts, **meta)
+    kernel[(triton.cdiv(rows, meta["BLOCK_N"]),)](*args, **consts, **meta, **pdl_options(args[0].device))
 
 
 def _dense_cost(tokens: int, n: int, k: int, es: int, bias: bool) -> tuple[int, int]:
@@ -67,6 +70,7 @@ def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
     out = new_or(out, (tokens, n), x)
     flops, nbytes = _dense_cost(tokens, n, k, x.element_size(), bias is not None)
     if tokens > MAX_GEMV_TOKENS:
+        nbytes += gemm_partial_bytes(tokens, n, k, x.device)
         with declare("ks_gemm", flops, nbytes, matrix_precision(x.dtype)):
             gemm(x, w, bias, out)
         return out

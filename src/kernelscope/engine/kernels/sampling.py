@@ -14,27 +14,50 @@ import triton.language as tl
 from kernelscope.engine_costs import declare
 
 from .. import reference
-from .common import VECTOR
+from .common import VECTOR, launch_counters, pdl_options, pdl_prologue, pow2
 
 _BLOCK_V = 8192
 _WARPS = 16  # one program streams a whole row: wide steps keep many loads in flight
 
 
 @triton.jit
-def ks_argmax(logits_ptr, out_ptr, V, stride_row, BLOCK_V: tl.constexpr):
+def ks_argmax(logits_ptr, out_ptr, part_val_ptr, part_idx_ptr, count_ptr, V, stride_row, CHUNK, PARTS,
+              BLOCK_V: tl.constexpr, BLOCK_P: tl.constexpr, PDL: tl.constexpr):
+    """First index of each row's maximum. Program (row, part) scans CHUNK columns and writes its best (value,
+    index); the last part of a row to finish (counter, acq_rel) picks among them: the largest value, and among
+    equal values the lowest index (parts are in column order), so the result is the first maximum overall."""
+    pdl_prologue(PDL)
     row = tl.program_id(0).to(tl.int64)
+    part = tl.program_id(1)
     best = tl.full((), float("-inf"), tl.float32)
-    best_idx = tl.full((), 0, tl.int64)
-    for start in range(0, V, BLOCK_V):
+    first = part * CHUNK
+    last = tl.minimum(first + CHUNK, V)
+    best_idx = first.to(tl.int64)
+    for start in range(first, last, BLOCK_V):
         cols = start + tl.arange(0, BLOCK_V)
-        x = tl.load(logits_ptr + row * stride_row + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
+        x = tl.load(logits_ptr + row * stride_row + cols, mask=cols < last, other=float("-inf")).to(tl.float32)
         block_max = tl.max(x, axis=0)
         # First index of the block maximum; a later block wins only when strictly larger (first max overall).
         block_idx = tl.min(tl.where(x == block_max, cols, V), axis=0).to(tl.int64)
         better = block_max > best
         best_idx = tl.where(better, block_idx, best_idx)
         best = tl.where(better, block_max, best)
-    tl.store(out_ptr + row, best_idx)
+    slot = row * PARTS + part
+    tl.store(part_val_ptr + slot, best)
+    tl.store(part_idx_ptr + slot, best_idx)
+    tl.debug_barrier()
+    finished = tl.atomic_add(count_ptr + row, 1, sem="acq_rel", scope="gpu")
+    if finished == PARTS - 1:
+        ps = tl.arange(0, BLOCK_P)
+        values = tl.load(part_val_ptr + row * PARTS + ps, mask=ps < PARTS, other=float("-inf"))
+        indices = tl.load(part_idx_ptr + row * PARTS + ps, mask=ps < PARTS, other=V)
+        top = tl.max(values, axis=0)
+        tl.store(out_ptr + row, tl.min(tl.where((values == top) & (ps < PARTS), indices, V), axis=0))
+        tl.store(count_ptr + row, 0)
+
+
+_ARGMAX_BLOCK = 2048
+_ARGMAX_MAX_PARTS = 128
 
 
 def argmax(logits: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -42,8 +65,18 @@ def argmax(logits: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
         logits = logits.contiguous()
     rows, vocab = logits.shape
     out = out if out is not None else torch.empty(rows, dtype=torch.int64, device=logits.device)
-    with declare("ks_argmax", rows * vocab, rows * (vocab * logits.element_size() + 8), VECTOR):
-        ks_argmax[(rows,)](logits, out, vocab, logits.stride(0), BLOCK_V=_BLOCK_V, num_warps=_WARPS)
+    # Enough parts of whole blocks to spread one row over many SMs; the combine reads at most 128 partials.
+    parts = min(triton.cdiv(vocab, _ARGMAX_BLOCK), _ARGMAX_MAX_PARTS)
+    chunk = triton.cdiv(triton.cdiv(vocab, parts), _ARGMAX_BLOCK) * _ARGMAX_BLOCK
+    parts = triton.cdiv(vocab, chunk)
+    part_val = torch.empty(rows * parts, dtype=torch.float32, device=logits.device)
+    part_idx = torch.empty(rows * parts, dtype=torch.int64, device=logits.device)
+    counters = launch_counters("argmax", logits.device, rows)
+    nbytes = rows * (vocab * logits.element_size() + 8) + 2 * rows * parts * 12
+    with declare("ks_argmax", rows * vocab, nbytes, VECTOR):
+        ks_argmax[(rows, parts)](logits, out, part_val, part_idx, counters, vocab, logits.stride(0), chunk, parts,
+                                 BLOCK_V=_ARGMAX_BLOCK, BLOCK_P=pow2(parts), num_warps=4,
+                                 **pdl_options(logits.device))
     return out
 
 
