@@ -383,8 +383,10 @@ def main() -> None:
     set_pdl(False)
     off = section(q, "engine_b1_no_pdl", lambda: engine_decode(engine, 1, 128, 256, reps), args.out)
     off8 = section(q, "engine_b8_no_pdl", lambda: engine_decode(engine, 8, 128, 256, reps), args.out)
+    set_pdl(True, prefetch=True)
+    prefetch = section(q, "engine_b1_pdl_l2_prefetch", lambda: engine_decode(engine, 1, 128, 256, reps), args.out)
     set_pdl(None)
-    for block in (off, off8):
+    for block in (off, off8, prefetch):
         if "tpot_ms" in block:
             block["bandwidth_utilisation"] = block["achieved_GBps"] / copy_gbps if copy_gbps else None
     for prompt in (128, 512, 2048):

@@ -222,7 +222,7 @@ def gemv_runner(tri: Ops, name: str, batch: int,
     return run, run_torch, n * k * 2
 
 
-def time_gemvs(tri: Ops, copy_bw: float, configs: Callable[[int], list[tuple[int, int, int, int]]] | None,
+def time_gemvs(tri: Ops, copy_bw: float, configs: Callable[[int], list[tuple[int, int, int, int, bool]]] | None,
                rows: list[dict], save: Callable[[], None], ops: list[str], batches: list[int]) -> None:
     """Appends one row per (op, batch, config) to rows, saving after each op."""
     original = linear_mod.gemv_config
@@ -249,13 +249,16 @@ def time_gemvs(tri: Ops, copy_bw: float, configs: Callable[[int], list[tuple[int
             save()
 
 
-def sweep_configs(batch: int) -> list[tuple[int, int, int, int]]:
-    """(BLOCK_N, BLOCK_K, warps, stages) to try: CUDA-core tiles for one token, tensor-core tiles for more."""
+def sweep_configs(batch: int) -> list[tuple[int, int, int, int, bool]]:
+    """(BLOCK_N, BLOCK_K, warps, stages, tensor cores) to try: CUDA-core tiles for one token; for more, tensor-core
+    tiles and CUDA-core tiles of few rows (many programs: small matrices fill the SMs)."""
     if batch == 1:
-        return [(bn, bk, warps, 3) for bn in (1, 2, 4, 8, 16) for bk in (256, 512, 1024, 2048) for warps in (4, 8)
-                if 1024 <= bn * bk <= 8192]
-    return [(bn, bk, warps, stages) for bn in (16, 32, 64) for bk in (64, 128, 256) for warps in (4, 8)
-            for stages in (3, 5)]
+        return [(bn, bk, warps, 3, False) for bn in (1, 2, 4, 8, 16) for bk in (256, 512, 1024, 2048)
+                for warps in (4, 8) if 1024 <= bn * bk <= 8192]
+    dot = [(bn, bk, 4, stages, True) for bn in (16, 32, 64) for bk in (64, 128, 256) for stages in (3, 5)]
+    cores = [(bn, bk, warps, 3, False) for bn in (1, 2, 4) for bk in (128, 256, 512) for warps in (4, 8)
+             if bn * bk <= 1024]
+    return dot + cores
 
 
 def main() -> int:

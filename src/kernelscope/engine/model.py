@@ -70,7 +70,7 @@ class Decoder:
             with scope(prefix + "post_attention_layernorm"):
                 x, residual = ops.add_rms_norm(h, residual, layer.post_norm, c.rms_norm_eps)
             with scope(prefix + "mlp"):
-                h = ops.linear(ops.swiglu(ops.linear(x, layer.w_gate_up)), layer.w_down)
+                h = ops.linear(ops.gate_up_swiglu(x, layer.w_gate_up), layer.w_down)
         # Only the last position's logits are needed to continue.
         if last is None:
             last_h = h.view(batch, length, -1)[:, -1].contiguous()

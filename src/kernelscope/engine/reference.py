@@ -135,6 +135,10 @@ def swiglu(gate_up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tens
     return _into(F.silu(gate) * up, out)
 
 
+def gate_up_swiglu(x: torch.Tensor, w_gate_up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    return _into(swiglu(linear(x, w_gate_up)), out)
+
+
 def kv_cache_write(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                    start: int) -> None:
     k_cache[:, start:start + k.shape[1]] = k

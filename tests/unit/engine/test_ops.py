@@ -83,6 +83,16 @@ def test_linear(triton_ops, dtype, tokens):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tokens", [3, 37, 300])
+def test_gate_up_swiglu(triton_ops, dtype, tokens):
+    """Prefill's fused gate/up GEMM + SwiGLU (both tile sizes: ≤ 256 rows and more) and the GEMV path."""
+    x = rand(tokens, 80, dtype=dtype)[:, :72]  # strided rows
+    w_gate_up = rand(2 * 40, 72, dtype=dtype, scale=0.1)
+    # Rounded to the dtype at gate, up, silu and the product: three roundings' tolerance, as the decode op.
+    close(triton_ops.gate_up_swiglu(x, w_gate_up), ref.gate_up_swiglu(x, w_gate_up), dtype, roundings=3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("tokens", "k"), [(37, 1024), (200, 512)])
 def test_linear_split_k(triton_ops, dtype, tokens, k):
     """Few output tiles and a long K: the GEMM splits K (4 and 2 splits here) and its last split sums them."""

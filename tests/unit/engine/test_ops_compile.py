@@ -25,7 +25,7 @@ KERNELS = {
                   {"out_ptr": "*i64", "part_val_ptr": "*fp32", "part_idx_ptr": "*i64", "count_ptr": "*i32"}, 4, 3),
     "ks_sample": ("sampling", {"USE_TOP_K": True, "USE_TOP_P": True, "BLOCK_V": 8192},
                   {"noise_ptr": "*fp32", "out_ptr": "*i64"}, 16, 3),
-    "ks_gemm": ("gemm", {"HAS_BIAS": True, "IEEE": False, "GROUP_M": 8, "SPLITS": 1, "BLOCK_M": 128,
+    "ks_gemm": ("gemm", {"HAS_BIAS": True, "IEEE": False, "GROUP_M": 8, "SPLITS": 1, "SWIGLU": False, "BLOCK_M": 128,
                          "BLOCK_N": 128, "BLOCK_K": 64}, {"part_ptr": "*fp32", "count_ptr": "*i32"}, 8, 3),
     "ks_attn_prefill": ("attention", {"HEAD_DIM": 128, "IEEE": False, "BLOCK_M": 128, "BLOCK_N": 64}, {}, 8, 3),
     "ks_attn_decode_split": ("attention", {"IEEE": False, "BLOCK_G": 16, "BLOCK_S": 64, "BLOCK_D": 128,
@@ -57,6 +57,8 @@ def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
     found = {name: (module, name, *rest) for name, (module, *rest) in KERNELS.items()}
     module, constexprs, pointers, warps, stages = KERNELS["ks_gemm"]
     found["ks_gemm@split"] = (module, "ks_gemm", {**constexprs, "SPLITS": 6}, pointers, warps, stages)
+    found["ks_gemm@swiglu"] = (module, "ks_gemm", {**constexprs, "SWIGLU": True, "HAS_BIAS": False,
+                                                   "BLOCK_N": 64}, pointers, warps, stages)
     for name, (rows, k, constexprs, pointers) in GEMVS.items():
         for batch in (1, 8):
             meta = gemv_meta(batch, rows, k, torch.bfloat16)
@@ -117,7 +119,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(tmp_path):
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert set(KERNELS) <= set(report) and len(report) == len(KERNELS) + 1 + 2 * len(GEMVS)
+    assert set(KERNELS) <= set(report) and len(report) == len(KERNELS) + 2 + 2 * len(GEMVS)
     spilling = {name: usage for name, usage in report.items() if usage["spill_stores"] != 0}
     assert not spilling, f"kernels using local memory (spills): {spilling}"
     waiting = {name for name, usage in report.items() if usage["waits_for_previous_grid"]}

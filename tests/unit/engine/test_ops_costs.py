@@ -32,6 +32,9 @@ def test_linear_costs(triton_ops):
     x = r(37, 72)
     assert declared(lambda: triton_ops.linear(x, w)) == [
         ("ks_gemm", 2 * 37 * 50 * 72, 2 * (37 * 72 + 50 * 72 + 37 * 50), "bf16")]
+    # Fused gate/up + SwiGLU (F = 25): both halves' products, silu·up (5 per output); x, both halves, the output.
+    assert declared(lambda: triton_ops.gate_up_swiglu(x, w)) == [
+        ("ks_gemm_swiglu", 2 * 37 * 50 * 72 + 5 * 37 * 25, 2 * (37 * 72 + 50 * 72 + 37 * 25), "bf16")]
 
 
 def test_elementwise_and_norm_costs(triton_ops):

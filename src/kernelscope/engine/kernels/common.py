@@ -67,11 +67,14 @@ def launch_counters(kernel: str, device: torch.device, count: int) -> torch.Tens
 # and whatever it prefetches from the weights overlap the previous kernel's tail. KERNELSCOPE_ENGINE_PDL=0 turns
 # it off (the benchmark compares both); the interpreter has no such instruction.
 _PDL_SETTING: list[bool | None] = [None]
+_PREFETCH_SETTING = [False]
 
 
-def set_pdl(enabled: bool | None) -> None:
-    """Force programmatic dependent launch on or off for later launches (None: decide by device and env)."""
+def set_pdl(enabled: bool | None, prefetch: bool = False) -> None:
+    """Force programmatic dependent launch on or off for later launches (None: decide by device and env);
+    prefetch: the GEMVs also prefetch their first weight tile into L2 before waiting (with PDL only)."""
     _PDL_SETTING[0] = enabled
+    _PREFETCH_SETTING[0] = prefetch
 
 
 def pdl_enabled(device: torch.device) -> bool:
@@ -93,6 +96,11 @@ def pdl_options(device: torch.device) -> dict[str, bool]:
     return {"PDL": False}
 
 
+def prefetch_option(device: torch.device) -> dict[str, bool]:
+    """The PREFETCH constexpr of the GEMVs (L2 prefetch of the first weight tile before the PDL wait)."""
+    return {"PREFETCH": _PREFETCH_SETTING[0] and pdl_enabled(device)}
+
+
 @triton.jit
 def pdl_prologue(PDL: tl.constexpr):
     """Wait for the previous kernel (its writes become visible), then let the next one launch."""
@@ -102,10 +110,10 @@ def pdl_prologue(PDL: tl.constexpr):
 
 
 @triton.jit
-def prefetch_l2(ptrs, PDL: tl.constexpr):
+def prefetch_l2(ptrs, PREFETCH: tl.constexpr):
     """Ask for these addresses in L2 (weights, which no kernel writes): issued before pdl_prologue, so the loads
-    of a kernel's first tile overlap the previous kernel's tail. Nothing without PDL."""
-    if PDL:
+    of a kernel's first tile overlap the previous kernel's tail."""
+    if PREFETCH:
         tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
                                   is_pure=False, pack=1)
 

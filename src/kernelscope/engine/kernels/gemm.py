@@ -19,7 +19,9 @@ from .common import exact_dot, launch_counters, mma
 @triton.jit
 def ks_gemm(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_SPLIT, stride_x, stride_w, stride_out,
             HAS_BIAS: tl.constexpr, IEEE: tl.constexpr, GROUP_M: tl.constexpr, SPLITS: tl.constexpr,
-            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+            SWIGLU: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """SWIGLU: w holds [gate; up] (2N rows); a program multiplies its gate rows and the matching up rows
+    (N further) and writes silu(gate)·up [M, N], rounded where HF's act_fn(gate) * up rounds (no bias, no split)."""
     # Grouped tile order: neighbouring programs share weight tiles in L2.
     pid = tl.program_id(0)
     split = tl.program_id(1)
@@ -37,14 +39,26 @@ def ks_gemm(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_SPLIT,
     x_offs = rows[:, None] * stride_x + ks[None, :]
     w_offs = cols[None, :] * stride_w + ks[:, None]
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    up_ptr = w_ptr + N * stride_w
     k_end = tl.minimum((split + 1) * K_SPLIT, K)
     for start in range(split * K_SPLIT, k_end, BLOCK_K):
         k_mask = (start + ks) < k_end
         x = tl.load(x_ptr + start + x_offs, mask=(rows[:, None] < M) & k_mask[None, :], other=0.0)
-        w = tl.load(w_ptr + start + w_offs, mask=(cols[None, :] < N) & k_mask[:, None], other=0.0)
+        w_mask = (cols[None, :] < N) & k_mask[:, None]
+        w = tl.load(w_ptr + start + w_offs, mask=w_mask, other=0.0)
         acc = mma(x, w, acc, IEEE)
+        if SWIGLU:
+            acc_up = mma(x, tl.load(up_ptr + start + w_offs, mask=w_mask, other=0.0), acc_up, IEEE)
     out_mask = (rows[:, None] < M) & (cols[None, :] < N)
-    if SPLITS > 1:
+    if SWIGLU:
+        dtype = out_ptr.dtype.element_ty
+        gate = acc.to(dtype).to(tl.float32)
+        up = acc_up.to(dtype).to(tl.float32)
+        act = (gate / (1.0 + tl.exp(-gate))).to(dtype).to(tl.float32)
+        out = out_ptr + rows[:, None].to(tl.int64) * stride_out + cols[None, :]
+        tl.store(out, (act * up).to(dtype), mask=out_mask)
+    elif SPLITS > 1:
         tile_offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
         tile_parts = part_ptr + pid.to(tl.int64) * SPLITS * BLOCK_M * BLOCK_N
         tl.store(tile_parts + split * BLOCK_M * BLOCK_N + tile_offs, acc)
@@ -67,10 +81,18 @@ def ks_gemm(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_SPLIT,
 
 
 def _config(m: int) -> tuple[int, int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by the number of rows."""
-    if m <= 64:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by the number of rows: small tiles up to 256 rows (at
+    128 tokens the q/k/v, o and down projections ran 1.4–2× faster than with 128 × 128, gate/up the same; H100
+    sweep in benchmarks/results/engine-limits-h100-2026-11-25), 128 × 128 beyond."""
+    if m <= 256:
         return 64, 64, 64, 4, 4
     return 128, 128, 64, 8, 3
+
+
+def _swiglu_config(m: int) -> tuple[int, int, int, int, int]:
+    """The fused gate/up + SwiGLU GEMM keeps two accumulators: half as many columns per program at 128 rows."""
+    block_m, block_n, block_k, warps, stages = _config(m)
+    return block_m, block_n if block_m <= 64 else block_n // 2, block_k, warps, stages
 
 
 _SPLIT_MIN_K_TILES = 4  # a split streams at least this many BLOCK_K tiles
@@ -108,8 +130,18 @@ def gemm(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch
         parts = counters = out  # not read
     ks_gemm[(tiles, splits)](x, w, bias if bias is not None else w, out, parts, counters, m, n, k, k_split,
                              x.stride(0), w.stride(0), out.stride(0), HAS_BIAS=bias is not None,
-                             IEEE=exact_dot(x.dtype), GROUP_M=8, SPLITS=splits, BLOCK_M=block_m, BLOCK_N=block_n,
-                             BLOCK_K=block_k, num_warps=warps, num_stages=stages)
+                             IEEE=exact_dot(x.dtype), GROUP_M=8, SPLITS=splits, SWIGLU=False, BLOCK_M=block_m,
+                             BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps, num_stages=stages)
+
+
+def gemm_swiglu(x: torch.Tensor, w_gate_up: torch.Tensor, out: torch.Tensor) -> None:
+    """out[M, F] = silu(x·gateᵀ)·(x·upᵀ), w_gate_up = [gate; up] of 2F rows; one launch, no split."""
+    (m, k), ffn = x.shape, w_gate_up.shape[0] // 2
+    block_m, block_n, block_k, warps, stages = _swiglu_config(m)
+    tiles = triton.cdiv(m, block_m) * triton.cdiv(ffn, block_n)
+    ks_gemm[(tiles, 1)](x, w_gate_up, w_gate_up, out, out, out, m, ffn, k, k, x.stride(0), w_gate_up.stride(0),
+                        out.stride(0), HAS_BIAS=False, IEEE=exact_dot(x.dtype), GROUP_M=8, SPLITS=1, SWIGLU=True,
+                        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps, num_stages=stages)
 
 
 def gemm_partial_bytes(m: int, n: int, k: int, device: torch.device) -> int:

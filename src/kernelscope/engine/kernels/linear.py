@@ -12,49 +12,51 @@ from kernelscope.engine_costs import declare
 
 from .. import reference
 from ..errors import EngineError
-from .common import VECTOR, exact_dot, matrix_precision, new_or, pdl_options, pow2
+from .common import VECTOR, exact_dot, matrix_precision, new_or, pdl_options, pow2, prefetch_option
 from .elementwise import add, swiglu
-from .gemm import gemm, gemm_partial_bytes
+from .gemm import gemm, gemm_partial_bytes, gemm_swiglu
 from .gemv import ks_gemv, ks_gemv_gate_up, ks_gemv_head, ks_gemv_qkv
 from .norm import rms_norm
 
 MAX_GEMV_TOKENS = 8
 
 
-def gemv_config(batch: int, rows: int, k: int) -> tuple[int, int, int, int]:
-    """(BLOCK_N, BLOCK_K, num_warps, num_stages) for a GEMV of `batch` tokens over `rows` program rows.
+def gemv_config(batch: int, rows: int, k: int) -> tuple[int, int, int, int, bool]:
+    """(BLOCK_N, BLOCK_K, num_warps, num_stages, tensor cores) for a GEMV of `batch` tokens over `rows` program
+    rows.
 
-    One token: long K tiles (2048) and 1–4 rows per program, the fastest of a sweep on an H100 at qwen2-1.5b
-    shapes (benchmarks/engine/ops_check.py --sweep; results/engine-decode-h100-2026-11-22): gate/up went from 66%
-    to 82% of copy bandwidth, lm_head from 95% to 104% (L2 helps), down stayed at 70%. 2–8 tokens run on the
-    tensor cores (BLOCK_N ≥ 16) with a deeper software pipeline instead. Register use is checked by
+    One token: long K tiles (2048) and 1–4 rows per program on the CUDA cores, the fastest of a sweep on an H100
+    at qwen2-1.5b shapes (benchmarks/engine/ops_check.py --sweep; results/engine-decode-h100-2026-11-22): gate/up
+    went from 66% to 82% of copy bandwidth, lm_head from 95% to 104% (L2 helps), down stayed at 70%. 2–8 tokens
+    run on the tensor cores (BLOCK_N ≥ 16) with a deeper software pipeline instead. Register use is checked by
     tests/unit/engine/test_ops_compile.py.
     """
     if batch == 1:
         block_n = 1 if rows <= 1024 else 2 if rows < 4096 else 4
-        return block_n, max(16, min(2048, pow2(k))), 4, 3
+        return block_n, max(16, min(2048, pow2(k))), 4, 3, False
     block_n = 16 if rows <= 4096 else 32 if rows <= 16384 else 64
-    return block_n, max(16, min(256, pow2(k))), 4, 4
+    return block_n, max(16, min(256, pow2(k))), 4, 4, True
 
 
 def gemv_meta(batch: int, rows: int, k: int, dtype: torch.dtype) -> dict:
     """The constexprs and launch options of a GEMV kernel (shared with the compile test)."""
-    block_n, block_k, warps, stages = gemv_config(batch, rows, k)
-    dot = batch > 1
+    block_n, block_k, warps, stages, dot = gemv_config(batch, rows, k)
     # LINE: weight elements per 128-byte cache line, the stride of the first tile's L2 prefetch.
     line = min(block_k, 128 // dtype.itemsize)
-    return {"USE_DOT": dot, "IEEE": exact_dot(dtype), "BLOCK_B": 16 if dot else 1, "BLOCK_N": block_n,
+    # Tensor cores pad the tokens to 16 rows; the CUDA cores take them as they are (a power of two).
+    return {"USE_DOT": dot, "IEEE": exact_dot(dtype), "BLOCK_B": 16 if dot else pow2(batch), "BLOCK_N": block_n,
             "BLOCK_K": block_k, "LINE": line, "num_warps": warps, "num_stages": stages}
 
 
-
-def _precision(batch: int, dtype: torch.dtype) -> str:
-    return VECTOR if batch == 1 else matrix_precision(dtype)
+def _precision(batch: int, rows: int, k: int, dtype: torch.dtype) -> str:
+    """The roof a GEMV runs against: the tensor cores' for its dtype, or fp32 on the CUDA cores."""
+    return matrix_precision(dtype) if gemv_config(batch, rows, k)[4] else VECTOR
 
 
 def _launch_gemv(kernel, rows: int, batch: int, k: int, *args, **consts) -> None:
     meta = gemv_meta(batch, rows, k, args[0].dtype)
-    kernel[(triton.cdiv(rows, meta["BLOCK_N"]),)](*args, **consts, **meta, **pdl_options(args[0].device))
+    kernel[(triton.cdiv(rows, meta["BLOCK_N"]),)](*args, **consts, **meta, **pdl_options(args[0].device),
+                                                  **prefetch_option(args[0].device))
 
 
 def _dense_cost(tokens: int, n: int, k: int, es: int, bias: bool) -> tuple[int, int]:
@@ -74,9 +76,23 @@ def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
         with declare("ks_gemm", flops, nbytes, matrix_precision(x.dtype)):
             gemm(x, w, bias, out)
         return out
-    with declare("ks_gemv", flops, nbytes, _precision(tokens, x.dtype)):
+    with declare("ks_gemv", flops, nbytes, _precision(tokens, n, k, x.dtype)):
         _launch_gemv(ks_gemv, n, tokens, k, x, w, bias if bias is not None else w, x, out, tokens, n, k,
                      x.stride(0), w.stride(0), 0, out.stride(0), HAS_BIAS=bias is not None, HAS_RESIDUAL=False)
+    return out
+
+
+def gate_up_swiglu(x: torch.Tensor, w_gate_up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """silu(x·gateᵀ)·(x·upᵀ): one fused GEMM for prefill; the GEMV and swiglu kernels for ≤ 8 tokens."""
+    x = _rows(x)
+    (tokens, k), ffn = x.shape, w_gate_up.shape[0] // 2
+    if tokens <= MAX_GEMV_TOKENS:
+        return swiglu(linear(x, w_gate_up), out=out)
+    out = new_or(out, (tokens, ffn), x)
+    flops = 2 * tokens * 2 * ffn * k + 5 * tokens * ffn
+    nbytes = (tokens * k + 2 * ffn * k + tokens * ffn) * x.element_size()
+    with declare("ks_gemm_swiglu", flops, nbytes, matrix_precision(x.dtype)):
+        gemm_swiglu(x, w_gate_up, out)
     return out
 
 
@@ -89,7 +105,7 @@ def linear_residual(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor,
     out = new_or(out, (batch, n), x)
     flops, nbytes = _dense_cost(batch, n, k, x.element_size(), False)
     with declare("ks_gemv_residual", flops + batch * n, nbytes + batch * n * x.element_size(),
-                 _precision(batch, x.dtype)):
+                 _precision(batch, n, k, x.dtype)):
         _launch_gemv(ks_gemv, n, batch, k, x, w, w, residual, out, batch, n, k,
                      x.stride(0), w.stride(0), residual.stride(0), out.stride(0),
                      HAS_BIAS=False, HAS_RESIDUAL=True)
@@ -116,7 +132,7 @@ def norm_linear(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w: torch.Tens
     es = h.element_size()
     norm_flops, norm_bytes = _norm_cost(batch, k, es)
     with declare("ks_gemv_head", norm_flops + 2 * batch * n * k, norm_bytes + (n * k + batch * n) * es,
-                 _precision(batch, h.dtype)):
+                 _precision(batch, n, k, h.dtype)):
         _launch_gemv(ks_gemv_head, n, batch, k, h, norm_w, w, out, batch, n, k, h.stride(0), w.stride(0),
                      out.stride(0), eps)
     return out
@@ -133,7 +149,7 @@ def norm_gate_up_swiglu(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w_gat
     norm_flops, norm_bytes = _norm_cost(batch, k, es)
     flops = norm_flops + 2 * batch * 2 * ffn * k + 5 * batch * ffn
     nbytes = norm_bytes + (2 * ffn * k + batch * ffn) * es
-    with declare("ks_gemv_gate_up", flops, nbytes, _precision(batch, h.dtype)):
+    with declare("ks_gemv_gate_up", flops, nbytes, _precision(batch, ffn, k, h.dtype)):
         _launch_gemv(ks_gemv_gate_up, ffn, batch, k, h, norm_w, w_gate_up, out, batch, ffn, k,
                      h.stride(0), w_gate_up.stride(0), out.stride(0), eps)
     return out
@@ -159,7 +175,7 @@ def norm_qkv_rope_cache(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w_qkv
     flops = norm_flops + 2 * batch * n * k + (batch * n if b_qkv is not None else 0) + 3 * rope_elements
     nbytes = (norm_bytes + (n * k + (n if b_qkv is not None else 0) + batch * n) * es
               + batch * positions.element_size() + inv_freq.numel() * 4)
-    with declare("ks_gemv_qkv", flops, nbytes, _precision(batch, h.dtype)):
+    with declare("ks_gemv_qkv", flops, nbytes, _precision(batch, n // 2, k, h.dtype)):
         _launch_gemv(ks_gemv_qkv, n // 2, batch, k, h, norm_w, w_qkv, b_qkv if b_qkv is not None else w_qkv,
                      positions, inv_freq, q, k_cache, v_cache, batch, k, num_heads, num_kv_heads, head_dim // 2,
                      h.stride(0), w_qkv.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), eps,
