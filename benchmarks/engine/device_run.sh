@@ -5,7 +5,7 @@
 #                Also parks the first half of polars' runtime wheel for PART=profile.
 #   PART=profile (carry [".whl/b"], within the machine's idle window after PART=engine): installs polars, then
 #                `kernelscope profile --backend engine` with its report and attribution check.
-# Extra arguments: the commit to record; QUICK=1 runs the benchmark with --quick.
+# Extra arguments: the commit to record; QUICK=1 runs the benchmark with --quick; SKIP_GEMM=1 skips the GEMM sweep.
 set -u -o pipefail
 OUT=${OUT:-device-out}
 COMMIT=${1:-unknown}
@@ -20,9 +20,11 @@ if [ "$PART" = engine ]; then
   log "ops_check"; t0=$SECONDS
   timeout 200 python3 benchmarks/engine/ops_check.py --sweep --batches 8 --out "$OUT/ops" > "$OUT/ops_check.log" 2>&1
   log "ops_check rc=$? $((SECONDS-t0))s"
-  log "gemm_sweep"; t0=$SECONDS
-  timeout 120 python3 benchmarks/engine/gemm_sweep.py --out "$OUT/gemm" > "$OUT/gemm_sweep.log" 2>&1
-  log "gemm_sweep rc=$? $((SECONDS-t0))s"
+  if [ -z "${SKIP_GEMM:-}" ]; then
+    log "gemm_sweep"; t0=$SECONDS
+    timeout 120 python3 benchmarks/engine/gemm_sweep.py --out "$OUT/gemm" > "$OUT/gemm_sweep.log" 2>&1
+    log "gemm_sweep rc=$? $((SECONDS-t0))s"
+  fi
   log "engine_decode"; t0=$SECONDS
   timeout 250 python3 benchmarks/engine_decode.py --out "$OUT/engine_decode.json" --commit "$COMMIT" \
     ${QUICK:+--quick} > "$OUT/engine_decode.log" 2>&1
