@@ -186,6 +186,29 @@ def kernel_profile(engine: Engine, copy_gbps: float | None) -> dict[str, Any]:
             "kernels": kernel_rows[:40], "declared": declared_rows[:40]}
 
 
+def prefill_kernel_profile(engine: Engine, prompt: int) -> dict[str, Any]:
+    """One padded prefill launched eagerly under torch.profiler (the kernels a graph replay runs, with the host's
+    gaps between them left out): device time per kernel name, per prefill."""
+    from torch.profiler import ProfilerActivity, profile
+
+    ids = torch.randint(0, engine.config.vocab_size, (1, prompt), device="cuda")
+    cache = engine.cache(1)
+    engine.prefill(ids, cache, graph=False)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        engine.prefill(ids, cache, graph=False)
+        torch.cuda.synchronize()
+    kernels: dict[str, list[float]] = {}
+    for event in prof.events():
+        if event.device_type.name == "CUDA" and parse_cost_range(event.name) is None:
+            entry = kernels.setdefault(event.name[:80], [0, 0.0])
+            entry[0] += 1
+            entry[1] += event.time_range.elapsed_us()
+    rows = sorted(({"kernel": k, "launches": n, "us": t} for k, (n, t) in kernels.items()), key=lambda r: -r["us"])
+    return {"prompt": prompt, "kernels": sum(r["launches"] for r in rows), "kernel_us": sum(r["us"] for r in rows),
+            "by_kernel": rows[:20]}
+
+
 # ---- transformers baselines
 
 def hf_tpot(model: Any, ids: torch.Tensor, new: int, short: int, repeats: int, static: bool) -> dict[str, Any]:
@@ -379,20 +402,20 @@ def main() -> None:
     b8 = section(q, "engine_b8", lambda: engine_decode(engine, 8, 128, 256, reps), args.out)
     if "tpot_ms" in b8:
         b8["bandwidth_utilisation"] = b8["achieved_GBps"] / copy_gbps if copy_gbps else None
-    # Side by side: programmatic dependent launch off (every kernel waits for the previous one's end to launch).
-    set_pdl(False)
-    off = section(q, "engine_b1_no_pdl", lambda: engine_decode(engine, 1, 128, 256, reps), args.out)
-    off8 = section(q, "engine_b8_no_pdl", lambda: engine_decode(engine, 8, 128, 256, reps), args.out)
-    set_pdl(True, prefetch=True)
-    prefetch = section(q, "engine_b1_pdl_l2_prefetch", lambda: engine_decode(engine, 1, 128, 256, reps), args.out)
+    # Side by side: programmatic dependent launch on (opt-in; each kernel launches before the previous one ends).
+    set_pdl(True)
+    on = section(q, "engine_b1_pdl", lambda: engine_decode(engine, 1, 128, 256, reps), args.out)
+    on8 = section(q, "engine_b8_pdl", lambda: engine_decode(engine, 8, 128, 256, reps), args.out)
     set_pdl(None)
-    for block in (off, off8, prefetch):
+    for block in (on, on8):
         if "tpot_ms" in block:
             block["bandwidth_utilisation"] = block["achieved_GBps"] / copy_gbps if copy_gbps else None
     for prompt in (128, 512, 2048):
         for graph in (True, False):
             section(q, f"engine_prefill_b1_{prompt}" + ("" if graph else "_eager"),
                     lambda p=prompt, g=graph: engine_prefill(engine, 1, p, roof_tflops, g), args.out)
+    for prompt in (128, 2048):
+        section(q, f"prefill_kernel_profile_{prompt}", lambda p=prompt: prefill_kernel_profile(engine, p), args.out)
     section(q, "token_equality_vs_transformers", lambda: token_equality(model, engine, 128, 256), args.out)
     section(q, "teacher_forced_vs_transformers", lambda: teacher_forced(model, engine, 128, 256, True), args.out)
     section(q, "kernel_profile_b1", lambda: kernel_profile(engine, copy_gbps), args.out)

@@ -5,7 +5,8 @@
 #                Also parks the first half of polars' runtime wheel for PART=profile.
 #   PART=profile (carry [".whl/b"], within the machine's idle window after PART=engine): installs polars, then
 #                `kernelscope profile --backend engine` with its report and attribution check.
-# Extra arguments: the commit to record; QUICK=1 runs the benchmark with --quick; SKIP_GEMM=1 skips the GEMM sweep.
+# Extra arguments: the commit to record; QUICK=1 runs the benchmark with --quick; SKIP_GEMM=1 skips the GEMM sweep;
+# SWEEP=1 adds the batch-8 GEMV tile sweep to the operator check.
 set -u -o pipefail
 OUT=${OUT:-device-out}
 COMMIT=${1:-unknown}
@@ -18,7 +19,7 @@ if [ "$PART" = engine ]; then
     markdown-it-py mdurl > "$OUT/pip.log" 2>&1; log "pip rc=$?"
   mkdir -p /root/ks-chunks && cp .whl/a/chunk.00 /root/ks-chunks/
   log "ops_check"; t0=$SECONDS
-  timeout 200 python3 benchmarks/engine/ops_check.py --sweep --batches 8 --out "$OUT/ops" > "$OUT/ops_check.log" 2>&1
+  timeout 200 python3 benchmarks/engine/ops_check.py ${SWEEP:+--sweep --batches 8} --out "$OUT/ops" > "$OUT/ops_check.log" 2>&1
   log "ops_check rc=$? $((SECONDS-t0))s"
   if [ -z "${SKIP_GEMM:-}" ]; then
     log "gemm_sweep"; t0=$SECONDS
@@ -26,7 +27,7 @@ if [ "$PART" = engine ]; then
     log "gemm_sweep rc=$? $((SECONDS-t0))s"
   fi
   log "engine_decode"; t0=$SECONDS
-  timeout 250 python3 benchmarks/engine_decode.py --out "$OUT/engine_decode.json" --commit "$COMMIT" \
+  timeout 420 python3 benchmarks/engine_decode.py --out "$OUT/engine_decode.json" --commit "$COMMIT" \
     ${QUICK:+--quick} > "$OUT/engine_decode.log" 2>&1
   log "engine_decode rc=$? $((SECONDS-t0))s"
   for f in "$OUT"/*.log; do echo "== $f"; tail -n 30 "$f"; done

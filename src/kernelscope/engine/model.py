@@ -58,14 +58,10 @@ class Decoder:
                     x, residual = ops.add_rms_norm(h, residual, layer.input_norm, c.rms_norm_eps)
             with scope(prefix + "self_attn"):
                 qkv = ops.linear(x, layer.w_qkv, layer.b_qkv)
-                q, k, v = (part.contiguous() for part in qkv.split([c.q_size, c.kv_size, c.kv_size], dim=-1))
-                q, k = ops.rope(q.view(tokens, c.num_heads, c.head_dim), k.view(tokens, c.num_kv_heads, c.head_dim),
-                                positions, self.inv_freq)
-                q = q.view(batch, length, c.num_heads, c.head_dim)
-                k = k.view(batch, length, c.num_kv_heads, c.head_dim)
-                v = v.view(batch, length, c.num_kv_heads, c.head_dim)
-                ops.kv_cache_write(k, v, cache.keys[i], cache.values[i], 0)
-                attn = ops.attention_prefill(q, k, v, self.scale)
+                q = ops.qkv_rope_cache(qkv.view(batch, length, -1), positions, self.inv_freq, cache.keys[i],
+                                       cache.values[i], c.num_heads, c.num_kv_heads)
+                # Keys and values are read back from the cache: its first L slots, strided by its capacity.
+                attn = ops.attention_prefill(q, cache.keys[i][:, :length], cache.values[i][:, :length], self.scale)
                 h = ops.linear(attn.view(tokens, c.q_size), layer.w_o)
             with scope(prefix + "post_attention_layernorm"):
                 x, residual = ops.add_rms_norm(h, residual, layer.post_norm, c.rms_norm_eps)

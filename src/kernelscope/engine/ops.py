@@ -16,7 +16,7 @@ from .errors import EngineError
 OPERATORS = (
     "add", "embedding", "linear", "argmax", "sample", "rms_norm", "add_rms_norm", "rope",
     "attention_prefill", "attention_decode", "swiglu", "gate_up_swiglu", "kv_cache_write",
-    "norm_qkv_rope_cache", "linear_residual", "norm_gate_up_swiglu", "norm_linear",
+    "norm_qkv_rope_cache", "qkv_rope_cache", "linear_residual", "norm_gate_up_swiglu", "norm_linear",
 )
 BACKENDS = ("torch", "triton")
 
@@ -48,6 +48,7 @@ class Ops:
     gate_up_swiglu: Callable
     kv_cache_write: Callable
     norm_qkv_rope_cache: Callable
+    qkv_rope_cache: Callable
     linear_residual: Callable
     norm_gate_up_swiglu: Callable
     norm_linear: Callable

@@ -147,6 +147,20 @@ def kv_cache_write(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_ca
 
 # ---- fused decode operators: the composition of the unfused ones above (one token per sequence)
 
+def qkv_rope_cache(qkv: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, k_cache: torch.Tensor,
+                   v_cache: torch.Tensor, num_heads: int, num_kv_heads: int) -> torch.Tensor:
+    batch, length, _ = qkv.shape
+    head_dim = k_cache.shape[-1]
+    q_size, kv_size = num_heads * head_dim, num_kv_heads * head_dim
+    tokens = batch * length
+    q = qkv[..., :q_size].reshape(tokens, num_heads, head_dim)
+    k = qkv[..., q_size:q_size + kv_size].reshape(tokens, num_kv_heads, head_dim)
+    v = qkv[..., q_size + kv_size:].reshape(batch, length, num_kv_heads, head_dim)
+    q, k = rope(q, k, positions, inv_freq)
+    kv_cache_write(k.view(batch, length, num_kv_heads, head_dim), v, k_cache, v_cache, 0)
+    return q.view(batch, length, num_heads, head_dim)
+
+
 def norm_qkv_rope_cache(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w_qkv: torch.Tensor,
                         b_qkv: torch.Tensor | None, positions: torch.Tensor, inv_freq: torch.Tensor,
                         k_cache: torch.Tensor, v_cache: torch.Tensor, num_heads: int, num_kv_heads: int,

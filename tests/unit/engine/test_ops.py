@@ -190,6 +190,25 @@ def test_attention_decode_back_to_back(triton_ops, batch, group):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_qkv_rope_cache(triton_ops, dtype):
+    """Prefill's split: q roped out, k roped and v copied into the caches' first L slots (the rest untouched)."""
+    batch, length, heads, kv_heads, head_dim, slots = 2, 5, 4, 2, 16, 12
+    qkv = rand(batch, length, (heads + 2 * kv_heads) * head_dim, dtype=dtype)
+    positions = torch.arange(length).repeat(batch)
+    caches = [rand(batch, slots, kv_heads, head_dim, dtype=dtype) for _ in range(2)]
+    want_caches = [c.clone() for c in caches]
+    got = triton_ops.qkv_rope_cache(qkv, positions, inv_freq(head_dim), *caches, heads, kv_heads)
+    want = ref.qkv_rope_cache(qkv, positions, inv_freq(head_dim), *want_caches, heads, kv_heads)
+    assert got.shape == (batch, length, heads, head_dim)
+    close(got, want, dtype)
+    close(caches[0], want_caches[0], dtype)
+    assert torch.equal(caches[1], want_caches[1])  # v is copied, not computed
+    # The values: v's cache rows are the last kv_heads·head_dim columns of qkv, the slots past L unchanged.
+    v_columns = qkv[..., (heads + kv_heads) * head_dim:].reshape(batch, length, kv_heads, head_dim)
+    assert torch.equal(caches[1][:, :length], v_columns)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_kv_cache_write(triton_ops, dtype):
     k_new = rand(3, 5, 4, 8, dtype=dtype)[:, :, :2]  # strided heads → made contiguous
     v_new = rand(3, 5, 2, 8, dtype=dtype)

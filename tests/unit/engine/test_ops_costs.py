@@ -50,6 +50,10 @@ def test_elementwise_and_norm_costs(triton_ops):
         ("ks_embedding", 0, 3 * 8 + 2 * 3 * 72 * 2, "fp32")]
     q, k, positions = r(5, 4, 16), r(5, 2, 16), torch.arange(5)
     inv_freq = torch.ones(8)
+    caches = [r(1, 8, 2, 16), r(1, 8, 2, 16)]
+    # Prefill's split: 3 flops per roped element (q and k), qkv read and written, positions (int64), inv_freq fp32.
+    assert declared(lambda: triton_ops.qkv_rope_cache(r(1, 5, 8 * 16), positions, inv_freq, *caches, 4, 2)) == [
+        ("ks_qkv_rope_cache", 3 * 5 * 6 * 16, 2 * 5 * 128 * 2 + 5 * 8 + 8 * 4, "fp32")]
     assert declared(lambda: triton_ops.rope(q, k, positions, inv_freq)) == [
         ("ks_rope", 3 * 5 * 6 * 16, 2 * 5 * 6 * 16 * 2 + 5 * 8 + 8 * 4, "fp32")]
 

@@ -62,43 +62,36 @@ def launch_counters(kernel: str, device: torch.device, count: int) -> torch.Tens
     return counters
 
 
-# Programmatic dependent launch (Hopper and later): a decode kernel may start while the one before it finishes;
-# it waits (griddepcontrol.wait) before touching anything an earlier kernel writes or reads, so only its launch
-# and whatever it prefetches from the weights overlap the previous kernel's tail. KERNELSCOPE_ENGINE_PDL=0 turns
-# it off (the benchmark compares both); the interpreter has no such instruction.
+# Programmatic dependent launch (Hopper and later), opt-in with KERNELSCOPE_ENGINE_PDL=1: a decode kernel may
+# start while the one before it finishes; it waits (griddepcontrol.wait) before touching anything, so only its
+# launch overlaps the previous kernel's tail. Off by default: on an H100 it made the captured decode step slower
+# (qwen2-1.5b batch 1: 1.671 against 1.635 ms; batch 8: 2.810 against 2.301 ms; an L2 prefetch of each GEMV's
+# first weight tile before the wait was slower still, 1.708 ms; benchmarks/results/engine-limits-h100-2026-11-25).
+# The interpreter has no such instruction.
 _PDL_SETTING: list[bool | None] = [None]
-_PREFETCH_SETTING = [False]
 
 
-def set_pdl(enabled: bool | None, prefetch: bool = False) -> None:
-    """Force programmatic dependent launch on or off for later launches (None: decide by device and env);
-    prefetch: the GEMVs also prefetch their first weight tile into L2 before waiting (with PDL only)."""
+def set_pdl(enabled: bool | None) -> None:
+    """Force programmatic dependent launch on or off for later launches (None: KERNELSCOPE_ENGINE_PDL decides)."""
     _PDL_SETTING[0] = enabled
-    _PREFETCH_SETTING[0] = prefetch
 
 
 def pdl_enabled(device: torch.device) -> bool:
     """Whether decode launches on `device` use programmatic dependent launch."""
     if INTERPRETED or device.type != "cuda":
         return False
-    if _PDL_SETTING[0] is not None:
-        return _PDL_SETTING[0]
-    if os.environ.get("KERNELSCOPE_ENGINE_PDL", "1") == "0":
-        return False
-    return torch.cuda.get_device_capability(device)[0] >= 9
+    enabled = _PDL_SETTING[0]
+    if enabled is None:
+        enabled = os.environ.get("KERNELSCOPE_ENGINE_PDL", "0") == "1"
+    return enabled and torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def pdl_options(device: torch.device) -> dict[str, bool]:
-    """The PDL constexpr and launch option of a decode kernel (the option only when on: the interpreter and
-    older Triton launchers do not know it)."""
+    """The PDL constexpr and launch option of a decode kernel (the option only when on: the interpreter does
+    not know it)."""
     if pdl_enabled(device):
         return {"PDL": True, "launch_pdl": True}
     return {"PDL": False}
-
-
-def prefetch_option(device: torch.device) -> dict[str, bool]:
-    """The PREFETCH constexpr of the GEMVs (L2 prefetch of the first weight tile before the PDL wait)."""
-    return {"PREFETCH": _PREFETCH_SETTING[0] and pdl_enabled(device)}
 
 
 @triton.jit
@@ -107,15 +100,6 @@ def pdl_prologue(PDL: tl.constexpr):
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
-
-
-@triton.jit
-def prefetch_l2(ptrs, PREFETCH: tl.constexpr):
-    """Ask for these addresses in L2 (weights, which no kernel writes): issued before pdl_prologue, so the loads
-    of a kernel's first tile overlap the previous kernel's tail."""
-    if PREFETCH:
-        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
-                                  is_pure=False, pack=1)
 
 
 @triton.jit

@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import mma, pdl_prologue, prefetch_l2
+from .common import mma, pdl_prologue
 from .rope import rope_rotate
 
 
@@ -24,15 +24,6 @@ def _row_rstd(x_ptr, stride_x, B, K, eps, BLOCK_B: tl.constexpr, BLOCK_K: tl.con
                     other=0.0).to(tl.float32)
         squares += tl.sum(x * x, axis=1)
     return tl.math.rsqrt(squares / K + eps)  # rsqrt as torch.rsqrt
-
-
-@triton.jit
-def _prefetch_first_tile(w_ptr, stride_w, rows, N, K, PREFETCH: tl.constexpr, LINE: tl.constexpr,
-                         BLOCK_K: tl.constexpr):
-    """L2 prefetch of rows' first K tile, one address per cache line (clamped into the weight: no stray reads)."""
-    ks = tl.minimum(tl.arange(0, BLOCK_K // LINE) * LINE, K - 1)
-    safe_rows = tl.minimum(rows, N - 1).to(tl.int64)
-    prefetch_l2(w_ptr + safe_rows[:, None] * stride_w + ks[None, :], PREFETCH)
 
 
 @triton.jit
@@ -78,12 +69,10 @@ def _gemv_tiles(x_ptr, stride_x, w_ptr, stride_w, rows1, rows2, row_mask, B, K, 
 @triton.jit
 def ks_gemv(x_ptr, w_ptr, b_ptr, res_ptr, out_ptr, B, N, K, stride_x, stride_w, stride_res, stride_out,
             HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, USE_DOT: tl.constexpr, IEEE: tl.constexpr,
-            BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr,
-            PREFETCH: tl.constexpr, LINE: tl.constexpr):
+            BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """out = x·wᵀ (+ bias), or residual + x·wᵀ rounded as HF's `residual + proj(x)`."""
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
-    _prefetch_first_tile(w_ptr, stride_w, rows, N, K, PREFETCH, LINE, BLOCK_K)
     pdl_prologue(PDL)
     acc, _ = _gemv_tiles(x_ptr, stride_x, w_ptr, stride_w, rows, rows, row_mask, B, K, None, None,
                          False, False, USE_DOT, IEEE, BLOCK_B, BLOCK_N, BLOCK_K)
@@ -101,11 +90,10 @@ def ks_gemv(x_ptr, w_ptr, b_ptr, res_ptr, out_ptr, B, N, K, stride_x, stride_w, 
 @triton.jit
 def ks_gemv_head(h_ptr, norm_w_ptr, w_ptr, out_ptr, B, N, K, stride_h, stride_w, stride_out, eps,
                  USE_DOT: tl.constexpr, IEEE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
+                 BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """out = rms_norm(h)·wᵀ: the final norm in front of the LM head."""
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
-    _prefetch_first_tile(w_ptr, stride_w, rows, N, K, PREFETCH, LINE, BLOCK_K)
     pdl_prologue(PDL)
     rstd = _row_rstd(h_ptr, stride_h, B, K, eps, BLOCK_B, BLOCK_K)
     acc, _ = _gemv_tiles(h_ptr, stride_h, w_ptr, stride_w, rows, rows, row_mask, B, K, rstd, norm_w_ptr,
@@ -118,12 +106,10 @@ def ks_gemv_head(h_ptr, norm_w_ptr, w_ptr, out_ptr, B, N, K, stride_h, stride_w,
 @triton.jit
 def ks_gemv_gate_up(h_ptr, norm_w_ptr, w_ptr, out_ptr, B, F, K, stride_h, stride_w, stride_out, eps,
                     USE_DOT: tl.constexpr, IEEE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_K: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
+                    BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """out = silu(gate)·up with [gate; up] = rms_norm(h)·w_gate_upᵀ: rows n and F + n in one program."""
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < F
-    _prefetch_first_tile(w_ptr, stride_w, rows, F, K, PREFETCH, LINE, BLOCK_K)
-    _prefetch_first_tile(w_ptr, stride_w, rows + F, 2 * F, K, PREFETCH, LINE, BLOCK_K)
     pdl_prologue(PDL)
     rstd = _row_rstd(h_ptr, stride_h, B, K, eps, BLOCK_B, BLOCK_K)
     gate, up = _gemv_tiles(h_ptr, stride_h, w_ptr, stride_w, rows, rows + F, row_mask, B, K, rstd, norm_w_ptr,
@@ -141,7 +127,7 @@ def ks_gemv_gate_up(h_ptr, norm_w_ptr, w_ptr, out_ptr, B, F, K, stride_h, stride
 def ks_gemv_qkv(h_ptr, norm_w_ptr, w_ptr, b_ptr, pos_ptr, inv_freq_ptr, q_ptr, kc_ptr, vc_ptr,
                 B, K, H, HKV, HALF, stride_h, stride_w, stride_cb, stride_cs, stride_ch, eps,
                 HAS_BIAS: tl.constexpr, USE_DOT: tl.constexpr, IEEE: tl.constexpr, BLOCK_B: tl.constexpr,
-                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """q, k, v = rms_norm(h)·w_qkvᵀ (+ bias); rope on q and k; q out, k and v into the caches at `positions`.
 
     A program owns BLOCK_N rotation pairs (row j and j + Dh/2 of one head), so rope needs nothing from others.
@@ -150,9 +136,6 @@ def ks_gemv_qkv(h_ptr, norm_w_ptr, w_ptr, b_ptr, pos_ptr, inv_freq_ptr, q_ptr, k
     head, j = pairs // HALF, pairs % HALF
     pair_mask = head < H + 2 * HKV
     rows1 = head * 2 * HALF + j
-    total_rows = (H + 2 * HKV) * 2 * HALF
-    _prefetch_first_tile(w_ptr, stride_w, rows1, total_rows, K, PREFETCH, LINE, BLOCK_K)
-    _prefetch_first_tile(w_ptr, stride_w, rows1 + HALF, total_rows, K, PREFETCH, LINE, BLOCK_K)
     pdl_prologue(PDL)
     rstd = _row_rstd(h_ptr, stride_h, B, K, eps, BLOCK_B, BLOCK_K)
     x1, x2 = _gemv_tiles(h_ptr, stride_h, w_ptr, stride_w, rows1, rows1 + HALF, pair_mask, B, K, rstd,

@@ -11,12 +11,12 @@ from .linear import (
     norm_qkv_rope_cache,
 )
 from .norm import add_rms_norm, rms_norm
-from .rope import rope
+from .rope import qkv_rope_cache, rope
 from .sampling import argmax, sample
 
 __all__ = [
     "add", "add_rms_norm", "argmax", "attention_decode", "attention_prefill", "embedding", "gate_up_swiglu",
     "kv_cache_write",
-    "linear", "linear_residual", "norm_gate_up_swiglu", "norm_linear", "norm_qkv_rope_cache", "rms_norm",
+    "linear", "linear_residual", "norm_gate_up_swiglu", "norm_linear", "norm_qkv_rope_cache", "qkv_rope_cache", "rms_norm",
     "rope", "sample", "swiglu",
 ]

@@ -12,7 +12,7 @@ from kernelscope.engine_costs import declare
 
 from .. import reference
 from ..errors import EngineError
-from .common import VECTOR, exact_dot, matrix_precision, new_or, pdl_options, pow2, prefetch_option
+from .common import VECTOR, exact_dot, matrix_precision, new_or, pdl_options, pow2
 from .elementwise import add, swiglu
 from .gemm import gemm, gemm_partial_bytes, gemm_swiglu
 from .gemv import ks_gemv, ks_gemv_gate_up, ks_gemv_head, ks_gemv_qkv
@@ -41,11 +41,9 @@ def gemv_config(batch: int, rows: int, k: int) -> tuple[int, int, int, int, bool
 def gemv_meta(batch: int, rows: int, k: int, dtype: torch.dtype) -> dict:
     """The constexprs and launch options of a GEMV kernel (shared with the compile test)."""
     block_n, block_k, warps, stages, dot = gemv_config(batch, rows, k)
-    # LINE: weight elements per 128-byte cache line, the stride of the first tile's L2 prefetch.
-    line = min(block_k, 128 // dtype.itemsize)
     # Tensor cores pad the tokens to 16 rows; the CUDA cores take them as they are (a power of two).
     return {"USE_DOT": dot, "IEEE": exact_dot(dtype), "BLOCK_B": 16 if dot else pow2(batch), "BLOCK_N": block_n,
-            "BLOCK_K": block_k, "LINE": line, "num_warps": warps, "num_stages": stages}
+            "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
 
 
 def _precision(batch: int, rows: int, k: int, dtype: torch.dtype) -> str:
@@ -55,8 +53,7 @@ def _precision(batch: int, rows: int, k: int, dtype: torch.dtype) -> str:
 
 def _launch_gemv(kernel, rows: int, batch: int, k: int, *args, **consts) -> None:
     meta = gemv_meta(batch, rows, k, args[0].dtype)
-    kernel[(triton.cdiv(rows, meta["BLOCK_N"]),)](*args, **consts, **meta, **pdl_options(args[0].device),
-                                                  **prefetch_option(args[0].device))
+    kernel[(triton.cdiv(rows, meta["BLOCK_N"]),)](*args, **consts, **meta, **pdl_options(args[0].device))
 
 
 def _dense_cost(tokens: int, n: int, k: int, es: int, bias: bool) -> tuple[int, int]:

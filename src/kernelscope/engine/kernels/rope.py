@@ -1,4 +1,5 @@
-"""Rotary position embedding (HF's half-split `rotate_half` form) on q and k in one launch."""
+"""Rotary position embedding (HF's half-split `rotate_half` form) on q and k in one launch; prefill's q/k/v split
+with rope and the KV-cache write in one launch."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import triton.language as tl
 
 from kernelscope.engine_costs import declare
 
+from ..errors import EngineError
 from .common import VECTOR, pow2
 
 
@@ -67,3 +69,56 @@ def rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
             q, k, q_out, k_out, positions, inv_freq, heads, kv_heads, head_dim // 2,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), BLOCK_HALF=pow2(head_dim // 2))
     return q_out, k_out
+
+
+@triton.jit
+def ks_qkv_rope_cache(qkv_ptr, q_ptr, kc_ptr, vc_ptr, pos_ptr, inv_freq_ptr, L, H, HKV, HALF, stride_qkv,
+                      stride_cb, stride_cs, stride_ch, BLOCK_HALF: tl.constexpr):
+    """Prefill's q/k/v split in one launch: program (token, head) ropes a q head into q [T,H,Dh], ropes a k head
+    into the K cache, or copies a v head into the V cache, at the token's slot (prompts start at slot 0)."""
+    token = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1)
+    seq, slot = token // L, token % L
+    dtype = q_ptr.dtype.element_ty
+    j = tl.arange(0, BLOCK_HALF)
+    mask = j < HALF
+    src = qkv_ptr + token * stride_qkv + head * 2 * HALF
+    x1 = tl.load(src + j, mask=mask).to(tl.float32)
+    x2 = tl.load(src + HALF + j, mask=mask).to(tl.float32)
+    cache_row = seq * stride_cb + slot * stride_cs
+    if head < H + HKV:
+        cos, sin = rope_cos_sin(tl.load(pos_ptr + token), inv_freq_ptr, HALF, dtype, BLOCK_HALF)
+        out1, out2 = rope_rotate(x1, x2, cos, sin, dtype)
+        if head < H:
+            dst = q_ptr + (token * H + head) * 2 * HALF
+        else:
+            dst = kc_ptr + cache_row + (head - H) * stride_ch
+    else:
+        out1, out2 = x1.to(dtype), x2.to(dtype)
+        dst = vc_ptr + cache_row + (head - H - HKV) * stride_ch
+    tl.store(dst + j, out1, mask=mask)
+    tl.store(dst + HALF + j, out2, mask=mask)
+
+
+def qkv_rope_cache(qkv: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, k_cache: torch.Tensor,
+                   v_cache: torch.Tensor, num_heads: int, num_kv_heads: int) -> torch.Tensor:
+    """qkv [B,L,(H+2·Hkv)·Dh] → q [B,L,H,Dh] roped; roped k and v into the caches' slots 0..L-1."""
+    batch, length, width = qkv.shape
+    head_dim = k_cache.shape[-1]
+    if width != (num_heads + 2 * num_kv_heads) * head_dim or length > k_cache.shape[1]:
+        raise EngineError(f"qkv of shape {list(qkv.shape)} does not fit {num_heads} + 2·{num_kv_heads} heads of "
+                          f"{head_dim} or the cache's {k_cache.shape[1]} slots")
+    if k_cache.stride() != v_cache.stride() or k_cache.stride(-1) != 1:
+        raise EngineError("the K and V caches need the same layout with a contiguous head dim")
+    rows = qkv.reshape(batch * length, width)  # a view for the linear layer's contiguous output
+    if rows.stride(-1) != 1:
+        rows = rows.contiguous()
+    q = torch.empty((batch, length, num_heads, head_dim), dtype=qkv.dtype, device=qkv.device)
+    tokens, heads = batch * length, num_heads + 2 * num_kv_heads
+    nbytes = 2 * tokens * width * qkv.element_size() + tokens * positions.element_size() + inv_freq.numel() * 4
+    with declare("ks_qkv_rope_cache", 3 * tokens * (num_heads + num_kv_heads) * head_dim, nbytes, VECTOR):
+        ks_qkv_rope_cache[(tokens, heads)](
+            rows, q, k_cache, v_cache, positions, inv_freq, length, num_heads, num_kv_heads, head_dim // 2,
+            rows.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            BLOCK_HALF=pow2(head_dim // 2))
+    return q
