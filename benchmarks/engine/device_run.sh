@@ -5,6 +5,8 @@
 #                Also parks the first half of polars' runtime wheel for PART=profile.
 #   PART=profile (carry [".whl/b"], within the machine's idle window after PART=engine): installs polars, then
 #                `kernelscope profile --backend engine` with its report and attribution check.
+#   PART=compare (carry [".whl/small"]): benchmarks/engine/side_by_side.py on old/src and src, alternating, then
+#                the quick benchmark.
 # Extra arguments: the commit to record; QUICK=1 runs the benchmark with --quick; SKIP_GEMM=1 skips the GEMM sweep;
 # SWEEP=1 adds the batch-8 GEMV tile sweep to the operator check.
 set -u -o pipefail
@@ -14,7 +16,21 @@ PART=${PART:-engine}
 export PYTHONUNBUFFERED=1 PYTHONPATH=src
 log() { printf '%s %s\n' "$(date +%T)" "$*" | tee -a "$OUT/steps.txt"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
-if [ "$PART" = engine ]; then
+if [ "$PART" = compare ]; then
+  # Side by side with an older tree unpacked at old/src (git archive OLD src | tar -x -C old), alternating.
+  python3 -m pip install -q --no-index --find-links .whl/small msgspec > "$OUT/pip.log" 2>&1
+  for round in 1 2; do
+    for tree in old/src src; do
+      log "side_by_side $tree round $round"
+      PYTHONPATH=$tree timeout 150 python3 benchmarks/engine/side_by_side.py --label "$tree" >> "$OUT/side_by_side.jsonl" 2>> "$OUT/side_by_side.log"
+    done
+  done
+  cat "$OUT/side_by_side.jsonl"
+  log "engine_decode"
+  timeout 300 python3 benchmarks/engine_decode.py --out "$OUT/engine_decode.json" --commit "$COMMIT" --quick > "$OUT/engine_decode.log" 2>&1
+  log "engine_decode rc=$?"
+  grep -A30 "^summary" "$OUT/engine_decode.log"
+elif [ "$PART" = engine ]; then
   python3 -m pip install -q --no-index --find-links .whl/small msgspec pycxxfilt jinja2 markupsafe rich pygments \
     markdown-it-py mdurl > "$OUT/pip.log" 2>&1; log "pip rc=$?"
   mkdir -p /root/ks-chunks && cp .whl/a/chunk.00 /root/ks-chunks/

@@ -192,7 +192,7 @@ def test_attention_decode_back_to_back(triton_ops, batch, group):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_qkv_rope_cache(triton_ops, dtype):
     """Prefill's split: q roped out, k roped and v copied into the caches' first L slots (the rest untouched)."""
-    batch, length, heads, kv_heads, head_dim, slots = 2, 5, 4, 2, 16, 12
+    batch, length, heads, kv_heads, head_dim, slots = 2, 5, 6, 2, 16, 12  # 10 heads: a masked block of 16
     qkv = rand(batch, length, (heads + 2 * kv_heads) * head_dim, dtype=dtype)
     positions = torch.arange(length).repeat(batch)
     caches = [rand(batch, slots, kv_heads, head_dim, dtype=dtype) for _ in range(2)]

@@ -21,7 +21,7 @@ KERNELS = {
     "ks_kv_cache_write": ("elementwise", {"BLOCK": 256}, {}, 4, 3),
     "ks_rms_norm": ("norm", {"HAS_RESIDUAL": True, "BLOCK_D": 2048}, {}, 4, 3),
     "ks_rope": ("rope", {"BLOCK_HALF": 64}, {"pos_ptr": "*i64", "inv_freq_ptr": "*fp32"}, 4, 3),
-    "ks_qkv_rope_cache": ("rope", {"BLOCK_HALF": 64}, {"pos_ptr": "*i64", "inv_freq_ptr": "*fp32"}, 4, 3),
+    "ks_qkv_rope_cache": ("rope", {"BLOCK_HEADS": 16, "BLOCK_HALF": 64}, {"pos_ptr": "*i64", "inv_freq_ptr": "*fp32"}, 4, 3),
     "ks_argmax": ("sampling", {"BLOCK_V": 2048, "BLOCK_P": 128, "PDL": True},
                   {"out_ptr": "*i64", "part_val_ptr": "*fp32", "part_idx_ptr": "*i64", "count_ptr": "*i32"}, 4, 3),
     "ks_sample": ("sampling", {"USE_TOP_K": True, "USE_TOP_P": True, "BLOCK_V": 8192},

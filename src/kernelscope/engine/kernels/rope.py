@@ -73,31 +73,35 @@ def rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
 
 @triton.jit
 def ks_qkv_rope_cache(qkv_ptr, q_ptr, kc_ptr, vc_ptr, pos_ptr, inv_freq_ptr, L, H, HKV, HALF, stride_qkv,
-                      stride_cb, stride_cs, stride_ch, BLOCK_HALF: tl.constexpr):
-    """Prefill's q/k/v split in one launch: program (token, head) ropes a q head into q [T,H,Dh], ropes a k head
-    into the K cache, or copies a v head into the V cache, at the token's slot (prompts start at slot 0)."""
+                      stride_cb, stride_cs, stride_ch, BLOCK_HEADS: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    """Prefill's q/k/v split in one launch, one program per token (its cos/sin computed once for all heads):
+    q heads roped into q [T,H,Dh], k heads roped into the K cache, v heads copied into the V cache, at the
+    token's slot (prompts start at slot 0)."""
     token = tl.program_id(0).to(tl.int64)
-    head = tl.program_id(1)
     seq, slot = token // L, token % L
     dtype = q_ptr.dtype.element_ty
+    heads = tl.arange(0, BLOCK_HEADS)
     j = tl.arange(0, BLOCK_HALF)
-    mask = j < HALF
-    src = qkv_ptr + token * stride_qkv + head * 2 * HALF
-    x1 = tl.load(src + j, mask=mask).to(tl.float32)
-    x2 = tl.load(src + HALF + j, mask=mask).to(tl.float32)
-    cache_row = seq * stride_cb + slot * stride_cs
-    if head < H + HKV:
-        cos, sin = rope_cos_sin(tl.load(pos_ptr + token), inv_freq_ptr, HALF, dtype, BLOCK_HALF)
-        out1, out2 = rope_rotate(x1, x2, cos, sin, dtype)
-        if head < H:
-            dst = q_ptr + (token * H + head) * 2 * HALF
-        else:
-            dst = kc_ptr + cache_row + (head - H) * stride_ch
-    else:
-        out1, out2 = x1.to(dtype), x2.to(dtype)
-        dst = vc_ptr + cache_row + (head - H - HKV) * stride_ch
-    tl.store(dst + j, out1, mask=mask)
-    tl.store(dst + HALF + j, out2, mask=mask)
+    mask = (heads < H + 2 * HKV)[:, None] & (j < HALF)[None, :]
+    src = qkv_ptr + token * stride_qkv + heads[:, None] * 2 * HALF + j[None, :]
+    x1 = tl.load(src, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(src + HALF, mask=mask, other=0.0).to(tl.float32)
+    cos, sin = rope_cos_sin(tl.load(pos_ptr + token), inv_freq_ptr, HALF, dtype, BLOCK_HALF)
+    r1, r2 = rope_rotate(x1, x2, cos[None, :], sin[None, :], dtype)
+    is_q = (heads < H)[:, None]
+    is_v = (heads >= H + HKV)[:, None]
+    out1 = tl.where(is_v, x1.to(dtype), r1)
+    out2 = tl.where(is_v, x2.to(dtype), r2)
+    kv_head = tl.where(heads >= H + HKV, heads - H - HKV, heads - H)
+    cache_off = seq * stride_cb + slot * stride_cs + kv_head[:, None] * stride_ch + j[None, :]
+    q_off = (token * H + heads[:, None]) * 2 * HALF + j[None, :]
+    tl.store(q_ptr + q_off, out1, mask=mask & is_q)
+    tl.store(q_ptr + q_off + HALF, out2, mask=mask & is_q)
+    k_mask = mask & ~is_q & ~is_v
+    tl.store(kc_ptr + cache_off, out1, mask=k_mask)
+    tl.store(kc_ptr + cache_off + HALF, out2, mask=k_mask)
+    tl.store(vc_ptr + cache_off, out1, mask=mask & is_v)
+    tl.store(vc_ptr + cache_off + HALF, out2, mask=mask & is_v)
 
 
 def qkv_rope_cache(qkv: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, k_cache: torch.Tensor,
@@ -117,8 +121,8 @@ def qkv_rope_cache(qkv: torch.Tensor, positions: torch.Tensor, inv_freq: torch.T
     tokens, heads = batch * length, num_heads + 2 * num_kv_heads
     nbytes = 2 * tokens * width * qkv.element_size() + tokens * positions.element_size() + inv_freq.numel() * 4
     with declare("ks_qkv_rope_cache", 3 * tokens * (num_heads + num_kv_heads) * head_dim, nbytes, VECTOR):
-        ks_qkv_rope_cache[(tokens, heads)](
+        ks_qkv_rope_cache[(tokens,)](
             rows, q, k_cache, v_cache, positions, inv_freq, length, num_heads, num_kv_heads, head_dim // 2,
             rows.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-            BLOCK_HALF=pow2(head_dim // 2))
+            BLOCK_HEADS=pow2(heads), BLOCK_HALF=pow2(head_dim // 2))
     return q
