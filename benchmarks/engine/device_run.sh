@@ -5,6 +5,7 @@
 #                Also parks the first half of polars' runtime wheel for PART=profile.
 #   PART=profile (carry [".whl/b"], within the machine's idle window after PART=engine): installs polars, then
 #                `kernelscope profile --backend engine` with its report and attribution check.
+#   PART=sweeps  (carry [".whl/small"]): the prefill GEMM and flash-attention tile sweeps alone.
 #   PART=compare (carry [".whl/small"]): benchmarks/engine/side_by_side.py on old/src and src, alternating, then
 #                the quick benchmark.
 # Extra arguments: the commit to record; QUICK=1 runs the benchmark with --quick; SKIP_GEMM=1 skips the GEMM sweep;
@@ -30,6 +31,14 @@ if [ "$PART" = compare ]; then
   timeout 300 python3 benchmarks/engine_decode.py --out "$OUT/engine_decode.json" --commit "$COMMIT" --quick > "$OUT/engine_decode.log" 2>&1
   log "engine_decode rc=$?"
   grep -A30 "^summary" "$OUT/engine_decode.log"
+elif [ "$PART" = sweeps ]; then
+  python3 -m pip install -q --no-index --find-links .whl/small msgspec > "$OUT/pip.log" 2>&1
+  log "gemm_sweep"; timeout 250 python3 benchmarks/engine/gemm_sweep.py --out "$OUT/gemm" > "$OUT/gemm_sweep.log" 2>&1
+  log "gemm_sweep rc=$?"
+  log "attention_sweep"
+  timeout 150 python3 benchmarks/engine/attention_sweep.py --out "$OUT/attention" > "$OUT/attention_sweep.log" 2>&1
+  log "attention_sweep rc=$?"
+  grep "^best" "$OUT/gemm_sweep.log"; cat "$OUT/attention_sweep.log"
 elif [ "$PART" = engine ]; then
   python3 -m pip install -q --no-index --find-links .whl/small msgspec pycxxfilt jinja2 markupsafe rich pygments \
     markdown-it-py mdurl > "$OUT/pip.log" 2>&1; log "pip rc=$?"
