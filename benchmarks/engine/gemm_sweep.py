@@ -80,7 +80,7 @@ def main() -> None:
             out = torch.empty(tokens, n, device=DEVICE, dtype=torch.bfloat16)
             for config in [None, *(SKINNY if tokens <= 256 else CONFIGS)]:
                 if config is not None:
-                    gemm_mod._config = gemm_mod._swiglu_config = lambda m, c=config: c
+                    gemm_mod._config = gemm_mod._swiglu_config = lambda *shape, c=config: c
                 run = runner(x, weights, out, swiglu)
                 try:
                     splits = 1 if swiglu else gemm_mod.gemm_splits(tokens, n, k, gemm_mod._sm_count(DEVICE))[0]

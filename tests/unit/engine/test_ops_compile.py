@@ -28,7 +28,7 @@ KERNELS = {
                   {"noise_ptr": "*fp32", "out_ptr": "*i64"}, 16, 3),
     "ks_gemm": ("gemm", {"HAS_BIAS": True, "IEEE": False, "GROUP_M": 8, "SPLITS": 1, "SWIGLU": False, "BLOCK_M": 128,
                          "BLOCK_N": 128, "BLOCK_K": 64}, {"part_ptr": "*fp32", "count_ptr": "*i32"}, 8, 3),
-    "ks_attn_prefill": ("attention", {"HEAD_DIM": 128, "IEEE": False, "BLOCK_M": 128, "BLOCK_N": 64}, {}, 8, 3),
+    "ks_attn_prefill": ("attention", {"HEAD_DIM": 128, "IEEE": False, "BLOCK_M": 64, "BLOCK_N": 64}, {}, 4, 3),
     "ks_attn_decode_split": ("attention", {"IEEE": False, "BLOCK_G": 16, "BLOCK_S": 64, "BLOCK_D": 128,
                                            "BLOCK_H": 8, "BLOCK_C": 4, "PDL": True},
                              {"len_ptr": "*i64", "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32",
@@ -58,8 +58,10 @@ def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
     found = {name: (module, name, *rest) for name, (module, *rest) in KERNELS.items()}
     module, constexprs, pointers, warps, stages = KERNELS["ks_gemm"]
     found["ks_gemm@split"] = (module, "ks_gemm", {**constexprs, "SPLITS": 6}, pointers, warps, stages)
-    found["ks_gemm@swiglu"] = (module, "ks_gemm", {**constexprs, "SWIGLU": True, "HAS_BIAS": False,
-                                                   "BLOCK_N": 64}, pointers, warps, stages)
+    found["ks_gemm@swiglu"] = (module, "ks_gemm", {**constexprs, "SWIGLU": True, "HAS_BIAS": False},
+                               pointers, warps, stages)
+    found["ks_gemm@skinny"] = (module, "ks_gemm", {**constexprs, "SPLITS": 2, "BLOCK_M": 64, "BLOCK_N": 32,
+                                                   "BLOCK_K": 128}, pointers, 4, 4)
     for name, (rows, k, constexprs, pointers) in GEMVS.items():
         for batch in (1, 8):
             meta = gemv_meta(batch, rows, k, torch.bfloat16)
@@ -119,7 +121,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(tmp_path):
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert set(KERNELS) <= set(report) and len(report) == len(KERNELS) + 2 + 2 * len(GEMVS)
+    assert set(KERNELS) <= set(report) and len(report) == len(KERNELS) + 3 + 2 * len(GEMVS)
     spilling = {name: usage for name, usage in report.items() if usage["spill_stores"] != 0}
     assert not spilling, f"kernels using local memory (spills): {spilling}"
     waiting = {name for name, usage in report.items() if usage["waits_for_previous_grid"]}

@@ -69,9 +69,11 @@ def ks_attn_prefill(q_ptr, k_ptr, v_ptr, o_ptr, L, H, GROUP, scale_log2,
 
 
 def _prefill_config(length: int) -> tuple[int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps, num_stages); the long-prompt one has no spills on sm_90 at Dh = 128."""
-    if length > 256:  # up to 256 tokens, twice as many programs of 64 rows fill more SMs
-        return 128, 64, 8, 3
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages): 64 × 64 tiles at every length, the fastest of an H100 sweep at
+    qwen2-1.5b head shapes (benchmarks/engine/attention_sweep.py; results/engine-limits-h100-2026-11-25: at 2,048
+    tokens 48.8 µs against 61.0 µs for 128 × 64 with 8 warps), a third pipeline stage from 512 tokens."""
+    if length > 256:
+        return 64, 64, 4, 3
     return (64, 64, 4, 2) if length > 32 else (32, 32, 4, 2)
 
 

@@ -80,19 +80,26 @@ def ks_gemm(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_SPLIT,
         tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=out_mask)
 
 
-def _config(m: int) -> tuple[int, int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by the number of rows: small tiles up to 256 rows (at
-    128 tokens the q/k/v, o and down projections ran 1.4–2× faster than with 128 × 128, gate/up the same; H100
-    sweep in benchmarks/results/engine-limits-h100-2026-11-25), 128 × 128 beyond."""
+def _config(m: int, n: int, k: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by shape, from H100 sweeps at qwen2-1.5b shapes
+    (benchmarks/engine/gemm_sweep.py; results/engine-limits-h100-2026-11-25): up to 256 rows narrow tiles (at
+    128 tokens the q/k/v and o projections take 64 × 32 tiles with long K steps, the long-K down projection a
+    six-stage pipeline: 1.1–1.9x faster than 128 × 128), 128 × 128 beyond."""
     if m <= 256:
+        if k >= 4096:
+            return 64, 64, 64, 4, 6
+        if n <= 4096:
+            return 64, 32, 128, 4, 4
         return 64, 64, 64, 4, 4
     return 128, 128, 64, 8, 3
 
 
 def _swiglu_config(m: int) -> tuple[int, int, int, int, int]:
-    """The fused gate/up + SwiGLU GEMM keeps two accumulators: half as many columns per program at 128 rows."""
-    block_m, block_n, block_k, warps, stages = _config(m)
-    return block_m, block_n if block_m <= 64 else block_n // 2, block_k, warps, stages
+    """The fused gate/up + SwiGLU GEMM (two accumulators): 64 × 64 up to 256 rows, 128 × 128 beyond (the sweep's
+    best at 128 and 2048 tokens)."""
+    if m <= 256:
+        return 64, 64, 64, 4, 4
+    return 128, 128, 64, 8, 3
 
 
 _SPLIT_MIN_K_TILES = 4  # a split streams at least this many BLOCK_K tiles
@@ -109,7 +116,7 @@ def _sm_count(device: torch.device) -> int:
 
 def gemm_splits(m: int, n: int, k: int, sms: int) -> tuple[int, int]:
     """(splits of K, K per split) so that tiles × splits about fill the SMs; 1 split when the tiles do."""
-    block_m, block_n, block_k, _, _ = _config(m)
+    block_m, block_n, block_k, _, _ = _config(m, n, k)
     tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
     splits = 1
     if tiles < sms:
@@ -120,7 +127,7 @@ def gemm_splits(m: int, n: int, k: int, sms: int) -> tuple[int, int]:
 
 def gemm(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> None:
     (m, k), n = x.shape, w.shape[0]
-    block_m, block_n, block_k, warps, stages = _config(m)
+    block_m, block_n, block_k, warps, stages = _config(m, n, k)
     tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
     splits, k_split = gemm_splits(m, n, k, _sm_count(x.device))
     if splits > 1:
@@ -146,7 +153,7 @@ def gemm_swiglu(x: torch.Tensor, w_gate_up: torch.Tensor, out: torch.Tensor) -> 
 
 def gemm_partial_bytes(m: int, n: int, k: int, device: torch.device) -> int:
     """fp32 partial tiles a split GEMM writes and reads back (0 without a split), for the declared cost."""
-    block_m, block_n, _, _, _ = _config(m)
+    block_m, block_n, _, _, _ = _config(m, n, k)
     splits, _ = gemm_splits(m, n, k, _sm_count(device))
     if splits == 1:
         return 0
