@@ -183,9 +183,15 @@ def ks_attn_decode_split(q_ptr, kc_ptr, vc_ptr, len_ptr, part_o_ptr, part_lse_pt
         tl.store(count_ptr + bk, 0)
 
 
+# (BLOCK_S, num_warps, num_stages) of decode attention; benchmarks/engine/attention_sweep.py --decode tries others.
+DECODE_CONFIG = (64, 4, 2)
+# Programs aimed for: about 2 per SM of an H100.
+DECODE_PROGRAMS = 264
+
+
 def decode_splits(batch: int, kv_heads: int, slots: int, block: int) -> int:
     """Splits of the cache so that about 2 programs per SM of an H100 run, from shapes only (graph-safe)."""
-    return max(1, min(triton.cdiv(slots, block), triton.cdiv(264, batch * kv_heads), 64))
+    return max(1, min(triton.cdiv(slots, block), triton.cdiv(DECODE_PROGRAMS, batch * kv_heads), 64))
 
 
 def split_counters(device: torch.device, count: int) -> torch.Tensor:
@@ -205,7 +211,7 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     batch, heads, head_dim = q.shape
     slots, kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = heads // kv_heads
-    block_s = 64
+    block_s, warps, stages = DECODE_CONFIG
     splits = decode_splits(batch, kv_heads, slots, block_s)
     split_len = triton.cdiv(triton.cdiv(slots, splits), block_s) * block_s
     out = new_or(out, (batch, heads, head_dim), q)
@@ -227,6 +233,6 @@ def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
             q, k_cache, v_cache, lengths, part_o, part_lse, counters, out, heads, kv_heads, group, head_dim, splits,
             split_len, scale * _LOG2E, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
             out.stride(0), out.stride(1), IEEE=exact_dot(q.dtype), BLOCK_G=pow2(group, 16), BLOCK_S=block_s,
-            BLOCK_D=block_d, BLOCK_H=block_h, BLOCK_C=block_c, num_warps=4, num_stages=2,
+            BLOCK_D=block_d, BLOCK_H=block_h, BLOCK_C=block_c, num_warps=warps, num_stages=stages,
             **pdl_options(q.device))
     return out
