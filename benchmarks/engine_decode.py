@@ -399,6 +399,10 @@ def main() -> None:
         b1["bandwidth_utilisation"] = b1["achieved_GBps"] / copy_gbps if copy_gbps else None
     section(q, "engine_b1_tpot_by_difference_ms",
             lambda: engine_tpot_by_difference(engine, 1, 128, 256, 32, reps), args.out)
+    # A long context: the cache holds 2,304 slots, so 1,984 prompt tokens + 256 new ones fill it.
+    long = section(q, "engine_b1_long_context", lambda: engine_decode(engine, 1, 1984, 256, reps), args.out)
+    if "tpot_ms" in long:
+        long["bandwidth_utilisation"] = long["achieved_GBps"] / copy_gbps if copy_gbps else None
     b8 = section(q, "engine_b8", lambda: engine_decode(engine, 8, 128, 256, reps), args.out)
     if "tpot_ms" in b8:
         b8["bandwidth_utilisation"] = b8["achieved_GBps"] / copy_gbps if copy_gbps else None

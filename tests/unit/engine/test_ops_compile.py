@@ -32,7 +32,7 @@ KERNELS = {
     "ks_attn_decode_split": ("attention", {"IEEE": False, "BLOCK_G": 16, "BLOCK_S": 64, "BLOCK_D": 128,
                                            "BLOCK_H": 8, "BLOCK_C": 4, "PDL": True},
                              {"len_ptr": "*i64", "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32",
-                              "count_ptr": "*i32"}, 4, 2),
+                              "count_ptr": "*i32"}, 8, 2),
 }
 # The decode GEMVs at batch 1 and 8 with the launcher's own block sizes: kernel → (rows, K, constexprs, pointers).
 GEMVS = {
