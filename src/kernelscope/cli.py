@@ -134,15 +134,18 @@ def _run(args: argparse.Namespace, steps: object) -> int:
     except KeyboardInterrupt:
         if not _received:
             _received.append(signal.SIGINT)
+        workers.run_cleanups()
         return _interrupted()
     except Terminated as exc:
         if not _received:
             _received.append(exc.signum)
+        workers.run_cleanups()
         return _interrupted()
     except Exception as exc:
         # A signal can surface as another error (a C extension turning the interrupt into its own exception):
         # what ends the command is then the signal.
         if _received:
+            workers.run_cleanups()
             return _interrupted()
         if isinstance(exc, UserError):
             _error(str(exc))

@@ -9,8 +9,8 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from multiprocessing import forkserver
 from multiprocessing.context import BaseContext
 from typing import Any
@@ -41,6 +41,29 @@ def deliver_later(signum: int) -> bool:
         _pending.append(signum)
         return True
     return False
+
+
+# Cleanups that must run even when a signal cuts the `finally` that would run them (a signal can land on the first
+# line of a finally, before it holds signals): cli._run runs whatever is left here when a signal ends the command.
+# Each must be idempotent: it normally runs in its finally as well.
+_cleanups: list[Callable[[], None]] = []
+
+
+def add_cleanup(cleanup: Callable[[], None]) -> None:
+    _cleanups.append(cleanup)
+
+
+def remove_cleanup(cleanup: Callable[[], None]) -> None:
+    with suppress(ValueError):
+        _cleanups.remove(cleanup)
+
+
+def run_cleanups() -> None:
+    """The cleanups still registered, newest first (a signal ended the command: they are what it left)."""
+    while _cleanups:
+        cleanup = _cleanups.pop()
+        with suppress(Exception):
+            cleanup()
 
 
 @contextmanager

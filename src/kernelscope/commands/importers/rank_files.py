@@ -27,7 +27,7 @@ from kernelscope.analyze.attribution_sources import Sources, infer_attribution
 from kernelscope.contracts.trace import TraceMeta
 from kernelscope.errors import UserError
 from kernelscope.load.sources import read_trace
-from kernelscope.workers import forkserver_context, signals_held, take_index
+from kernelscope.workers import add_cleanup, forkserver_context, remove_cleanup, signals_held, take_index
 
 MEMORY_PER_TEXT_BYTE = 4  # peak memory of reading and attributing a trace, per byte of its (uncompressed) text
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -119,8 +119,20 @@ def _read_in_processes(files: list[str], jobs: int) -> list[RankTables]:
     helpers: list[Any] = []
     receivers: list[Connection] = []
     spool: str | None = None
+
+    def stop_helpers_and_remove_spool() -> None:  # idempotent: in the finally, and in cli's cleanups
+        for helper in helpers:
+            if helper.pid is not None:
+                helper.terminate()  # a no-op once it has finished
+                helper.join()
+        for receiving in receivers:
+            receiving.close()
+        if spool is not None:
+            shutil.rmtree(spool, ignore_errors=True)
+
     try:
         with signals_held():  # a signal waits until the helpers and the spool are known to the finally below
+            add_cleanup(stop_helpers_and_remove_spool)
             spool = tempfile.mkdtemp(prefix="kernelscope-ranks-")
             for _ in range(jobs - 1):
                 receiving, sending = ctx.Pipe(duplex=False)
@@ -148,14 +160,11 @@ def _read_in_processes(files: list[str], jobs: int) -> list[RankTables]:
                 else:
                     results[index] = _from_spool(payload)
     finally:
-        for helper in helpers:
-            if helper.pid is not None:
-                helper.terminate()  # a no-op once it has finished
-                helper.join()
-        for receiving in receivers:
-            receiving.close()
-        if spool is not None:
-            shutil.rmtree(spool, ignore_errors=True)
+        # A signal landing in the cleanup must not cut it short (a helper would go on writing into the spool);
+        # one landing before the hold starts leaves it to cli's cleanups (workers.run_cleanups).
+        with signals_held():
+            stop_helpers_and_remove_spool()
+            remove_cleanup(stop_helpers_and_remove_spool)
     for index in range(len(files)):  # a helper that could not start or died: read what it left here
         if index not in results and index not in errors:
             try:
