@@ -4,7 +4,10 @@
 #      beside the same model recorded by plain torchrun (capture.py --part tp: no ranges of ours), then imported;
 #   2. qwen2-1.5b with tensor parallelism (prompt 128, 64 new tokens), with its report;
 #   3. (PART=moe) the deepseek-v3 preset (full width, 3 layers) with experts split over the ranks (--ep 2).
-# Writes under $OUT: steps.txt, env.txt, results.tar.gz (run directories and the plain traces).
+# Writes under $OUT: steps.txt, env.txt, one tar.gz per run directory (and the plain traces), logs.tar.gz.
+# Wheels the image lacks (msgspec, polars, pycxxfilt, jinja2, rich, …) travel in .whl/small (carry it); to fit the
+# 64 MiB a call may carry, keep benchmarks/results and tests/data out of the tree that travels (git rm -r --cached
+# them and list them in .git/info/exclude for the call; git reset afterwards).
 set -u -o pipefail
 OUT=${OUT:-device-out}
 PART=${PART:-tp}
@@ -13,6 +16,11 @@ rm -rf "$W" && mkdir -p "$W/runs" "$W/plain" "$OUT"
 export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 # NVLink multicast stays off on these machines (shared GPUs), in every process the ranks start.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ -d .whl/small ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/small/*.whl \
+    > "$OUT/pip.log" 2>&1 || { tail "$OUT/pip.log"; exit 1; }
+  export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
 ks() { python3 -m kernelscope -q "$@"; }
 log() { printf '%s %s\n' "$(date +%T)" "$*" | tee -a "$OUT/steps.txt"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/env.txt"
@@ -51,5 +59,7 @@ else
 fi
 tail -3 "$W"/*.log
 cd "$W"
-tar czf "$OUT/results.tar.gz" runs plain *.log
+for run in runs/*; do tar czf "$OUT/$(basename "$run").tar.gz" "$run"; done
+[ -d plain ] && tar czf "$OUT/plain.tar.gz" plain
+tar czf "$OUT/logs.tar.gz" *.log
 ls -la "$OUT"; cat "$OUT/steps.txt"
