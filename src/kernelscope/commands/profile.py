@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-len", type=positive_int,
                    help="prompt tokens (default 128; vision models: the processor's)")
     p.add_argument("--new-tokens", type=positive_int, default=64, help="tokens to generate, EOS ignored (default 64)")
+    p.add_argument("--layers", type=positive_int, metavar="N",
+                   help="decoder layers of a preset, at its full width (default: the preset's own; a checkpoint "
+                        "keeps the depth of its weights)")
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0: greedy (default); above 0: sample at this temperature, seeded by --seed")
     p.add_argument("--no-repeat-ngram-size", type=positive_int, default=0, metavar="N",
@@ -100,6 +103,7 @@ class ProfileOptions:
     batch_size: int = 1
     prompt_len: int | None = None  # default 128 (text models); vision models take the processor's length
     new_tokens: int = 64
+    layers: int | None = None  # a preset's depth (num_hidden_layers); None: the preset's own
     warmup: int = 1
     repeats: int = 3
     seed: int = 0
@@ -126,7 +130,7 @@ class ProfileOptions:
     def from_args(cls, args: argparse.Namespace) -> ProfileOptions:
         return cls(
             model=args.model, backend=args.backend, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-            prompt_len=args.prompt_len, new_tokens=args.new_tokens, warmup=args.warmup, repeats=args.repeats,
+            prompt_len=args.prompt_len, new_tokens=args.new_tokens, layers=args.layers, warmup=args.warmup, repeats=args.repeats,
             seed=args.seed, temperature=args.temperature, no_repeat_ngram_size=args.no_repeat_ngram_size,
             image_paths=tuple(args.image_paths), images=args.images, base_size=args.base_size,
             image_size=args.image_size, crop_mode=args.crop_mode, stack=args.stack, gpus=args.gpus, tp=args.tp,
@@ -209,7 +213,7 @@ def _plan(options: ProfileOptions, steps, target: Path | None = None) -> Plan:
     model_name = options.model or (GPU_DEFAULT_MODEL if device.type == "cuda" else CPU_DEFAULT_MODEL)
     dtype = parse_dtype(options.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
     source = resolve_model_source(model_name)
-    config = build_config(source)
+    config = build_config(source, options.layers)
     if options.backend == "engine":
         EngineWorkload.check(config, source.name)
     settings, inputs, request = _inputs(options, config, source, device, dtype, steps)

@@ -135,7 +135,7 @@ def _check(options: ProfileOptions) -> tuple[int, int, int, str, str, str]:
         if torch.cuda.device_count() < options.gpus:
             raise UserError(f"--gpus {options.gpus}: this node has {torch.cuda.device_count()} CUDA GPU(s)")
     source = resolve_model_source(options.model or ("qwen2-1.5b" if device.type == "cuda" else "tiny"))
-    config = build_config(source)
+    config = build_config(source, options.layers)
     if vision_spec(config) is not None and world > 1:
         raise UserError(f"--gpus: {source.name} is a vision-language model; several GPUs run causal LMs")
     check_split(config, tp, ep)

@@ -14,7 +14,7 @@ import torch
 
 from kernelscope.errors import UserError
 from kernelscope.workload.presets import Preset, load_presets
-from kernelscope.workload.vision import vision_spec
+from kernelscope.workload.vision import vision_model_types, vision_spec
 
 DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
@@ -68,11 +68,27 @@ def resolve_model_source(name_or_path: str) -> ModelSource:
     )
 
 
-def build_config(source: ModelSource) -> Any:
+def build_config(source: ModelSource, layers: int | None = None) -> Any:
+    """The model's configuration; `layers` sets a preset's depth (its widths stay: DeepSeek-V3's layers at full
+    width, as many as the GPUs hold)."""
     from transformers import AutoConfig
 
+    if layers is not None and layers < 1:
+        raise UserError(f"--layers must be at least 1, got {layers}")
     if source.preset is not None:
-        return AutoConfig.for_model(source.preset.model_type, **source.preset.config)
+        settings = dict(source.preset.config)
+        if layers is not None:
+            if source.preset.model_type in vision_model_types():
+                raise UserError(f"--layers: {source.name} is a vision-language model; --layers sets the depth of a "
+                                "causal LM preset")
+            settings["num_hidden_layers"] = layers
+            dense = settings.get("first_k_dense_replace")
+            if isinstance(dense, int) and dense > layers:  # MoE presets: the dense first layers fit in the depth
+                settings["first_k_dense_replace"] = layers
+        return AutoConfig.for_model(source.preset.model_type, **settings)
+    if layers is not None:
+        raise UserError(f"--layers: '{source.name}' is a checkpoint; its weights fix its depth (--layers sets a "
+                        "preset's)")
     try:
         json.loads((source.checkpoint / "config.json").read_text(encoding="utf-8"))
         return AutoConfig.from_pretrained(source.checkpoint, local_files_only=True)
