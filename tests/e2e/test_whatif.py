@@ -45,7 +45,7 @@ def test_own_device_options_sweeps_and_spec_file(tmp_path):
     out = tmp_path / "npu"
     spec = tmp_path / "npu.toml"
     spec.write_text('name = "NPU-1"\nmemory_bandwidth = "2TB/s"\n[peak]\nbf16 = "400TFLOPS"\nfp8 = "800TFLOPS"\n')
-    result = kernelscope("whatif", str(run), "--hw", str(spec), "--set", "sram=128MB,fuse=yes",
+    result = kernelscope("whatif", str(run), "--hw", str(spec), "--set", "sram=128MB", "--set", "fuse=yes",
                          "--sweep", "bw=1:5:5", "--sweep", "sram=0.001:512:3", "--out", str(out), "--lang", "en")
     assert result.returncode == 0, result.stderr
     sweeps = pl.read_csv(out / "tables" / "sweeps.csv")
@@ -60,7 +60,7 @@ def test_own_device_options_sweeps_and_spec_file(tmp_path):
     assert elementwise["measured_per_step_ns"].sum() > 100 * elementwise["projected_per_step_ns"].sum()
     key = json.loads((out / "whatif.json").read_text())
     assert key["target"]["name"] == "NPU-1" and key["target"]["sram_bytes"] == 128e6
-    assert key["options"] == {"fuse": True, "weight_bits": 16}
+    assert key["options"] == {"fuse": True, "weight_bits": 16}  # both --set flags apply
     # Own device: the default target is the measuring device, so the estimate is the measurement itself.
     mine = tmp_path / "own"
     assert kernelscope("whatif", str(run), "--out", str(mine), "--lang", "en").returncode == 0
@@ -95,6 +95,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         (["whatif", str(cpu)], "a CPU run"),
         (["whatif", run, "--hw", "tpu-v9"], "no device matches"),
         (["whatif", run, "--set", "bw=3"], "needs a unit"),
+        (["whatif", run, "--set", "bw=2TB/s", "--set", "bandwidth=3TB/s"], "'bandwidth' is given twice (also as 'bw')"),
         (["whatif", run, "--sweep", "bw=5:1:3"], "START < STOP"),
         (["whatif", run, "--hw", str(tmp_path / "missing.toml")], "no such spec file"),
         (["whatif", run, "--model", str(bad_model)], "not a projection model"),

@@ -30,11 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hw", metavar="NAME|SPEC.toml",
                         help="target: a key or name from `kernelscope hw list`, or a TOML spec "
                              "(default: the run's device)")
-    parser.add_argument("--set", dest="settings", metavar="K=V,…",
+    parser.add_argument("--set", dest="settings", action="append", metavar="K=V,…",
                         help="change the target: bw=2TB/s, bf16=400TFLOPS (any precision), sram=256MB, "
                              "sram_bw=20TB/s, l2=128MB, latency=0.5 (per-kernel latency scale), fuse=yes, "
                              "weights=fp8|int8|fp4; runs of several ranks: ranks=8, link=450GB/s (one direction "
-                             "per GPU), link_latency=1us (per extra ring step)")
+                             "per GPU), link_latency=1us (per extra ring step); repeatable")
     parser.add_argument("--sweep", action="append", metavar="K=START:STOP:N",
                         help="vary one quantity (bw in TB/s, precisions in TFLOP/s, sram/l2 in MB); repeatable "
                              "(default: bandwidth and BF16 compute from 0.25× to 4× the target's)")
@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, steps) -> int:
     with steps.step("Projecting"):
-        path = run_whatif(args.run, args.hw, args.settings, args.sweep, args.model_file, args.out, args.lang)
+        settings = ",".join(args.settings) if args.settings else None  # --set a=1 --set b=2 is --set a=1,b=2
+        path = run_whatif(args.run, args.hw, settings, args.sweep, args.model_file, args.out, args.lang)
     print(Path(path).resolve())
     return 0
 

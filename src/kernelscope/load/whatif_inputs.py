@@ -73,6 +73,7 @@ def parse_settings(text: str | None) -> tuple[dict[str, float], dict[str, Any]]:
     parse_parallel."""
     quantities: dict[str, float] = {}
     options: dict[str, Any] = {}
+    seen: dict[str, str] = {}  # what a key sets (aliases such as bw and bandwidth set one thing) → the key
     for part in (p.strip() for p in (text or "").split(",")):
         if not part:
             continue
@@ -80,6 +81,11 @@ def parse_settings(text: str | None) -> tuple[dict[str, float], dict[str, Any]]:
         key = key.strip().lower()
         if not sep or not value.strip():
             raise UserError(f"--set: '{part}' is not KEY=VALUE")
+        target = QUANTITIES[key][0] if key in QUANTITIES else key
+        if target in seen:
+            also = "" if seen[target] == key else f" (also as '{seen[target]}')"
+            raise UserError(f"--set: '{key}' is given twice{also}; give each value once")
+        seen[target] = key
         if key in PARALLEL:
             continue
         if key in QUANTITIES:
