@@ -44,8 +44,10 @@ def with_layer_columns(kernels: pl.DataFrame, layer_types: dict[int, str]) -> pl
 
 def layer_breakdown(kernels: pl.DataFrame, layer_types: dict[int, str], steps: dict[str, int]) -> pl.DataFrame:
     """Rows: phase, layer_type, layer_module, kernel name → per_layer_step_ns (time per layer per step),
-    launches_per_layer_step, layers (how many layers of the type), total_ns. Ordered as executed."""
+    launches_per_layer_step, layers (how many layers of the type), total_ns. Ordered as executed. A run of
+    several ranks gives both per rank (its sums divided by `ranks`): what one GPU spends, as per-GPU tables do."""
     k = with_layer_columns(kernels, layer_types)
+    ranks = rank_count(kernels)
     layer_counts = _layer_counts(k, layer_types)
     step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
                                schema={"phase": pl.String, "steps": pl.Int64})
@@ -58,10 +60,10 @@ def layer_breakdown(kernels: pl.DataFrame, layer_types: dict[int, str], steps: d
         )
         .join(layer_counts, on="layer_type", how="left")
         .join(step_counts, on="phase", how="left")
-        .with_columns(pl.col("layers").fill_null(1), pl.col("steps").fill_null(1))
+        .with_columns(pl.col("layers").fill_null(1), pl.col("steps").fill_null(1), pl.lit(ranks).alias("ranks"))
         .with_columns(
-            (pl.col("total_ns") / (pl.col("layers") * pl.col("steps"))).alias("per_layer_step_ns"),
-            (pl.col("launches") / (pl.col("layers") * pl.col("steps"))).alias("launches_per_layer_step"),
+            (pl.col("total_ns") / (pl.col("layers") * pl.col("steps") * ranks)).alias("per_layer_step_ns"),
+            (pl.col("launches") / (pl.col("layers") * pl.col("steps") * ranks)).alias("launches_per_layer_step"),
         )
     )
     # Execution order: layer types by first start, modules by first start within the type, then kernels.
@@ -72,7 +74,7 @@ def layer_breakdown(kernels: pl.DataFrame, layer_types: dict[int, str], steps: d
         .join(module_order, on=["phase", "layer_type", "layer_module"])
         .with_columns((pl.col("layer_type") == OUTSIDE).alias("_outside"))
         .sort("phase", "_outside", "_type_first", "_mod_first", "_first")
-        .select("phase", "layer_type", "layer_module", "name", "layers", "steps",
+        .select("phase", "layer_type", "layer_module", "name", "layers", "steps", "ranks",
                 "per_layer_step_ns", "launches_per_layer_step", "total_ns")
     )
 
@@ -87,25 +89,34 @@ def layer_type_totals(breakdown: pl.DataFrame) -> pl.DataFrame:
             pl.col("layers").first(),
             pl.col("total_ns").sum(),
             pl.col("steps").first(),
+            pl.col("ranks").first(),
         )
-        .with_columns((pl.col("total_ns") / pl.col("steps")).alias("per_step_ns"))
+        .with_columns((pl.col("total_ns") / (pl.col("steps") * pl.col("ranks"))).alias("per_step_ns"))
         .with_columns((100.0 * pl.col("total_ns") / pl.col("total_ns").sum().over("phase")).alias("time_pct"))
     )
 
 
 def per_layer_times(kernels: pl.DataFrame, layer_types: dict[int, str], steps: dict[str, int]) -> pl.DataFrame:
-    """Per phase and layer index: device time per step and its type."""
+    """Per phase and layer index: device time per step (per rank, in a run of several) and its type."""
     k = with_layer_columns(kernels.filter(pl.col("layer").is_not_null()), layer_types)
+    ranks = rank_count(kernels)
     step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
                                schema={"phase": pl.String, "steps": pl.Int64})
     return (
         k.group_by("phase", "layer", "layer_type")
         .agg(pl.col("dur_ns").sum().alias("total_ns"), launch_count().alias("launches"))
         .join(step_counts, on="phase", how="left")
-        .with_columns(pl.col("steps").fill_null(1))
-        .with_columns((pl.col("total_ns") / pl.col("steps")).alias("per_step_ns"))
+        .with_columns(pl.col("steps").fill_null(1), pl.lit(ranks).alias("ranks"))
+        .with_columns((pl.col("total_ns") / (pl.col("steps") * ranks)).alias("per_step_ns"))
         .sort("phase", "layer")
     )
+
+
+def rank_count(kernels: pl.DataFrame) -> int:
+    """How many ranks the rows come from (1 for a run of one process)."""
+    if "rank" not in kernels.columns or kernels.height == 0:
+        return 1
+    return max(1, kernels["rank"].drop_nulls().n_unique())
 
 
 def _layer_counts(k: pl.DataFrame, layer_types: dict[int, str]) -> pl.DataFrame:
