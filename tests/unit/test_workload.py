@@ -100,3 +100,28 @@ def test_out_of_memory_becomes_a_user_error(monkeypatch):
     source = resolve_model_source("tiny")
     with pytest.raises(UserError, match="CUDA out of memory while building 'tiny'"):
         build_model(source, build_config(source), torch.device("cpu"), torch.float32)
+
+
+def test_layers_sets_a_presets_depth_and_keeps_its_widths():
+    full = load_presets()["deepseek-v3-full"].config
+    config = build_config(resolve_model_source("deepseek-v3-full"), layers=5)
+    assert (config.num_hidden_layers, config.first_k_dense_replace) == (5, 3)
+    assert (config.hidden_size, config.n_routed_experts, config.moe_intermediate_size) == \
+        (full["hidden_size"], full["n_routed_experts"], full["moe_intermediate_size"])
+    # Fewer layers than the dense first ones: all of them dense.
+    assert build_config(resolve_model_source("deepseek-v3-full"), layers=2).first_k_dense_replace == 2
+
+
+@pytest.mark.parametrize(("name", "layers", "message"), [
+    ("tiny", 0, "at least 1"),
+    ("deepseek-ocr-2-tiny", 2, "vision-language"),
+])
+def test_layers_refusals(name, layers, message):
+    with pytest.raises(UserError, match=message):
+        build_config(resolve_model_source(name), layers=layers)
+
+
+def test_layers_is_refused_for_a_checkpoint(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "qwen2"}')
+    with pytest.raises(UserError, match="checkpoint"):
+        build_config(resolve_model_source(str(tmp_path)), layers=2)
