@@ -88,6 +88,19 @@ def test_jobs_are_bounded_by_cores_files_and_memory(monkeypatch, four_ranks):
     assert rank_files.default_jobs(four_ranks) == 2
 
 
+def test_one_process_per_file_still_lets_the_reader_split_a_big_file(monkeypatch, four_ranks):
+    """Reading files one at a time by default (one file, or memory for one) keeps the reader's own chunk helper
+    (workers=None: the reader's choice); only an explicit --jobs 1 means one process in all."""
+    calls = []
+    monkeypatch.setattr(rank_files, "read_rank", lambda path, workers=None: calls.append((path, workers)))
+    rank_files.read_ranks(four_ranks[:1])
+    rank_files.read_ranks(four_ranks[:2], jobs=1)
+    monkeypatch.setattr(rank_files, "default_jobs", lambda files: 1)
+    rank_files.read_ranks(four_ranks[:2])
+    first, second = str(four_ranks[0]), str(four_ranks[1])
+    assert calls == [(first, None), (first, 1), (second, 1), (first, None), (second, None)]
+
+
 @pytest.mark.parametrize("address, message", [
     ("tcp://nowhere", "expected ray://host:port or local"),
 ])

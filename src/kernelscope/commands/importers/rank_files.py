@@ -97,9 +97,11 @@ def _available_memory() -> int:
 
 def read_ranks(files: list[Path], jobs: int | None = None) -> list[RankTables]:
     """Every file read and attributed, in order, by `jobs` processes (default: default_jobs)."""
-    jobs = default_jobs(files) if jobs is None else max(1, min(jobs, len(files)))
-    if jobs == 1:
-        return [read_rank(str(f), workers=1) for f in files]  # one process: no chunk helpers either
+    if jobs is not None and max(1, min(jobs, len(files))) == 1:
+        return [read_rank(str(f), workers=1) for f in files]  # --jobs 1: one process, no chunk helpers either
+    jobs = default_jobs(files) if jobs is None else min(jobs, len(files))
+    if jobs == 1:  # one file (or room for one at a time): each file's reader may still split it with a helper
+        return [read_rank(str(f)) for f in files]
     if not _main_module_importable():
         return [read_rank(str(f)) for f in files]
     return _read_in_processes([str(f) for f in files], jobs)
