@@ -115,3 +115,20 @@ def test_chinese_figures_use_chinese_words_and_a_cjk_font(tables, tmp_path):
     assert {j.key.split("@")[1] for j in jobs} == {"zh"} and all(j.font == font for j in jobs)
     roofline = next(j for j in jobs if j.function == "roofline_physical")
     assert roofline.args[-1].endswith(".zh") and "屋脊线" in roofline.args[2]
+
+
+def test_two_processes_draw_every_job_once(tables, tmp_path, monkeypatch):
+    """draw_all with its helper: each job's files by key, in the jobs' order, each job's own files, named as one
+    process names them."""
+    from kernelscope.report import figure_jobs
+
+    jobs = render._figure_jobs(tables, tmp_path / "two", "NVIDIA H200", False, "en", None)
+    assert len(jobs) >= figure_jobs.MIN_JOBS_FOR_HELPER
+    monkeypatch.setattr(figure_jobs, "main_module_importable", lambda: True)
+    monkeypatch.setattr(figure_jobs.os, "cpu_count", lambda: 2)
+    drawn = figure_jobs.draw_all(jobs)
+    assert list(drawn) == [job.key for job in jobs]
+    assert all(path.is_file() and path.parent == tmp_path / "two" for paths in drawn.values() for path in paths)
+    alone = figure_jobs.draw_all(render._figure_jobs(tables, tmp_path / "one", "NVIDIA H200", False, "en", None)[:1])
+    assert sorted(p.name for ps in drawn.values() for p in ps) == sorted({p.name for ps in drawn.values() for p in ps})
+    assert next(iter(alone.values()))[0].name == next(iter(drawn.values()))[0].name

@@ -1,6 +1,7 @@
 """Drawing a report's figures on two cores: every figure is an independent job (a drawing function of figures.py
 and its data); with enough of them, a helper process started from the fork server (matplotlib preloaded there)
-draws every other one while this process draws the rest, sending back the paths it wrote. Figures are most of a report's time, and matplotlib
+and this process take jobs, dearest first, from one shared counter until none is left; the helper sends back the
+paths it wrote. Figures are most of a report's time, and matplotlib
 holds the GIL, so threads would not help. Anything that keeps the helper from working (no fork server, a main
 module that cannot be re-imported) leaves its jobs to this process: the result is the same files either way."""
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope.report import figure_formats
-from kernelscope.workers import forkserver_context, signals_held
+from kernelscope.workers import forkserver_context, signals_held, take_index
 
 MIN_JOBS_FOR_HELPER = 4  # below this, starting the helper (≈0.5 s on two cores) costs more than it saves
 
@@ -65,26 +66,33 @@ def warm_up_helper() -> None:
         forkserver_context(["kernelscope.report.figures"])
 
 
+# Relative drawing time of a job by its function (measured: a histogram grid takes two to three times a single
+# roofline chart); jobs are handed out dearest first, so the two processes finish together.
+JOB_COST = {"histograms": 3, "measured_histograms": 3, "per_kernel_rooflines": 2}
+
+
 def draw_all(jobs: list[FigureJob]) -> dict[str, list[Path]]:
-    """Every job's files, by key, in the order of `jobs`."""
+    """Every job's files, by key, in the order of `jobs`. With a helper, both processes take the next job from
+    one shared counter (dearest first) until none is left."""
     formats = figure_formats.chosen.get()
     if len(jobs) < MIN_JOBS_FOR_HELPER or (os.cpu_count() or 1) < 2 or not main_module_importable():
         return dict(_draw(job, formats) for job in jobs)
     ctx = forkserver_context(["kernelscope.report.figures"])
+    ordered = sorted(jobs, key=lambda job: -JOB_COST.get(job.function, 1))
+    bounds = ctx.Array("q", [0, len(ordered)])
     done: dict[str, list[Path]] = {}
-    theirs, ours = jobs[1::2], jobs[0::2]
     helper = None
     try:
         # A signal waits until the helper has started; it is delivered as the block ends, inside this try, so the
         # helper is always stopped (a plain process, not an executor: nothing can be left waiting for work).
         with signals_held():
             receiving, sending = ctx.Pipe(duplex=False)
-            helper = ctx.Process(target=_helper, args=(theirs, formats, sending), daemon=True)
+            helper = ctx.Process(target=_helper, args=(ordered, formats, sending, bounds), daemon=True)
             with contextlib.suppress(OSError):
                 helper.start()
             sending.close()
-        for job in ours:
-            done.update([_draw(job, formats)])
+        while (index := take_index(bounds, from_back=False)) is not None:
+            done.update([_draw(ordered[index], formats)])
         while len(done) < len(jobs):
             try:
                 key, paths = receiving.recv()
@@ -97,16 +105,17 @@ def draw_all(jobs: list[FigureJob]) -> dict[str, list[Path]]:
         if helper is not None and helper.pid is not None:
             helper.terminate()  # a no-op once it has finished
             helper.join()
-    for job in theirs:
+    for job in ordered:
         if job.key not in done:
             done.update([_draw(job, formats)])
     return {job.key: done[job.key] for job in jobs}
 
 
-def _helper(jobs: list[FigureJob], formats: tuple[str, ...], results: Any) -> None:
-    """In the helper process: draw each job, send (key, paths), or (key, None) where drawing failed (the parent
-    draws it again and reports the error itself)."""
-    for job in jobs:
+def _helper(jobs: list[FigureJob], formats: tuple[str, ...], results: Any, bounds: Any) -> None:
+    """In the helper process: take the next job from the shared counter, draw it, send (key, paths), or
+    (key, None) where drawing failed (the parent draws it again and reports the error itself)."""
+    while (index := take_index(bounds, from_back=False)) is not None:
+        job = jobs[index]
         try:
             results.send(_draw(job, formats))
         except Exception:

@@ -65,7 +65,9 @@ def _save(fig: plt.Figure, directory: Path, stem: str, fitted: bool = False) -> 
         fig.tight_layout()
     paths = [directory / f"{stem}.{fmt}" for fmt in formats]
     for path in paths:
-        fig.savefig(path, dpi=150)
+        # zlib level 1: at the default level the PNG encoder was a sixth of the time of saving (profile of a report)
+        extra = {"pil_kwargs": {"compress_level": 1}} if path.suffix == ".png" else {}
+        fig.savefig(path, dpi=150, **extra)
     plt.close(fig)
     return paths
 
@@ -330,7 +332,9 @@ def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], title: str, dire
         return []
     cols = min(4, len(panels))
     rows_n = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(rows_n, cols, figsize=(max(2.9 * cols, 5.5), 2.5 * rows_n + 0.4), squeeze=False)
+    width, height = max(2.9 * cols, 5.5), 2.5 * rows_n + 0.4
+    fig, axes = plt.subplots(rows_n, cols, figsize=(width, height), squeeze=False)
+    _fixed_grid_margins(fig, width, height, rows_n, cols)
     for ax in axes.flat:
         ax.set_visible(False)
     for ax, (values, label, log) in zip(axes.flat, panels, strict=False):
@@ -344,11 +348,34 @@ def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], title: str, dire
         ax.hist(values, bins=bins, color=color, edgecolor="white", linewidth=0.4)
         ax.set_xlabel(label, fontsize=8)
         ax.set_ylabel(count_label, fontsize=8)
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(_short_count))  # 25k, 1.2M: fits the fixed margin
         ax.tick_params(labelsize=7)
     fig.suptitle(literal(title))
-    _plain_log_ticks(fig)  # before the layout draws the ticks: the default log labels are mathtext
-    fig.tight_layout()
+    _plain_log_ticks(fig)
     return _save(fig, directory, stem, fitted=True)
+
+
+def _short_count(value: float, _position: object = None) -> str:
+    """A count tick: 800, 25k, 1.2M."""
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:.4g}{suffix}"
+    return f"{value:.4g}"
+
+
+# Margins of a histogram grid, in inches: room for short count labels (25k) and an axis label on the left
+# and below every panel, and for the title above. Fixed margins replace tight_layout, which measured every text of
+# the figure with an extra draw: about 40% of a grid's time.
+_GRID_LEFT, _GRID_RIGHT, _GRID_BOTTOM, _GRID_TOP = 0.62, 0.12, 0.48, 0.42
+_GRID_COLUMN_GAP, _GRID_ROW_GAP = 0.62, 0.62
+
+
+def _fixed_grid_margins(fig: plt.Figure, width: float, height: float, rows: int, cols: int) -> None:
+    panel_width = (width - _GRID_LEFT - _GRID_RIGHT - (cols - 1) * _GRID_COLUMN_GAP) / cols
+    panel_height = (height - _GRID_TOP - _GRID_BOTTOM - (rows - 1) * _GRID_ROW_GAP) / rows
+    fig.subplots_adjust(left=_GRID_LEFT / width, right=1 - _GRID_RIGHT / width, bottom=_GRID_BOTTOM / height,
+                        top=1 - _GRID_TOP / height, wspace=_GRID_COLUMN_GAP / panel_width,
+                        hspace=_GRID_ROW_GAP / panel_height)
 
 
 def _legend(ax: plt.Axes) -> None:
