@@ -164,6 +164,7 @@ def test_trace_without_any_event_of_interest(tmp_path):
         (["--model", "no-such-model"], "unknown preset 'no-such-model'"),
         (["--prompt-len", "1000", "--new-tokens", "100"], "exceeds the model's 1024 positions"),
         (["--dtype", "fp7"], "unknown dtype 'fp7'"),
+        (["--layers", "0"], "--layers must be at least 1"),
         (["--device", "cuda"] if not __import__("torch").cuda.is_available() else ["--device", "tpu"], "--device"),
     ],
 )
@@ -171,6 +172,17 @@ def test_profile_bad_arguments_fail_cleanly(tmp_path, args, needle):
     out = tmp_path / "run"
     _assert_clean_failure(kernelscope("profile", "--out", str(out), *args), needle)
     assert not out.exists()
+
+
+def test_profile_layers_sets_the_depth_of_a_preset(tmp_path):
+    out = tmp_path / "run"
+    result = kernelscope("profile", "--model", "tiny-moe", "--layers", "2", "--prompt-len", "8", "--new-tokens", "2",
+                         "--repeats", "1", "--warmup", "0", "--no-report", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    model = json.loads((out / "run.json").read_text())["model"]
+    assert model["num_layers"] == 2 and model["config"]["num_hidden_layers"] == 2
+    kernels = pl.read_parquet(out / "kernels.parquet")
+    assert sorted(kernels["layer"].drop_nulls().unique().to_list()) == [0, 1]  # the CPU ops of two layers, no more
 
 
 def test_profile_checkpoint_without_config(tmp_path):
