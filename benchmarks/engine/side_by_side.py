@@ -50,15 +50,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--label", required=True)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--batch", type=int, default=1, help="sequences per generate call (default 1)")
+    parser.add_argument("--prompts", default="128:64,2048:16",
+                        help="prompt:new-token pairs, comma-separated (default 128:64,2048:16)")
     args = parser.parse_args()
     from kernelscope.engine.weights import random_hf_model
 
     model = random_hf_model(build_config(resolve_model_source("qwen2-1.5b")), "cuda", torch.bfloat16, seed=0)
     engine = Engine.from_hf_model(model, backend="triton", max_seq_len=2304)
     del model
-    result: dict[str, object] = {"label": args.label}
-    for prompt, new in ((128, 64), (2048, 16)):
-        ids = torch.randint(0, engine.config.vocab_size, (1, prompt), generator=torch.Generator().manual_seed(0))
+    result: dict[str, object] = {"label": args.label, "batch": args.batch}
+    for prompt, new in (tuple(map(int, pair.split(":"))) for pair in args.prompts.split(",")):
+        ids = torch.randint(0, engine.config.vocab_size, (args.batch, prompt),
+                            generator=torch.Generator().manual_seed(0))
         for _ in range(2):
             engine.generate(ids, new)
         prefill_ms, step_ms = [], []

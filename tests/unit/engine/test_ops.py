@@ -263,3 +263,39 @@ def test_unknown_backend_is_an_engine_error():
 
     with pytest.raises(EngineError, match="unknown engine backend"):
         Ops("cuda")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_split_k_decode_gemvs(triton_ops, dtype):
+    """2–8 tokens over a long K: the decode GEMVs split K across programs (the interpreter counts an H100's 132
+    SMs), the last split of each row block sums the parts in order and runs the fused epilogue; a second call
+    gives the same bits (the counters were reset, the order is fixed)."""
+    from kernelscope.engine.kernels.gemm import sm_count
+    from kernelscope.engine.kernels.linear import gemv_splits
+
+    batch, dim, ffn, vocab, kv_heads, group, head_dim, slots = 3, 2048, 40, 48, 2, 2, 16, 20
+    heads = kv_heads * group
+    rows = (heads + 2 * kv_heads) * head_dim
+    sms = sm_count(torch.device("cpu"))
+    for n in (40, ffn, vocab, rows // 2):  # o_proj, gate/up, head and q/k/v pairs: every one is split
+        assert gemv_splits(batch, n, dim, sms)[0] > 1
+    h, norm_w = rand(batch, dim, dtype=dtype), rand(dim, dtype=dtype) + 1
+    w_o, residual = rand(40, dim, dtype=dtype, scale=0.05), rand(batch, 40, dtype=dtype)
+    w_gate_up, w_head = rand(2 * ffn, dim, dtype=dtype, scale=0.05), rand(vocab, dim, dtype=dtype, scale=0.05)
+    got = triton_ops.linear_residual(h, w_o, residual)
+    close(got, ref.add(residual, ref.linear(h, w_o)), dtype)
+    assert torch.equal(got, triton_ops.linear_residual(h, w_o, residual))
+    close(triton_ops.norm_gate_up_swiglu(h, norm_w, EPS, w_gate_up),
+          ref.swiglu(ref.linear(ref.rms_norm(h, norm_w, EPS), w_gate_up)), dtype, roundings=3)
+    close(triton_ops.norm_linear(h, norm_w, EPS, w_head), ref.linear(ref.rms_norm(h, norm_w, EPS), w_head), dtype,
+          roundings=2)
+    w_qkv, b_qkv = rand(rows, dim, dtype=dtype, scale=0.05), rand(rows, dtype=dtype)
+    positions = torch.tensor([3, 19, 0])
+    caches = [rand(batch, slots, kv_heads, head_dim, dtype=dtype) for _ in range(2)]
+    want_caches = [c.clone() for c in caches]
+    args = (h, norm_w, EPS, w_qkv, b_qkv, positions, inv_freq(head_dim))
+    got = triton_ops.norm_qkv_rope_cache(*args, *caches, heads, kv_heads)
+    want = ref.norm_qkv_rope_cache(*args, *want_caches, heads, kv_heads)
+    close(got, want, dtype, roundings=2)
+    close(caches[0], want_caches[0], dtype, roundings=2)
+    close(caches[1], want_caches[1], dtype, roundings=2)

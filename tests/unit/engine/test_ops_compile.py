@@ -53,7 +53,7 @@ def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
     """name → (module, kernel, constexprs, pointer dtypes, num_warps, num_stages)."""
     import torch
 
-    from kernelscope.engine.kernels.linear import gemv_meta
+    from kernelscope.engine.kernels.linear import gemv_meta, gemv_splits
 
     found = {name: (module, name, *rest) for name, (module, *rest) in KERNELS.items()}
     module, constexprs, pointers, warps, stages = KERNELS["ks_gemm"]
@@ -66,8 +66,9 @@ def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
         for batch in (1, 8):
             meta = gemv_meta(batch, rows, k, torch.bfloat16)
             warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
-            found[f"{name}@B{batch}"] = ("gemv", name, {**constexprs, **meta, "PDL": True}, pointers, warps,
-                                         stages)
+            splits, _ = gemv_splits(batch, rows, k, 132)  # the split count on an H100
+            found[f"{name}@B{batch}"] = ("gemv", name, {**constexprs, **meta, "SPLITS": splits, "PDL": True},
+                                         {**pointers, "part_ptr": "*fp32", "count_ptr": "*i32"}, warps, stages)
     return found
 
 

@@ -108,7 +108,7 @@ _INTERPRETER_SMS = 132  # no device to ask: an H100's count, so that the CPU tes
 
 
 @functools.cache
-def _sm_count(device: torch.device) -> int:
+def sm_count(device: torch.device) -> int:
     if device.type != "cuda":
         return _INTERPRETER_SMS
     return torch.cuda.get_device_properties(device).multi_processor_count
@@ -129,7 +129,7 @@ def gemm(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch
     (m, k), n = x.shape, w.shape[0]
     block_m, block_n, block_k, warps, stages = _config(m, n, k)
     tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
-    splits, k_split = gemm_splits(m, n, k, _sm_count(x.device))
+    splits, k_split = gemm_splits(m, n, k, sm_count(x.device))
     if splits > 1:
         parts = torch.empty(tiles * splits * block_m * block_n, dtype=torch.float32, device=x.device)
         counters = launch_counters("gemm", x.device, tiles)
@@ -154,7 +154,7 @@ def gemm_swiglu(x: torch.Tensor, w_gate_up: torch.Tensor, out: torch.Tensor) -> 
 def gemm_partial_bytes(m: int, n: int, k: int, device: torch.device) -> int:
     """fp32 partial tiles a split GEMM writes and reads back (0 without a split), for the declared cost."""
     block_m, block_n, _, _, _ = _config(m, n, k)
-    splits, _ = gemm_splits(m, n, k, _sm_count(device))
+    splits, _ = gemm_splits(m, n, k, sm_count(device))
     if splits == 1:
         return 0
     return 2 * triton.cdiv(m, block_m) * triton.cdiv(n, block_n) * splits * block_m * block_n * 4

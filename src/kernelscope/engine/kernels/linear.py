@@ -5,6 +5,9 @@ Block sizes come from a small table by shape (no autotuning at run time: decode 
 
 from __future__ import annotations
 
+import math
+import os
+
 import torch
 import triton
 
@@ -12,9 +15,9 @@ from kernelscope.engine_costs import declare
 
 from .. import reference
 from ..errors import EngineError
-from .common import VECTOR, exact_dot, matrix_precision, new_or, pdl_options, pow2
+from .common import VECTOR, exact_dot, launch_counters, matrix_precision, new_or, pdl_options, pow2
 from .elementwise import add, swiglu
-from .gemm import gemm, gemm_partial_bytes, gemm_swiglu
+from .gemm import gemm, gemm_partial_bytes, gemm_swiglu, sm_count
 from .gemv import ks_gemv, ks_gemv_gate_up, ks_gemv_head, ks_gemv_qkv
 from .norm import rms_norm
 
@@ -51,9 +54,50 @@ def _precision(batch: int, rows: int, k: int, dtype: torch.dtype) -> str:
     return matrix_precision(dtype) if gemv_config(batch, rows, k)[4] else VECTOR
 
 
+# Split-K for the tensor-core GEMVs (2–8 tokens): a GEMV of few row blocks (q/k/v, o_proj and down at qwen2-1.5b
+# shapes: 64–96 programs for 132 SMs) splits K until it has about GEMV_SPLIT_TARGET programs per SM, each split
+# streaming at least GEMV_SPLIT_MIN_K_TILES tiles of K. One token keeps one split (its CUDA-core tiles of 1–4
+# rows already give hundreds of programs). KERNELSCOPE_ENGINE_GEMV_SPLIT_TARGET=0 turns splitting off.
+GEMV_SPLIT_TARGET = float(os.environ.get("KERNELSCOPE_ENGINE_GEMV_SPLIT_TARGET", "2"))
+GEMV_SPLIT_MIN_K_TILES = 2
+GEMV_MAX_SPLITS = 8
+
+
+def gemv_splits(batch: int, rows: int, k: int, sms: int) -> tuple[int, int]:
+    """(splits of K, K per split, a multiple of BLOCK_K) of a GEMV over `rows` program rows."""
+    block_n, block_k, _, _, dot = gemv_config(batch, rows, k)
+    programs = triton.cdiv(rows, block_n)
+    splits = 1
+    if dot and GEMV_SPLIT_TARGET > 0 and programs < GEMV_SPLIT_TARGET * sms:
+        splits = max(1, min(math.ceil(GEMV_SPLIT_TARGET * sms / programs), k // (GEMV_SPLIT_MIN_K_TILES * block_k),
+                            GEMV_MAX_SPLITS))
+    k_split = triton.cdiv(triton.cdiv(k, splits), block_k) * block_k
+    return triton.cdiv(k, k_split), k_split
+
+
+def gemv_partial_bytes(batch: int, rows: int, k: int, device: torch.device, paired: bool = False) -> int:
+    """fp32 partial sums a split GEMV writes and its last split reads back (0 without a split), for the declared
+    cost."""
+    block_n, _, _, _, _ = gemv_config(batch, rows, k)
+    splits, _ = gemv_splits(batch, rows, k, sm_count(device))
+    if splits == 1:
+        return 0
+    return 2 * triton.cdiv(rows, block_n) * splits * (2 if paired else 1) * 16 * block_n * 4
+
+
 def _launch_gemv(kernel, rows: int, batch: int, k: int, *args, **consts) -> None:
+    device = args[0].device
     meta = gemv_meta(batch, rows, k, args[0].dtype)
-    kernel[(triton.cdiv(rows, meta["BLOCK_N"]),)](*args, **consts, **meta, **pdl_options(args[0].device))
+    programs = triton.cdiv(rows, meta["BLOCK_N"])
+    splits, k_split = gemv_splits(batch, rows, k, sm_count(device))
+    if splits > 1:
+        parts = torch.empty(programs * splits * 2 * meta["BLOCK_B"] * meta["BLOCK_N"], dtype=torch.float32,
+                            device=device)
+        counters = launch_counters("gemv", device, programs)
+    else:
+        parts = counters = args[0]  # not read
+    kernel[(programs, splits)](*args, part_ptr=parts, count_ptr=counters, K_SPLIT=k_split, SPLITS=splits, **consts,
+                               **meta, **pdl_options(device))
 
 
 def _dense_cost(tokens: int, n: int, k: int, es: int, bias: bool) -> tuple[int, int]:
@@ -73,6 +117,7 @@ def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
         with declare("ks_gemm", flops, nbytes, matrix_precision(x.dtype)):
             gemm(x, w, bias, out)
         return out
+    nbytes += gemv_partial_bytes(tokens, n, k, x.device)
     with declare("ks_gemv", flops, nbytes, _precision(tokens, n, k, x.dtype)):
         _launch_gemv(ks_gemv, n, tokens, k, x, w, bias if bias is not None else w, x, out, tokens, n, k,
                      x.stride(0), w.stride(0), 0, out.stride(0), HAS_BIAS=bias is not None, HAS_RESIDUAL=False)
@@ -101,8 +146,8 @@ def linear_residual(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor,
     x = _rows(x)
     out = new_or(out, (batch, n), x)
     flops, nbytes = _dense_cost(batch, n, k, x.element_size(), False)
-    with declare("ks_gemv_residual", flops + batch * n, nbytes + batch * n * x.element_size(),
-                 _precision(batch, n, k, x.dtype)):
+    nbytes += batch * n * x.element_size() + gemv_partial_bytes(batch, n, k, x.device)
+    with declare("ks_gemv_residual", flops + batch * n, nbytes, _precision(batch, n, k, x.dtype)):
         _launch_gemv(ks_gemv, n, batch, k, x, w, w, residual, out, batch, n, k,
                      x.stride(0), w.stride(0), residual.stride(0), out.stride(0),
                      HAS_BIAS=False, HAS_RESIDUAL=True)
@@ -128,8 +173,8 @@ def norm_linear(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w: torch.Tens
     out = new_or(out, (batch, n), h)
     es = h.element_size()
     norm_flops, norm_bytes = _norm_cost(batch, k, es)
-    with declare("ks_gemv_head", norm_flops + 2 * batch * n * k, norm_bytes + (n * k + batch * n) * es,
-                 _precision(batch, n, k, h.dtype)):
+    nbytes = norm_bytes + (n * k + batch * n) * es + gemv_partial_bytes(batch, n, k, h.device)
+    with declare("ks_gemv_head", norm_flops + 2 * batch * n * k, nbytes, _precision(batch, n, k, h.dtype)):
         _launch_gemv(ks_gemv_head, n, batch, k, h, norm_w, w, out, batch, n, k, h.stride(0), w.stride(0),
                      out.stride(0), eps)
     return out
@@ -145,7 +190,7 @@ def norm_gate_up_swiglu(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w_gat
     es = h.element_size()
     norm_flops, norm_bytes = _norm_cost(batch, k, es)
     flops = norm_flops + 2 * batch * 2 * ffn * k + 5 * batch * ffn
-    nbytes = norm_bytes + (2 * ffn * k + batch * ffn) * es
+    nbytes = norm_bytes + (2 * ffn * k + batch * ffn) * es + gemv_partial_bytes(batch, ffn, k, h.device, paired=True)
     with declare("ks_gemv_gate_up", flops, nbytes, _precision(batch, ffn, k, h.dtype)):
         _launch_gemv(ks_gemv_gate_up, ffn, batch, k, h, norm_w, w_gate_up, out, batch, ffn, k,
                      h.stride(0), w_gate_up.stride(0), out.stride(0), eps)
@@ -171,7 +216,8 @@ def norm_qkv_rope_cache(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w_qkv
     rope_elements = batch * (num_heads + num_kv_heads) * head_dim
     flops = norm_flops + 2 * batch * n * k + (batch * n if b_qkv is not None else 0) + 3 * rope_elements
     nbytes = (norm_bytes + (n * k + (n if b_qkv is not None else 0) + batch * n) * es
-              + batch * positions.element_size() + inv_freq.numel() * 4)
+              + batch * positions.element_size() + inv_freq.numel() * 4
+              + gemv_partial_bytes(batch, n // 2, k, h.device, paired=True))
     with declare("ks_gemv_qkv", flops, nbytes, _precision(batch, n // 2, k, h.dtype)):
         _launch_gemv(ks_gemv_qkv, n // 2, batch, k, h, norm_w, w_qkv, b_qkv if b_qkv is not None else w_qkv,
                      positions, inv_freq, q, k_cache, v_cache, batch, k, num_heads, num_kv_heads, head_dim // 2,
