@@ -54,12 +54,15 @@ def _precision(batch: int, rows: int, k: int, dtype: torch.dtype) -> str:
     return matrix_precision(dtype) if gemv_config(batch, rows, k)[4] else VECTOR
 
 
-# Split-K for the tensor-core GEMVs (2–8 tokens): a GEMV of few row blocks (q/k/v, o_proj and down at qwen2-1.5b
-# shapes: 64–96 programs for 132 SMs) splits K until it has about GEMV_SPLIT_TARGET programs per SM, each split
-# streaming at least GEMV_SPLIT_MIN_K_TILES tiles of K. One token keeps one split (its CUDA-core tiles of 1–4
-# rows already give hundreds of programs). KERNELSCOPE_ENGINE_GEMV_SPLIT_TARGET=0 turns splitting off.
+# Split-K for the tensor-core GEMVs (2–8 tokens): a GEMV of few row blocks splits K until it has about
+# GEMV_SPLIT_TARGET programs per SM, each split streaming at least GEMV_SPLIT_MIN_K_TILES tiles of K. On an H100 at
+# qwen2-1.5b shapes (benchmarks/engine/gemv_split_sweep.py; results/engine-gemv-split-h100-2026-11-26) that splits
+# the long-K down projection (96 row blocks, K = 8,960) three ways: 18.9 → 15.2 µs at batch 8; o_proj (K = 1,536)
+# ran slower split (5.7 → 6.6 µs) and q/k/v gained 4%, so K this short is not split. One token keeps one split
+# (its CUDA-core tiles of 1–4 rows already give hundreds of programs). KERNELSCOPE_ENGINE_GEMV_SPLIT_TARGET=0
+# turns splitting off.
 GEMV_SPLIT_TARGET = float(os.environ.get("KERNELSCOPE_ENGINE_GEMV_SPLIT_TARGET", "2"))
-GEMV_SPLIT_MIN_K_TILES = 2
+GEMV_SPLIT_MIN_K_TILES = 4
 GEMV_MAX_SPLITS = 8
 
 
