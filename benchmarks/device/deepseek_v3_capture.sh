@@ -17,17 +17,7 @@ PROMPT=${PROMPT:-128}
 NEW=${NEW:-16}
 W=/tmp/ks-deepseek
 rm -rf "$W" && mkdir -p "$W/runs" "$OUT"
-export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1
-# NVLink multicast stays off on these machines (shared GPUs), in every process the ranks start.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ -d .whl/small ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/small/*.whl \
-    > "$OUT/pip.log" 2>&1 || { tail "$OUT/pip.log"; exit 1; }
-  export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
-log() { printf '%s %s\n' "$(date +%T)" "$*" | tee -a "$OUT/steps.txt"; }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/env.txt"
-nvidia-smi topo -m >> "$OUT/env.txt" 2>&1
+source benchmarks/device/ranks_setup.sh
 echo "commit ${KS_COMMIT:-unknown} gpus $GPUS layers $LAYERS batch 1,$BATCH prompt $PROMPT new $NEW" >> "$OUT/env.txt"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "gpus", torch.cuda.device_count())' >> "$OUT/env.txt"
 

@@ -13,18 +13,8 @@ OUT=${OUT:-device-out}
 PART=${PART:-tp}
 W=/tmp/ks-multi
 rm -rf "$W" && mkdir -p "$W/runs" "$W/plain" "$OUT"
-export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1
-# NVLink multicast stays off on these machines (shared GPUs), in every process the ranks start.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ -d .whl/small ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/small/*.whl \
-    > "$OUT/pip.log" 2>&1 || { tail "$OUT/pip.log"; exit 1; }
-  export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
+source benchmarks/device/ranks_setup.sh
 ks() { python3 -m kernelscope -q "$@"; }
-log() { printf '%s %s\n' "$(date +%T)" "$*" | tee -a "$OUT/steps.txt"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/env.txt"
-nvidia-smi topo -m >> "$OUT/env.txt" 2>&1
 echo "commit ${KS_COMMIT:-unknown}" >> "$OUT/env.txt"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "gpus", torch.cuda.device_count())' >> "$OUT/env.txt"
 

@@ -165,6 +165,7 @@ def test_trace_without_any_event_of_interest(tmp_path):
         (["--prompt-len", "1000", "--new-tokens", "100"], "exceeds the model's 1024 positions"),
         (["--dtype", "fp7"], "unknown dtype 'fp7'"),
         (["--layers", "0"], "--layers must be at least 1"),
+        (["--model", "deepseek-v3-full", "--device", "cpu"], "its weights take 2684.1 GB in float32"),
         (["--device", "cuda"] if not __import__("torch").cuda.is_available() else ["--device", "tpu"], "--device"),
     ],
 )

@@ -125,3 +125,30 @@ def test_layers_is_refused_for_a_checkpoint(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "qwen2"}')
     with pytest.raises(UserError, match="checkpoint"):
         build_config(resolve_model_source(str(tmp_path)), layers=2)
+
+
+def test_weights_that_cannot_fit_are_refused_before_anything_is_built(monkeypatch):
+    from kernelscope.workload import memory_check
+
+    config = build_config(resolve_model_source("deepseek-v3-full"), layers=6)
+    count = memory_check.parameter_count(config)
+    # DeepSeek-V3's layer shapes, counted by hand: embedding and head, 3 dense and 3 MoE layers with MLA attention.
+    hidden, vocab, heads = 7168, 129280, 128
+    attention = (hidden * 1536 + 1536 + 1536 * heads * 192 + hidden * (512 + 64) + 512 + 512 * heads * (128 + 128)
+                 + heads * 128 * hidden + 2 * hidden)  # q_a, q norm, q_b, kv_a, kv norm, kv_b, o, two layer norms
+    dense = 3 * hidden * 18432
+    moe = 256 * 3 * hidden * 2048 + 3 * hidden * 2048 + 256 * hidden  # experts, shared expert, router (its bias: a buffer)
+    assert count == 2 * vocab * hidden + hidden + 6 * attention + 3 * dense + 3 * moe
+    gb = 1e9
+    monkeypatch.setattr(memory_check, "available_bytes", lambda device: 60 * gb)
+    with pytest.raises(UserError, match=r"its weights take 76\.3 GB in bfloat16"):
+        memory_check.check_weights_fit("deepseek-v3-full", config, torch.bfloat16, torch.device("cuda", 0))
+    # Split over 2 GPUs, each holds at least half: that could fit, so it is not refused.
+    memory_check.check_weights_fit("deepseek-v3-full", config, torch.bfloat16, torch.device("cuda", 0), ranks=2,
+                                   split=True)
+    # On the CPU every rank of this machine counts.
+    with pytest.raises(UserError, match="2 ranks on this machine"):
+        memory_check.check_weights_fit("deepseek-v3-full", config, torch.bfloat16, torch.device("cpu"), ranks=2,
+                                       split=True, ranks_per_host=2)
+    memory_check.check_weights_fit("tiny", build_config(resolve_model_source("tiny")), torch.float32,
+                                   torch.device("cpu"))

@@ -199,6 +199,7 @@ def _plan(options: ProfileOptions, steps, target: Path | None = None) -> Plan:
     from kernelscope.capture.environment import describe_hardware
     from kernelscope.workload.devices import resolve_device
     from kernelscope.workload.engine_backend import EngineWorkload
+    from kernelscope.workload.memory_check import check_weights_fit
     from kernelscope.workload.model import build_config, parse_dtype, resolve_model_source
 
     if options.warmup < 0 or options.repeats < 1:
@@ -214,6 +215,8 @@ def _plan(options: ProfileOptions, steps, target: Path | None = None) -> Plan:
     dtype = parse_dtype(options.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
     source = resolve_model_source(model_name)
     config = build_config(source, options.layers)
+    if target is None:  # a rank of a multi-process run: its parent checked the split already
+        check_weights_fit(source.name, config, dtype, device)
     if options.backend == "engine":
         EngineWorkload.check(config, source.name)
     settings, inputs, request = _inputs(options, config, source, device, dtype, steps)

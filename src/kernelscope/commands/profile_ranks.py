@@ -104,7 +104,8 @@ def _check(options: ProfileOptions) -> tuple[int, int, int, str, str, str]:
     from kernelscope.capture.environment import describe_hardware
     from kernelscope.workload.devices import resolve_device
     from kernelscope.workload.distributed import check_split
-    from kernelscope.workload.model import build_config, resolve_model_source
+    from kernelscope.workload.memory_check import check_weights_fit
+    from kernelscope.workload.model import build_config, parse_dtype, resolve_model_source
     from kernelscope.workload.vision import vision_spec
 
     world = options.gpus * options.nnodes
@@ -139,6 +140,9 @@ def _check(options: ProfileOptions) -> tuple[int, int, int, str, str, str]:
     if vision_spec(config) is not None and world > 1:
         raise UserError(f"--gpus: {source.name} is a vision-language model; several GPUs run causal LMs")
     check_split(config, tp, ep)
+    dtype = parse_dtype(options.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
+    check_weights_fit(source.name, config, dtype, device, ranks=world, split=tp > 1 or ep > 1,
+                      ranks_per_host=options.gpus)
     device_name = describe_hardware(device).name or device.type
     return world, tp, ep, device.type, source.name, device_name
 

@@ -227,6 +227,12 @@ def test_norm_qkv_rope_cache(triton_ops, dtype, batch, group, bias):
     rows = (heads + 2 * kv_heads) * head_dim
     h, norm_w = rand(batch, dim, dtype=dtype), rand(dim, dtype=dtype) + 1
     w_qkv, b_qkv = rand(rows, dim, dtype=dtype, scale=0.1), rand(rows, dtype=dtype) if bias else None
+    _check_norm_qkv_rope_cache(triton_ops, dtype, h, norm_w, w_qkv, b_qkv, slots, heads, kv_heads, head_dim)
+
+
+def _check_norm_qkv_rope_cache(triton_ops, dtype, h, norm_w, w_qkv, b_qkv, slots, heads, kv_heads, head_dim):
+    """q out and both caches written, against the reference (positions 3, 19, 0 of the batch's sequences)."""
+    batch = h.shape[0]
     positions = torch.tensor([3, 19, 0][:batch])
     caches = [rand(batch, slots, kv_heads, head_dim, dtype=dtype) for _ in range(2)]
     want_caches = [c.clone() for c in caches]
@@ -290,12 +296,4 @@ def test_split_k_decode_gemvs(triton_ops, dtype):
     close(triton_ops.norm_linear(h, norm_w, EPS, w_head), ref.linear(ref.rms_norm(h, norm_w, EPS), w_head), dtype,
           roundings=2)
     w_qkv, b_qkv = rand(rows, dim, dtype=dtype, scale=0.05), rand(rows, dtype=dtype)
-    positions = torch.tensor([3, 19, 0])
-    caches = [rand(batch, slots, kv_heads, head_dim, dtype=dtype) for _ in range(2)]
-    want_caches = [c.clone() for c in caches]
-    args = (h, norm_w, EPS, w_qkv, b_qkv, positions, inv_freq(head_dim))
-    got = triton_ops.norm_qkv_rope_cache(*args, *caches, heads, kv_heads)
-    want = ref.norm_qkv_rope_cache(*args, *want_caches, heads, kv_heads)
-    close(got, want, dtype, roundings=2)
-    close(caches[0], want_caches[0], dtype, roundings=2)
-    close(caches[1], want_caches[1], dtype, roundings=2)
+    _check_norm_qkv_rope_cache(triton_ops, dtype, h, norm_w, w_qkv, b_qkv, slots, heads, kv_heads, head_dim)
