@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -24,10 +28,27 @@ def parameter_count(config: Any) -> int | None:
     import transformers
 
     logging.getLogger("transformers").setLevel(logging.ERROR)
-    with contextlib.suppress(Exception), torch.device("meta"):
+    with _inductor_cache_for_this_call(), contextlib.suppress(Exception), torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config)
         return sum(p.numel() for p in model.parameters())
     return None
+
+
+@contextlib.contextmanager
+def _inductor_cache_for_this_call() -> Iterator[None]:
+    """Importing a transformers model class makes torch create its compile cache folder in the temp dir; the
+    parent of a multi-rank profile builds nothing else, so that folder would be all it leaves behind: point
+    the cache at a folder of this call's own (unless the user chose one) and remove it afterwards."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="kernelscope-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    try:
+        yield
+    finally:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def available_bytes(device: torch.device) -> int | None:
