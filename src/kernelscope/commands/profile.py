@@ -215,10 +215,10 @@ def _plan(options: ProfileOptions, steps, target: Path | None = None) -> Plan:
     dtype = parse_dtype(options.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
     source = resolve_model_source(model_name)
     config = build_config(source, options.layers)
-    if target is None:  # a rank of a multi-process run: its parent checked the split already
-        check_weights_fit(source.name, config, dtype, device)
     if options.backend == "engine":
         EngineWorkload.check(config, source.name)
+    if target is None:  # a rank of a multi-process run: its parent checked the split already
+        check_weights_fit(source.name, config, dtype, device)
     settings, inputs, request = _inputs(options, config, source, device, dtype, steps)
     if target is None:
         target = run_target(options, source.name, describe_hardware(device).name or device.type)
