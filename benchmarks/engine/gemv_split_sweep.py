@@ -3,6 +3,10 @@ aimed for per SM; 0 = no split) at qwen2-1.5b shapes, bf16: the fused q/k/v (nor
 and down (+ residual), gate/up (+ SwiGLU) and the LM head.
 
     PYTHONPATH=src python benchmarks/engine/gemv_split_sweep.py --out DIR [--batches 2,4,8] [--targets 0,1,2,3,4]
+    PYTHONPATH=src python benchmarks/engine/gemv_split_sweep.py --out DIR --tiles [--ops qkv,o_proj] [--batches 8]
+
+--tiles sweeps the tensor-core tiles (BLOCK_K, warps, stages; BLOCK_N as the table gives it) together with the
+split settings (programs per SM aimed for, the fewest K tiles a split streams) for the ops named.
 
 Each (op, batch, target) is timed as 28 back-to-back launches, one per layer with its own weights (so no launch
 finds its weights in L2), replayed from one CUDA graph (median of 15 replays, CUDA events); GB/s counts the
@@ -67,11 +71,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--batches", default="2,4,8")
     parser.add_argument("--targets", default="0,1,2,3,4")
+    parser.add_argument("--tiles", action="store_true", help="sweep tiles and split settings together")
+    parser.add_argument("--ops", default="qkv,o_proj", help="ops of the --tiles sweep")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     copy = copy_bandwidth()
     result: dict = {"device": torch.cuda.get_device_name(), "copy_bytes_per_s": copy, "rows": []}
     print(f"copy bandwidth {copy / 1e9:.0f} GB/s", flush=True)
+    if args.tiles:
+        tile_sweep(args, copy, result)
+        return
     original = linear_mod.GEMV_SPLIT_TARGET
     for batch in map(int, args.batches.split(",")):
         for name, (run, weight_bytes) in ops(batch).items():
@@ -97,6 +106,55 @@ def main() -> None:
                                        "weight_bytes": weight_bytes, "pct_of_copy": pct})
                 print(f"B={batch} {name:8s} target {target:3.1f}: {us:8.2f} us  {pct:5.1f}% of copy", flush=True)
             (args.out / "gemv_split_sweep.json").write_text(json.dumps(result, indent=1))
+
+
+def _time(run, launches: int) -> float:
+    run()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    us = 1e6 * median_seconds(graph.replay, DEVICE, 15, 2) / launches
+    del graph
+    return us
+
+
+def tile_sweep(args: argparse.Namespace, copy: float, result: dict) -> None:
+    config, target, min_tiles = linear_mod.gemv_config, linear_mod.GEMV_SPLIT_TARGET, linear_mod.GEMV_SPLIT_MIN_K_TILES
+    grid = [(block_k, warps, stages) for block_k in (128, 256) for warps in (4, 8) for stages in (2, 3, 4)]
+    splits = [(0.0, 4), (2.0, 1), (2.0, 2), (4.0, 1)]
+    for batch in map(int, args.batches.split(",")):
+        table = ops(batch)
+        for name in args.ops.split(","):
+            run, weight_bytes = table[name]
+            for block_k, warps, stages in grid:
+                def tiles(b, rows, k, bk=block_k, w=warps, st=stages):
+                    block_n = config(b, rows, k)[0]
+                    return (block_n, bk, w, st, True) if b > 1 else config(b, rows, k)
+                for split_target, split_tiles in splits:
+                    linear_mod.gemv_config = tiles
+                    linear_mod.GEMV_SPLIT_TARGET, linear_mod.GEMV_SPLIT_MIN_K_TILES = split_target, split_tiles
+                    row = {"op": name, "batch": batch, "block_k": block_k, "warps": warps, "stages": stages,
+                           "target": split_target, "min_k_tiles": split_tiles}
+                    try:
+                        us = _time(run, LAYERS)
+                        row.update(us=us, pct_of_copy=100 * weight_bytes / (us * 1e-6) / copy)
+                        print(f"B={batch} {name:7s} K{block_k:3d} w{warps} s{stages} t{split_target} m{split_tiles}: "
+                              f"{us:7.2f} us {row['pct_of_copy']:5.1f}%", flush=True)
+                    except Exception as error:
+                        row["error"] = str(error)[:200]
+                    finally:
+                        linear_mod.gemv_config = config
+                        linear_mod.GEMV_SPLIT_TARGET, linear_mod.GEMV_SPLIT_MIN_K_TILES = target, min_tiles
+                    result["rows"].append(row)
+            (args.out / "gemv_tile_sweep.json").write_text(json.dumps(result, indent=1))
+    best = {}
+    for row in result["rows"]:
+        key = (row["op"], row["batch"])
+        if "us" in row and (key not in best or row["us"] < best[key]["us"]):
+            best[key] = row
+    for (name, batch), row in sorted(best.items()):
+        print(f"best B={batch} {name}: {row}", flush=True)
 
 
 if __name__ == "__main__":
