@@ -88,13 +88,7 @@ def main() -> None:
             for target in map(float, args.targets.split(",")):
                 linear_mod.GEMV_SPLIT_TARGET = target
                 try:
-                    run()
-                    torch.cuda.synchronize()
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph):
-                        run()
-                    us = 1e6 * median_seconds(graph.replay, DEVICE, 15, 2) / launches
-                    del graph
+                    us = _time(run, launches)
                 except Exception as error:
                     result["rows"].append({"op": name, "batch": batch, "target": target, "error": str(error)[:300]})
                     print(f"B={batch} {name:8s} target {target}: {str(error)[:200]}", flush=True)
@@ -109,6 +103,7 @@ def main() -> None:
 
 
 def _time(run, launches: int) -> float:
+    """µs per launch: the calls run once eagerly (counters, compilation), then replayed from one CUDA graph."""
     run()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
