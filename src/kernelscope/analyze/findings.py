@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.ranks import rank_count
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load import knowledge
 
@@ -114,7 +115,7 @@ def _phase_metrics(tables: Any, phase: str) -> dict[str, Metric]:
 def _per_rank(m: dict[str, Metric], tables: Any, phases: tuple[str, ...]) -> dict[str, Metric]:
     """Runs of several ranks: per-step figures per rank (the phase table sums the ranks, which run side by side),
     so that a step's device time is compared with its wall time per rank."""
-    ranks = tables.kernels["rank"].n_unique() if "rank" in tables.kernels.columns else 1
+    ranks = rank_count(tables.kernels)
     if ranks < 2:
         return {}
     out = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.launch_counts import launch_count
+from kernelscope.analyze.ranks import rank_count
 
 OUTSIDE = "outside layers"
 LAYER_ITSELF = "(layer)"
@@ -110,13 +111,6 @@ def per_layer_times(kernels: pl.DataFrame, layer_types: dict[int, str], steps: d
         .with_columns((pl.col("total_ns") / (pl.col("steps") * ranks)).alias("per_step_ns"))
         .sort("phase", "layer")
     )
-
-
-def rank_count(kernels: pl.DataFrame) -> int:
-    """How many ranks the rows come from (1 for a run of one process)."""
-    if "rank" not in kernels.columns or kernels.height == 0:
-        return 1
-    return max(1, kernels["rank"].drop_nulls().n_unique())
 
 
 def _layer_counts(k: pl.DataFrame, layer_types: dict[int, str]) -> pl.DataFrame:

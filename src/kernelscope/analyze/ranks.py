@@ -10,6 +10,13 @@ _OP_REFERENCES = ("op_id", "top_op_id", "cost_op_id")
 _TIMES = ("start_ns", "launch_start_ns")
 
 
+def rank_count(kernels: pl.DataFrame) -> int:
+    """How many ranks the rows come from (1 for a run of one process)."""
+    if "rank" not in kernels.columns or kernels.height == 0:
+        return 1
+    return max(1, kernels["rank"].drop_nulls().n_unique())
+
+
 def rank_clock_offsets(origins_us: list[float], base_times_ns: list[int | None]) -> list[int]:
     """Each rank's time origin after the earliest rank's, in ns. A trace's times are its own timestamps (µs,
     counted from `origin_us`) plus its baseTimeNanoseconds where it writes one (the same clock on every rank of one
