@@ -100,9 +100,8 @@ def read_ranks(files: list[Path], jobs: int | None = None) -> list[RankTables]:
     if jobs is not None and max(1, min(jobs, len(files))) == 1:
         return [read_rank(str(f), workers=1) for f in files]  # --jobs 1: one process, no chunk helpers either
     jobs = default_jobs(files) if jobs is None else min(jobs, len(files))
-    if jobs == 1:  # one file (or room for one at a time): each file's reader may still split it with a helper
-        return [read_rank(str(f)) for f in files]
-    if not _main_module_importable():
+    if jobs == 1 or not _main_module_importable():
+        # One file (or room for one at a time), or no helper processes: each file's reader may still split it.
         return [read_rank(str(f)) for f in files]
     return _read_in_processes([str(f) for f in files], jobs)
 
