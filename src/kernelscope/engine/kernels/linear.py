@@ -33,12 +33,22 @@ def gemv_config(batch: int, rows: int, k: int) -> tuple[int, int, int, int, bool
     went from 66% to 82% of copy bandwidth, lm_head from 95% to 104% (L2 helps), down stayed at 70%. 2–8 tokens
     run on the tensor cores (BLOCK_N ≥ 16) with a deeper software pipeline instead. Register use is checked by
     tests/unit/engine/test_ops_compile.py.
+
+    The 32-row tiles (4,096 < rows ≤ 16,384) take BLOCK_K 128, 8 warps and 3 stages: the fastest of a sweep of
+    BLOCK_K 128/256 × 4/8 warps × 2–4 stages on an H100 (benchmarks/engine/gemv_split_sweep.py --tiles;
+    results/engine-tiles-h100-2026-11-26), where the fused gate/up of qwen2-1.5b (8,960 pairs of rows) went from
+    31.3 to 25.2 µs at batch 8 (59% → 74% of copy bandwidth; 15% and 19% less time at batches 2 and 4). Compiled for
+    sm_90, that gate/up program (2 × 32 weight rows) takes 133 KB of shared memory with 256-wide tiles in 4 stages,
+    so one fits an SM and its 280 programs run in three waves; with 128 × 3 stages it takes 46 KB. The 16-row tiles
+    keep 256 × 4 warps × 4 stages: the fastest for o_proj; q/k/v (6% with 128 × 8 warps × 3 split four ways) and
+    down (7% with 128 × 4 × 4 split six ways) gained 5% or more only at split counts the rule below does not give.
     """
     if batch == 1:
         block_n = 1 if rows <= 1024 else 2 if rows < 4096 else 4
         return block_n, max(16, min(2048, pow2(k))), 4, 3, False
-    block_n = 16 if rows <= 4096 else 32 if rows <= 16384 else 64
-    return block_n, max(16, min(256, pow2(k))), 4, 4, True
+    if 4096 < rows <= 16384:
+        return 32, max(16, min(128, pow2(k))), 8, 3, True
+    return 16 if rows <= 4096 else 64, max(16, min(256, pow2(k))), 4, 4, True
 
 
 def gemv_meta(batch: int, rows: int, k: int, dtype: torch.dtype) -> dict:
