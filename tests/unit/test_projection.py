@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.projection import (
@@ -17,7 +18,10 @@ from kernelscope.analyze.projection import (
     ProjectionModel,
     Target,
     default_model,
+    group_projection,
+    merge_alike,
     phase_projection,
+    phase_times,
     project,
     projection_inputs,
     requirement,
@@ -112,6 +116,28 @@ def test_sweep_rows():
     rows = sweep(k, TARGET, MODEL, Options(), "bandwidth", [1e12, 2e12, 4e12], None)
     assert rows["value"].to_list() == [1e12, 2e12, 4e12]
     assert rows["projected_per_step_ns"].to_list() == pytest.approx([1000 + 2e6, 1000 + 1e6, 1000 + 5e5])
+
+
+@pytest.mark.parametrize("options", [Options(), Options(fuse=True, weight_bits=4)])
+def test_merged_rows_project_as_the_rows_themselves(options):
+    """Scenarios, requirements and sweeps project merged rows (merge_alike): per phase and kind of work the time
+    per step and what bounds it are those of projecting every launch, here on a real run with a target that holds
+    more on chip (the decode step's re-read bytes divide by its steps)."""
+    run = with_costs_and_names(read_run(RUNS / "h100-qwen2-1.5b-b8-slim"))
+    model = default_model()
+    inputs = projection_inputs(run.kernels, run.ncu, model)
+    target = target_from_ceilings(run_ceilings(run.info), model).changed(sram_bytes=32e6)
+    alike = merge_alike(inputs)
+    assert alike.rows.height < inputs.height / 20
+    every = project(inputs, target, model, options, 50e6)
+    per_phase = every.group_by("phase").agg(pl.col("projected_ns").sum())
+    steps = {row["phase"]: row["steps"] for row in phase_projection(every).iter_rows(named=True)}
+    expected = {phase: total / steps[phase] for phase, total in per_phase.iter_rows()}
+    assert phase_times(alike, target, model, options, 50e6) == pytest.approx(expected, rel=1e-9)
+    merged = project(alike.rows, target, model, options, 50e6, alike.steps)
+    key = ["phase", "group"]
+    by_group = group_projection(every).sort(key)
+    assert_frame_equal(group_projection(merged, alike.steps).sort(key), by_group, check_exact=False, rel_tol=1e-9)
 
 
 def test_fit_recovers_known_factors():

@@ -131,11 +131,47 @@ def projection_inputs(kernels: pl.DataFrame, ncu: pl.DataFrame | None, model: Pr
     return k.with_columns(modelled.alias("modelled"))
 
 
+@dataclass(frozen=True)
+class AlikeRows:
+    """Projection inputs with the rows that project alike merged (merge_alike), and the steps per phase of the rows
+    before merging: per-step times divide by these."""
+
+    rows: pl.DataFrame
+    steps: dict[str, int]
+
+    def of_phases(self, phases: list[str]) -> AlikeRows:
+        return AlikeRows(self.rows.filter(pl.col("phase").is_in(phases)), self.steps)
+
+
+# Rows equal in these project alike: every term of `project` is then proportional to their bytes, FLOPs, launches
+# and measured time, so one row holding their sums projects to the sum of their projections, and what bounds it is
+# what bounds each of them.
+_ALIKE = ["phase", "group", "precision", "modelled", "bytes_used", "flops", "instances"]
+
+
+def merge_alike(inputs: pl.DataFrame | AlikeRows) -> AlikeRows:
+    """`inputs` (projection_inputs) with the rows that project alike merged: the same phase totals, kinds of work and
+    bounds from far fewer rows (a few hundred for a trace of 100k launches), for what projects a run many times
+    (scenarios, requirements, sweeps)."""
+    if isinstance(inputs, AlikeRows):
+        return inputs
+    keys = [f"_{c}" for c in _ALIKE]
+    first = [pl.col("start_ns").min()] if "start_ns" in inputs.columns else []  # the phases' order
+    rows = (inputs.with_columns(pl.col(c).alias(f"_{c}") for c in _ALIKE)
+            .group_by(keys)
+            .agg(pl.col("bytes_used").sum(), pl.col("flops").sum(), pl.col("instances").sum(),
+                 pl.col("dur_ns").sum(), *first)
+            .rename({f"_{c}": c for c in _ALIKE if c not in ("bytes_used", "flops", "instances")})
+            .drop("_bytes_used", "_flops", "_instances"))
+    return AlikeRows(rows, step_counts(inputs))
+
+
 def project(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options = Options(),
-            source_l2_bytes: float | None = None) -> pl.DataFrame:
+            source_l2_bytes: float | None = None, steps: dict[str, int] | None = None) -> pl.DataFrame:
     """Per kernel: latency_ns, memory_ns, compute_ns, projected_ns and what bounds it (`bound`). `inputs` comes
     from projection_inputs. source_l2_bytes: the L2 of the measured device; a target with more L2 (or any
-    SRAM) holds that much more of the weights and KV cache a decode step re-reads."""
+    SRAM) holds that much more of the weights and KV cache a decode step re-reads. steps: per phase, where
+    `inputs` are merged rows (merge_alike)."""
     factors = pl.DataFrame(
         [(g, f.latency_ns, f.memory_efficiency, f.compute_efficiency) for g, f in model.factors.items()],
         schema={"group": pl.String, "_lat": pl.Float64, "_em": pl.Float64, "_ec": pl.Float64}, orient="row")
@@ -159,7 +195,7 @@ def project(inputs: pl.DataFrame, target: Target, model: ProjectionModel, option
     bytes_now = pl.when(pl.col("group") == "matmul").then(pl.col("bytes_used") * byte_scale).otherwise(
         pl.col("bytes_used")).fill_null(0.0)
     k = k.with_columns(bytes_now.alias("_bytes"))
-    resident = _resident_share(k, target, source_l2_bytes, weight_bound)
+    resident = _resident_share(k, target, source_l2_bytes, weight_bound, steps)
     onchip_bw = target.onchip_bandwidth or target.bandwidth * model.onchip_bandwidth_ratio
     in_decode = pl.col("phase") == ranges.DECODE
     share = pl.when(weight_bound & in_decode).then(pl.lit(resident)).otherwise(0.0)
@@ -188,14 +224,16 @@ def project(inputs: pl.DataFrame, target: Target, model: ProjectionModel, option
                           pl.col("_bytes").alias("bytes_projected")).drop("_lat", "_em", "_ec", "_peak", "_bytes")
 
 
-def _resident_share(k: pl.DataFrame, target: Target, source_l2: float | None, weight_bound: pl.Expr) -> float:
+def _resident_share(k: pl.DataFrame, target: Target, source_l2: float | None, weight_bound: pl.Expr,
+                    steps: dict[str, int] | None) -> float:
     """Share of the decode step's re-read bytes (weights, KV cache) that the added on-chip capacity holds."""
     extra = target.sram_bytes + max(0.0, (target.l2_bytes or 0.0) - (source_l2 or target.l2_bytes or 0.0))
     if extra <= 0:
         return 0.0
-    decode = k.filter((pl.col("phase") == ranges.DECODE) & weight_bound)
-    steps = step_counts(decode).get(ranges.DECODE, 0)
-    per_step = float(decode["_bytes"].sum()) / steps if steps else 0.0
+    in_decode = pl.col("phase") == ranges.DECODE
+    decode_steps = (step_counts(k.filter(in_decode)) if steps is None else steps).get(ranges.DECODE, 0)
+    decode = k.filter(in_decode & weight_bound)
+    per_step = float(decode["_bytes"].sum()) / decode_steps if decode_steps else 0.0
     return min(1.0, extra / per_step) if per_step > 0 else 0.0
 
 
@@ -217,10 +255,10 @@ def phase_projection(projected: pl.DataFrame) -> pl.DataFrame:
     ).select("phase", "steps", "measured_per_step_ns", "projected_per_step_ns", "ratio", "carried_pct"))
 
 
-def group_projection(projected: pl.DataFrame) -> pl.DataFrame:
+def group_projection(projected: pl.DataFrame, steps: dict[str, int] | None = None) -> pl.DataFrame:
     """Per phase and kind of work: measured and projected time per step, and how the projected time splits
-    into what bounds it."""
-    steps = step_counts(projected)
+    into what bounds it. steps: per phase, where `projected` is of merged rows (merge_alike)."""
+    steps = step_counts(projected) if steps is None else steps
     table = (
         projected.group_by("phase", "group")
         .agg(pl.col("dur_ns").sum().cast(pl.Float64).alias("measured_ns"), pl.col("projected_ns").sum(),
@@ -245,24 +283,25 @@ def phase_time(inputs: pl.DataFrame, target: Target, model: ProjectionModel, opt
     return phase_times(inputs.filter(pl.col("phase") == phase), target, model, options, source_l2_bytes)[phase]
 
 
-def phase_times(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options,
+def phase_times(inputs: pl.DataFrame | AlikeRows, target: Target, model: ProjectionModel, options: Options,
                 source_l2_bytes: float | None) -> dict[str, float]:
     """Projected device time per step of every phase (ns), from one projection."""
-    projected = project(inputs, target, model, options, source_l2_bytes)
-    steps = step_counts(projected)
+    alike = merge_alike(inputs)
+    projected = project(alike.rows, target, model, options, source_l2_bytes, alike.steps)
     totals = projected.group_by("phase").agg(pl.col("projected_ns").sum())
-    return {phase: float(total) / steps.get(phase, 1) for phase, total in totals.iter_rows()}
+    return {phase: float(total) / alike.steps.get(phase, 1) for phase, total in totals.iter_rows()}
 
 
-def sweep(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options, parameter: str,
+def sweep(inputs: pl.DataFrame | AlikeRows, target: Target, model: ProjectionModel, options: Options, parameter: str,
           values: list[float], source_l2_bytes: float | None, phases: tuple[str, ...] = (ranges.DECODE,)) -> pl.DataFrame:
     """For each value of `parameter` (a Target field, or a precision's peak): projected time per step per phase
     and kind of work. Rows: parameter, value, phase, group, projected_per_step_ns, plus the phase's total."""
     rows = []
-    subset = inputs.filter(pl.col("phase").is_in(list(phases)))
+    subset = merge_alike(inputs).of_phases(list(phases))
     for value in values:
         varied = vary(target, parameter, value)
-        groups = group_projection(project(subset, varied, model, options, source_l2_bytes))
+        groups = group_projection(project(subset.rows, varied, model, options, source_l2_bytes, subset.steps),
+                                  subset.steps)
         for row in groups.iter_rows(named=True):
             rows.append((parameter, value, row["phase"], row["group"], row["projected_per_step_ns"]))
     return pl.DataFrame(rows, schema={"parameter": pl.String, "value": pl.Float64, "phase": pl.String,
@@ -285,12 +324,13 @@ def requirement(inputs: pl.DataFrame, target: Target, model: ProjectionModel, op
     return requirement_solver(inputs, target, model, options, phase, parameter, source_l2_bytes)(goal_ns)
 
 
-def requirement_solver(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options, phase: str,
-                       parameter: str, source_l2_bytes: float | None):
+def requirement_solver(inputs: pl.DataFrame | AlikeRows, target: Target, model: ProjectionModel, options: Options,
+                       phase: str, parameter: str, source_l2_bytes: float | None):
     """requirement() for many goals of one phase and quantity: the projection is made once, each goal then
     solved on its terms (goal_ns → (value needed or None, floor))."""
-    projected = project(inputs.filter(pl.col("phase") == phase), target, model, options, source_l2_bytes)
-    steps = step_counts(projected).get(phase, 1)
+    alike = merge_alike(inputs).of_phases([phase])
+    projected = project(alike.rows, target, model, options, source_l2_bytes, alike.steps)
+    steps = alike.steps.get(phase, 1)
     scaled = projected.filter(pl.col("bound").is_in(["memory", "compute", "latency"]))
     fixed = float(projected.filter(~pl.col("bound").is_in(["memory", "compute", "latency"]))["projected_ns"].sum())
     latency = float(scaled["latency_ns"].sum())

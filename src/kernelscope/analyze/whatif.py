@@ -21,10 +21,12 @@ from kernelscope.analyze.parallel_projection import (
 )
 from kernelscope.analyze.phases import step_counts
 from kernelscope.analyze.projection import (
+    AlikeRows,
     Options,
     ProjectionModel,
     Target,
     group_projection,
+    merge_alike,
     phase_projection,
     phase_times,
     project,
@@ -73,15 +75,16 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
     calibration = phase_projection(on_source)
     phases = _phase_table(calibration, phase_projection(on_target))
     timings = _timings(info, calibration)
-    requirements = _requirements(inputs, target, model, options, source_l2_bytes, phases, settings)
+    alike = merge_alike(inputs)  # scenarios, requirements and sweeps project the run many times
+    requirements = _requirements(alike, target, model, options, source_l2_bytes, phases, settings)
     chosen = sweeps if sweeps is not None else default_sweeps(target, settings)
-    sweep_tables = [sweep(inputs, target, model, options, parameter, values, source_l2_bytes,
+    sweep_tables = [sweep(alike, target, model, options, parameter, values, source_l2_bytes,
                           phases=(ranges.DECODE, ranges.PREFILL))
                     for parameter, values in chosen]
     return WhatIf(
         source=source, target=target, options=options, calibration=calibration, phases=phases,
         groups=group_projection(on_target), kernels=_kernel_table(on_target, settings["kernels"]["top"]),
-        scenarios=_scenarios(inputs, target, model, options, source_l2_bytes, settings),
+        scenarios=_scenarios(alike, target, model, options, source_l2_bytes, settings),
         requirements=requirements,
         sweeps=pl.concat(sweep_tables, how="vertical_relaxed") if sweep_tables else pl.DataFrame(),
         timings=timings,
@@ -178,13 +181,13 @@ def _labels(kernels: pl.DataFrame) -> pl.DataFrame:
     return kernel_labels(frame).select("name", "label")
 
 
-def _scenarios(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options,
+def _scenarios(inputs: AlikeRows, target: Target, model: ProjectionModel, options: Options,
                source_l2: float | None, settings: dict[str, Any]) -> pl.DataFrame:
     """The target as given, then each design option alone on top of it (data/whatif.toml [[scenarios]]):
     decode and prefill time per step and the speed-up over the target as given."""
     rows = []
     base: dict[str, float] = {}
-    subset = inputs.filter(pl.col("phase").is_in([ranges.DECODE, ranges.PREFILL]))  # one projection a scenario
+    subset = inputs.of_phases([ranges.DECODE, ranges.PREFILL])  # one projection a scenario
     for scenario in [{"name": "as given", "what": "nothing: the baseline the speed-ups divide"}, *settings["scenarios"]]:
         varied, opts = _apply(target, options, scenario)
         every = phase_times(subset, varied, model, opts, source_l2)
@@ -223,7 +226,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
-def _requirements(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options,
+def _requirements(inputs: AlikeRows, target: Target, model: ProjectionModel, options: Options,
                   source_l2: float | None, phases: pl.DataFrame, settings: dict[str, Any]) -> pl.DataFrame:
     """Per latency goal: the DRAM bandwidth needed with the target's compute, the compute needed with its
     bandwidth (peaks of every precision scaled together; the bf16 value is shown), and the floor below which
@@ -232,7 +235,7 @@ def _requirements(inputs: pl.DataFrame, target: Target, model: ProjectionModel, 
     rows = []
     for phase, goals in ((ranges.DECODE, settings["requirements"]["tpot_ms"]),
                          (ranges.PREFILL, settings["requirements"]["ttft_ms"])):
-        if not inputs.filter(pl.col("phase") == phase).height:
+        if not inputs.rows.filter(pl.col("phase") == phase).height:
             continue
         current = phases.filter(pl.col("phase") == phase)["target_model_ns"]
         on_bandwidth = requirement_solver(inputs, target, model, options, phase, "bandwidth", source_l2)
