@@ -32,6 +32,8 @@ def write_run_directory(directory: Path, run: Run, report: bool = True,
                         languages: tuple[str, ...] = LANGUAGES) -> Summary:
     """Costs and names for every kernel, then run.json, summary.json, the tables and (optionally) the report,
     into `directory` (a staging directory of rundir.staged_directory)."""
+    if report:
+        _start_figure_helpers()
     run = with_costs_and_names(run)
     summary = summarize(run)
     rundir.write_run(directory, run, summary)
@@ -48,6 +50,7 @@ def rerender(run_dir: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LAN
     """The run's report (and summary.json) again from its stored tables; the old report stays until the new one
     is complete. Returns report.md. With `rank`: the report of that rank alone, into report-rank<k>/ (every
     section over that rank's rows; the run's own report and summary stay as they are)."""
+    _start_figure_helpers()
     run = with_costs_and_names(rundir.read_run(run_dir))
     if rank is None:
         with rundir.updating_run(run_dir) as staging:
@@ -99,6 +102,14 @@ def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFram
                 path.replace(staging / rundir.NCU_DIR / name)
         rundir.write_json(staging / rundir.RUN_JSON, run.info)
         _report_into(staging, run, TOP_N, LANGUAGES)
+
+
+def _start_figure_helpers() -> None:
+    """The fork server the report's figure helpers start from loads matplotlib while this process reads and
+    writes the run's tables."""
+    from kernelscope.report.figure_jobs import warm_up_helper
+
+    warm_up_helper()
 
 
 def _report_into(staging: Path, run: Run, top_n: int, languages: tuple[str, ...]) -> None:

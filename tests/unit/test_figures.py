@@ -14,7 +14,7 @@ from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.report_tables import report_tables
 from kernelscope.load import rundir
 from kernelscope.pipeline import run_ceilings
-from kernelscope.report import figures, render
+from kernelscope.report import figure_jobs, figures, render
 
 RUN = Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
 
@@ -109,26 +109,51 @@ def test_chinese_figures_use_chinese_words_and_a_cjk_font(tables, tmp_path):
     font = figures.cjk_font(fonts)
     if font is None:
         pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
-    langs = render.figure_languages(("en", "zh"))
-    assert langs["zh"] == font
-    jobs = render._figure_jobs(tables, tmp_path, "NVIDIA H200", False, "zh", font)
-    assert {j.key.split("@")[1] for j in jobs} == {"zh"} and all(j.font == font for j in jobs)
+    jobs = render._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", render._figure_words("zh"))
+    assert {j.key.split("@")[1] for j in jobs} == {"zh"} and all(font in j.fonts for j in jobs)
     roofline = next(j for j in jobs if j.function == "roofline_physical")
     assert roofline.args[-1].endswith(".zh") and "屋脊线" in roofline.args[2]
+    key, paths = figure_jobs._draw(roofline, ("png",))
+    assert key == roofline.key and paths == [tmp_path / f"{roofline.args[-1]}.png"] and paths[0].is_file()
 
 
-def test_two_processes_draw_every_job_once(tables, tmp_path, monkeypatch):
-    """draw_all with its helper: each job's files by key, in the jobs' order, each job's own files, named as one
-    process names them."""
-    from kernelscope.report import figure_jobs
+def test_without_a_cjk_font_the_chinese_report_shows_the_english_figures(tables, tmp_path, monkeypatch):
+    monkeypatch.setattr(figures, "cjk_font", lambda families: None)
+    jobs = {lang: render._chart_jobs(tables, tmp_path, "NVIDIA H200", lang, render._figure_words(lang))[:1]
+            for lang in ("en", "zh")}
+    drawn = dict(figure_jobs._draw(job, ("png",)) for lang_jobs in jobs.values() for job in lang_jobs)
+    assert drawn[jobs["zh"][0].key] is None  # not drawn: no font for its words
+    paths = render._figure_paths(drawn, jobs)
+    assert paths["zh"] == paths["en"] and all(p.is_file() for ps in paths["en"].values() for p in ps)
 
-    jobs = render._figure_jobs(tables, tmp_path / "two", "NVIDIA H200", False, "en", None)
-    assert len(jobs) >= figure_jobs.MIN_JOBS_FOR_HELPER
-    monkeypatch.setattr(figure_jobs, "main_module_importable", lambda: True)
-    monkeypatch.setattr(figure_jobs.os, "cpu_count", lambda: 2)
-    drawn = figure_jobs.draw_all(jobs)
-    assert list(drawn) == [job.key for job in jobs]
-    assert all(path.is_file() and path.parent == tmp_path / "two" for paths in drawn.values() for path in paths)
-    alone = figure_jobs.draw_all(render._figure_jobs(tables, tmp_path / "one", "NVIDIA H200", False, "en", None)[:1])
-    assert sorted(p.name for ps in drawn.values() for p in ps) == sorted({p.name for ps in drawn.values() for p in ps})
-    assert next(iter(alone.values()))[0].name == next(iter(drawn.values()))[0].name
+
+def _all_jobs(tables, directory: Path) -> tuple[list, list]:
+    words = render._figure_words("en")
+    histograms = render._histogram_jobs(tables.kernels, directory, "NVIDIA H200", False, "en", words)
+    return histograms, render._chart_jobs(tables, directory, "NVIDIA H200", "en", words)
+
+
+def test_helpers_draw_every_job_once_with_the_names_one_process_gives(tables, tmp_path):
+    """Jobs submitted in two rounds (histograms first, charts once the tables exist) to two helper processes: each
+    job's own files, every file once, named as this process alone names them."""
+    histograms, charts = _all_jobs(tables, tmp_path / "two")
+    with figure_jobs.FigureDrawing(helpers=2) as drawing:
+        drawing.submit(histograms)
+        drawing.submit(charts)
+        drawn = drawing.collect()
+    assert sorted(drawn) == sorted(job.key for job in histograms + charts)
+    files = [p for paths in drawn.values() for p in paths]
+    assert len(files) == len(set(files)) == len(drawn) and all(p.parent == tmp_path / "two" for p in files)
+    assert all(p.is_file() for p in files)
+    alone_h, alone_c = _all_jobs(tables, tmp_path / "one")
+    with figure_jobs.FigureDrawing(helpers=0) as drawing:
+        drawing.submit(alone_h[:1] + alone_c[:1])
+        alone = drawing.collect()
+    assert {k: [p.name for p in v] for k, v in alone.items()} == {k: [p.name for p in drawn[k]] for k in alone}
+
+
+def test_a_job_that_fails_in_a_helper_raises_its_own_error_here(tmp_path):
+    bad = figure_jobs.FigureJob("bad@en", "no_such_drawing", (tmp_path, "bad"))
+    with figure_jobs.FigureDrawing(helpers=1) as drawing, pytest.raises(AttributeError, match="no_such_drawing"):
+        drawing.submit([bad])
+        drawing.collect()

@@ -112,9 +112,16 @@ def own_device_projection(run: Run, ceilings: Ceilings | None) -> WhatIf | None:
     return what_if(inputs, source, source, model, Options(), source.l2_bytes, run.info, sweeps=[])
 
 
-def report_tables(run: Run, ceilings: Ceilings | None = None) -> ReportTables:
+def report_kernels(run: Run, ceilings: Ceilings | None = None) -> pl.DataFrame:
+    """The run's kernels as every report table reads them: with costs, names and their place on the roofline."""
+    return place_on_roofline(with_costs_and_names(run).kernels, ceilings)
+
+
+def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFrame | None = None) -> ReportTables:
+    """kernels: report_kernels(run, ceilings), where the caller has it already."""
     run = with_costs_and_names(run)
-    kernels = place_on_roofline(run.kernels, ceilings)
+    if kernels is None:
+        kernels = report_kernels(run, ceilings)
     phases = phase_table(kernels)
     labels = kernel_labels(kernels)
     tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,

@@ -105,12 +105,14 @@ def _warm_up_helpers(args: argparse.Namespace) -> None:
     large = any(path.is_file() and path.stat().st_size > 64 << 20 for path in args.files)
     if not (several or large):
         return
-    from kernelscope.report.figure_jobs import main_module_importable
+    from kernelscope.report.figure_jobs import FIGURES_MODULE, main_module_importable
     from kernelscope.workers import forkserver_context
 
     if main_module_importable():
+        # With a report, the figure helpers start from the same server: it loads matplotlib for them once.
+        preload = ["kernelscope.commands.importers.rank_files"] + ([] if args.no_report else [FIGURES_MODULE])
         with contextlib.suppress(Exception):  # a helper that cannot start is the readers' to meet
-            forkserver_context(["kernelscope.commands.importers.rank_files"])
+            forkserver_context(preload)
 
 
 def _jobs(text: str) -> int:

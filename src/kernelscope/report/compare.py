@@ -17,7 +17,6 @@ from jinja2 import Environment
 
 from kernelscope import ranges
 from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col, ratio_col, significant_col
-from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
@@ -43,6 +42,8 @@ def signed_duration(ns: float | None) -> str:
 def render_comparison(comparison: Comparison, runs: list[ComparedRun], out_dir: Path, top_n: int = TOP_N,
                       languages: tuple[str, ...] = LANGUAGES) -> list[Path]:
     """Writes everything into out_dir (created). `runs`: per run its label and path. Returns the files."""
+    from kernelscope.report import figures  # matplotlib: loaded only where a figure is drawn
+
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(comparison, out_dir / "tables")
     figure_links: dict[str, str] = {}

@@ -1,9 +1,13 @@
-"""Drawing a report's figures on two cores: every figure is an independent job (a drawing function of figures.py
-and its data); with enough of them, a helper process started from the fork server (matplotlib preloaded there)
-and this process take jobs, dearest first, from one shared counter until none is left; the helper sends back the
-paths it wrote. Figures are most of a report's time, and matplotlib
-holds the GIL, so threads would not help. Anything that keeps the helper from working (no fork server, a main
-module that cannot be re-imported) leaves its jobs to this process: the result is the same files either way."""
+"""Drawing a report's figures in helper processes while this process goes on with the report's tables.
+
+Every figure is an independent job (a drawing function of figures.py and its data). Helper processes, started
+from the fork server (matplotlib preloaded there), take jobs from one queue in the order they were submitted
+(dearest first within a submission) and send back the paths they wrote. The report submits its histograms as soon
+as the kernels are ready and the charts that need its tables once those are computed, so the figures are drawn
+while the tables are; this process loads matplotlib only when it must draw itself. matplotlib holds the GIL, so
+threads would not help. Anything that keeps the helpers from working (one core, no fork server, a main module
+that cannot be re-imported, a helper that dies or fails) leaves its jobs to this process: the files are the same
+either way."""
 
 from __future__ import annotations
 
@@ -11,14 +15,17 @@ import contextlib
 import logging
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from kernelscope.report import figure_formats
-from kernelscope.workers import forkserver_context, signals_held, take_index
+from kernelscope.workers import add_cleanup, forkserver_context, remove_cleanup, signals_held
 
-MIN_JOBS_FOR_HELPER = 4  # below this, starting the helper (≈0.5 s on two cores) costs more than it saves
+FIGURES_MODULE = "kernelscope.report.figures"  # preloaded by the fork server the helpers start from
+MAX_HELPERS = 4  # a report has about 16 figures; more processes would mostly wait
 
 
 @dataclass(frozen=True)
@@ -28,17 +35,29 @@ class FigureJob:
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
     lang: str = "en"
-    font: str | None = None  # a font family the words need (Chinese), tried before matplotlib's default
+    # Font families the words need (Chinese), the first one installed here is used; where none is, the job is not
+    # drawn (None comes back) and the report shows the English figure.
+    fonts: tuple[str, ...] = ()
 
 
-def _draw(job: FigureJob, formats: tuple[str, ...]) -> tuple[str, list[Path]]:
+# Relative drawing time of a job by its function (measured: a histogram grid takes two to three times a single
+# roofline chart); each submission is queued dearest first, so the processes finish close together.
+JOB_COST = {"histograms": 3, "measured_histograms": 3, "per_kernel_rooflines": 2}
+
+_DRAWN, _NO_FONT, _FAILED = "drawn", "no font", "failed"
+
+
+def _draw(job: FigureJob, formats: tuple[str, ...]) -> tuple[str, list[Path] | None]:
     import matplotlib.pyplot as plt
 
     from kernelscope.report import figures
 
+    font = figures.cjk_font(list(job.fonts)) if job.fonts else None
+    if job.fonts and font is None:
+        return job.key, None
     token = figure_formats.chosen.set(formats)
     # The job's font first, DejaVu Sans (matplotlib's own) for the glyphs it lacks (superscript digits, −).
-    fonts = {"font.family": [job.font, "DejaVu Sans"]} if job.font else {}
+    fonts = {"font.family": [font, "DejaVu Sans"]} if font else {}
     # A CJK font often comes in one weight only (WenQuanYi: 500); matplotlib says so on every text it lays out.
     logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     try:
@@ -57,67 +76,135 @@ def main_module_importable() -> bool:
     return spec is not None or (path is not None and Path(path).is_file())
 
 
-def warm_up_helper() -> None:
-    """Start the fork server now (it imports matplotlib in the background), so that the helper draw_all starts
-    later forks at once. Nothing happens where draw_all would not use a helper; a failure is draw_all's to meet."""
-    if (os.cpu_count() or 1) < 2 or not main_module_importable():
-        return
-    with contextlib.suppress(Exception):
-        forkserver_context(["kernelscope.report.figures"])
+def default_helpers() -> int:
+    """Helper processes for a report's figures: one per core up to MAX_HELPERS; none on one core or where the
+    main module cannot be re-imported."""
+    cores = os.cpu_count() or 1
+    if cores < 2 or not main_module_importable():
+        return 0
+    return min(cores, MAX_HELPERS)
 
 
-# Relative drawing time of a job by its function (measured: a histogram grid takes two to three times a single
-# roofline chart); jobs are handed out dearest first, so the two processes finish together.
-JOB_COST = {"histograms": 3, "measured_histograms": 3, "per_kernel_rooflines": 2}
+class FigureDrawing:
+    """Figures drawn while this process goes on: `submit` jobs as their data is ready, `collect` the files once
+    all are submitted. A context manager: helpers are plain processes, always stopped when the block ends."""
 
+    def __init__(self, helpers: int | None = None) -> None:
+        self._wanted = default_helpers() if helpers is None else helpers
+        self._formats = figure_formats.chosen.get()
+        self._jobs: list[FigureJob] = []
+        self._helpers: list[Any] = []
+        self._receivers: list[Connection] = []
+        self._queue: Any = None
+        self._starter: threading.Thread | None = None
 
-def draw_all(jobs: list[FigureJob]) -> dict[str, list[Path]]:
-    """Every job's files, by key, in the order of `jobs`. With a helper, both processes take the next job from
-    one shared counter (dearest first) until none is left."""
-    formats = figure_formats.chosen.get()
-    if len(jobs) < MIN_JOBS_FOR_HELPER or (os.cpu_count() or 1) < 2 or not main_module_importable():
-        return dict(_draw(job, formats) for job in jobs)
-    ctx = forkserver_context(["kernelscope.report.figures"])
-    ordered = sorted(jobs, key=lambda job: -JOB_COST.get(job.function, 1))
-    bounds = ctx.Array("q", [0, len(ordered)])
-    done: dict[str, list[Path]] = {}
-    helper = None
-    try:
-        # A signal waits until the helper has started; it is delivered as the block ends, inside this try, so the
-        # helper is always stopped (a plain process, not an executor: nothing can be left waiting for work).
-        with signals_held():
-            receiving, sending = ctx.Pipe(duplex=False)
-            helper = ctx.Process(target=_helper, args=(ordered, formats, sending, bounds), daemon=True)
-            with contextlib.suppress(OSError):
-                helper.start()
-            sending.close()
-        while (index := take_index(bounds, from_back=False)) is not None:
-            done.update([_draw(ordered[index], formats)])
-        while len(done) < len(jobs):
+    def __enter__(self) -> FigureDrawing:
+        if self._wanted:
             try:
-                key, paths = receiving.recv()
-            except (EOFError, OSError):  # the helper could not start or died: draw what it left
+                self._start(self._wanted)
+            except Exception:  # no fork server here: every job is drawn in this process
+                self._stop()
+            except BaseException:  # a signal
+                self._stop()
+                raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop()
+
+    def _start(self, count: int) -> None:
+        ctx = forkserver_context([FIGURES_MODULE])
+        with signals_held():  # a signal waits until _stop is registered to meet it
+            add_cleanup(self._stop)  # cli runs it if a signal lands before this block's own cleanup holds signals
+            self._queue = ctx.Queue()  # a feeder thread writes the jobs: submit never waits for a helper
+            # Starting a helper waits until the fork server has loaded matplotlib (about half a second): a thread
+            # does it while this process goes on with the tables.
+            self._starter = threading.Thread(target=self._start_helpers, args=(ctx, count), daemon=True)
+            self._starter.start()
+
+    def _start_helpers(self, ctx: Any, count: int) -> None:
+        for _ in range(count):
+            receiving, sending = ctx.Pipe(duplex=False)
+            helper = ctx.Process(target=_helper, args=(self._queue, sending, self._formats), daemon=True)
+            try:
+                helper.start()
+            except Exception:  # one that cannot start leaves its share to the others, or to this process
+                receiving.close()
                 break
-            if paths is not None:
-                done[key] = paths
-        receiving.close()
-    finally:
-        if helper is not None and helper.pid is not None:
-            helper.terminate()  # a no-op once it has finished
-            helper.join()
-    for job in ordered:
-        if job.key not in done:
-            done.update([_draw(job, formats)])
-    return {job.key: done[job.key] for job in jobs}
+            finally:
+                sending.close()
+            self._helpers.append(helper)
+            self._receivers.append(receiving)
+
+    def _started(self) -> None:
+        if self._starter is not None:
+            self._starter.join()
+            self._starter = None
+
+    def submit(self, jobs: list[FigureJob]) -> None:
+        """Queue `jobs`, dearest first; without helpers they wait for `collect`."""
+        ordered = sorted(jobs, key=lambda job: -JOB_COST.get(job.function, 1))
+        self._jobs += ordered
+        if self._queue is not None:
+            for job in ordered:
+                self._queue.put(job)
+
+    def collect(self) -> dict[str, list[Path] | None]:
+        """Every submitted job's files by key (None: its language needs a font this machine lacks). Jobs no
+        helper drew (none started, one died or failed) are drawn here; a failing one raises its own error."""
+        done: dict[str, list[Path] | None] = {}
+        self._started()
+        if self._queue is not None:
+            for _ in self._helpers:
+                self._queue.put(None)  # one end mark per helper
+            pending = list(self._receivers)
+            while pending:
+                for receiving in wait(pending):
+                    try:
+                        key, outcome, paths = receiving.recv()
+                    except (EOFError, OSError):  # the helper finished, or died
+                        pending.remove(receiving)
+                        continue
+                    if outcome != _FAILED:
+                        done[key] = paths
+        self._stop()
+        for job in self._jobs:
+            if job.key not in done:
+                done.update([_draw(job, self._formats)])
+        return {job.key: done[job.key] for job in self._jobs}
+
+    def _stop(self) -> None:  # idempotent
+        with signals_held():  # a signal landing here must not leave a helper running
+            self._started()
+            for helper in self._helpers:
+                if helper.pid is not None:
+                    helper.terminate()  # a no-op once it has finished
+                    helper.join()
+            for receiving in self._receivers:
+                receiving.close()
+            if self._queue is not None:
+                self._queue.cancel_join_thread()  # jobs no helper took are abandoned, not waited on at exit
+                self._queue.close()
+            self._helpers, self._receivers, self._queue = [], [], None
+            remove_cleanup(self._stop)
 
 
-def _helper(jobs: list[FigureJob], formats: tuple[str, ...], results: Any, bounds: Any) -> None:
-    """In the helper process: take the next job from the shared counter, draw it, send (key, paths), or
-    (key, None) where drawing failed (the parent draws it again and reports the error itself)."""
-    while (index := take_index(bounds, from_back=False)) is not None:
-        job = jobs[index]
+def warm_up_helper() -> None:
+    """Start the fork server now (it imports matplotlib in the background), so that helpers start at once when a
+    report's figures are submitted. Nothing happens where no helper would be used; a failure is FigureDrawing's
+    to meet."""
+    if default_helpers():
+        with contextlib.suppress(Exception):
+            forkserver_context([FIGURES_MODULE])
+
+
+def _helper(jobs: Any, results: Connection, formats: tuple[str, ...]) -> None:
+    """In a helper process: draw queued jobs until the end mark; send (key, outcome, paths) for each. A job that
+    fails is sent back as failed: the parent draws it again and reports the error itself."""
+    while (job := jobs.get()) is not None:
         try:
-            results.send(_draw(job, formats))
+            key, paths = _draw(job, formats)
+            results.send((key, _DRAWN if paths is not None else _NO_FONT, paths))
         except Exception:
-            results.send((job.key, None))
+            results.send((job.key, _FAILED, None))
     results.close()

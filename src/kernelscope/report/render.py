@@ -12,14 +12,15 @@ import polars as pl
 from jinja2 import Environment
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
-from kernelscope.analyze.report_tables import ReportTables, report_tables
+from kernelscope.analyze.report_tables import ReportTables, report_kernels, report_tables
 from kernelscope.analyze.spread import significant, spread
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
-from kernelscope.report import explorer, figures
+from kernelscope.report import explorer
 from kernelscope.report import formatting as fmt
-from kernelscope.report.figure_jobs import FigureJob, draw_all, warm_up_helper
+from kernelscope.report.figure_inputs import histogram_columns, words_for
+from kernelscope.report.figure_jobs import FigureDrawing, FigureJob
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.tables_spec import SPECS, table_markdown
@@ -70,17 +71,28 @@ def render_report(
     run: Run, summary: Summary, out_dir: Path, top_n: int = TOP_N, ceilings: Ceilings | None = None,
     languages: tuple[str, ...] = LANGUAGES, html: bool = True,
 ) -> list[Path]:
-    """Writes the reports, figures/ and tables/*.csv into out_dir (created). Returns the files written."""
-    warm_up_helper()  # the figure helper's fork server loads matplotlib while the tables are computed
-    tables = report_tables(run, ceilings)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = _write_csvs(tables, out_dir / "tables")
-    drawn_in = figure_languages(languages)
-    figure_paths = _draw_figures(tables, out_dir / "figures", run.info.hardware.name, run.info.is_cpu, drawn_in)
-    written += [p for by_key in figure_paths.values() for paths in by_key.values() for p in paths]
+    """Writes the reports, figures/ and tables/*.csv into out_dir (created). Returns the files written. The
+    histograms are drawn by helper processes while the tables are computed, the other figures once the tables
+    are ready (figure_jobs)."""
+    figure_dir = out_dir / "figures"
+    device = run.info.hardware.name or (ceilings.device if ceilings else "")
+    figure_words = {lang: _figure_words(lang) for lang in dict.fromkeys(("en", *languages))}
+    with FigureDrawing() as drawing:
+        kernels = report_kernels(run, ceilings)
+        histograms = {lang: _histogram_jobs(kernels, figure_dir, device, run.info.is_cpu, lang, words)
+                      for lang, words in figure_words.items()}
+        drawing.submit([job for jobs in histograms.values() for job in jobs])
+        tables = report_tables(run, ceilings, kernels=kernels)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = _write_csvs(tables, out_dir / "tables")
+        charts = {lang: _chart_jobs(tables, figure_dir, device, lang, words) for lang, words in figure_words.items()}
+        drawing.submit([job for jobs in charts.values() for job in jobs])
+        drawn = drawing.collect()
+    figure_paths = _figure_paths(drawn, {lang: histograms[lang] + charts[lang] for lang in figure_words})
+    written += sorted({p for by_key in figure_paths.values() for paths in by_key.values() for p in paths})
     for lang in languages:
         context = _context(run, summary, tables, top_n, lang)
-        by_key = figure_paths.get(lang, figure_paths["en"])
+        by_key = figure_paths[lang]
         figure_links = {key: fmt.Markdown(f"figures/{paths[0].name}") for key, paths in by_key.items() if paths}
         context["figures"] = figure_links
         context["histogram_figures"] = [key for key in figure_links if "histograms" in key]
@@ -439,69 +451,81 @@ def _communication_context(tables: ReportTables, table: _Tables) -> dict[str, An
             "matched": comm.instances.height}
 
 
-def figure_languages(languages: tuple[str, ...]) -> dict[str, str | None]:
-    """The languages figures are drawn in, each with the font it needs (None: matplotlib's default). A language
-    whose words need a font this machine lacks (Chinese without a CJK font) shows the English figures."""
-    out: dict[str, str | None] = {"en": None}
-    for lang in languages:
-        fonts = message_catalog("", lang)["figures"]["fonts"]
-        if lang != "en" and fonts and (font := figures.cjk_font(fonts)) is not None:
-            out[lang] = font
+def _figure_words(lang: str) -> dict[str, Any]:
+    """The words of `lang`'s figures, with the fonts they need ("fonts"; none for English)."""
+    words = words_for(lang)
+    return {**words, "fonts": tuple(words["fonts"] or ()) if lang != "en" else ()}
+
+
+def _figure_paths(drawn: dict[str, list[Path] | None], jobs: dict[str, list[FigureJob]]) -> dict[str, dict[str, list[Path]]]:
+    """Per language, each figure's files by the report's key. A figure whose language needs a font this machine
+    lacks (Chinese without a CJK font) is the English one."""
+    english = {job.key.removesuffix("@en"): drawn[job.key] or [] for job in jobs["en"]}
+    out: dict[str, dict[str, list[Path]]] = {}
+    for lang, lang_jobs in jobs.items():
+        out[lang] = {}
+        for job in lang_jobs:
+            key = job.key.removesuffix(f"@{lang}")
+            paths = drawn[job.key]
+            out[lang][key] = paths if paths is not None else english.get(key, [])
     return out
 
 
-def _draw_figures(tables: ReportTables, directory: Path, device_name: str | None, cpu_run: bool,
-                  languages: dict[str, str | None]) -> dict[str, dict[str, list[Path]]]:
-    """Per language: histograms per phase always; roofline charts when the device has ceilings; Nsight Compute
-    figures when measurements exist. English figures are named <key>.png, the others <key>.<lang>.png. Drawn on
-    two cores where there are enough of them (figure_jobs)."""
-    jobs: list[FigureJob] = []
-    for lang, font in languages.items():
-        jobs += _figure_jobs(tables, directory, device_name, cpu_run, lang, font)
-    drawn = draw_all(jobs)
-    return {lang: {job.key.removesuffix(f"@{lang}"): drawn[job.key] for job in jobs if job.lang == lang}
-            for lang in languages}
-
-
-def _figure_jobs(tables: ReportTables, directory: Path, device_name: str | None, cpu_run: bool, lang: str,
-                 font: str | None) -> list[FigureJob]:
-    words = figures.words_for(lang)
-    terms = words["terms"]
+def _job(key: str, function: str, args: tuple[Any, ...], directory: Path, lang: str, words: dict[str, Any],
+         **kwargs: Any) -> FigureJob:
+    """A figure of `lang`: English figures are named <key>.png, the others <key>.<lang>.png."""
     suffix = "" if lang == "en" else f".{lang}"
-    jobs: list[FigureJob] = []
+    return FigureJob(f"{key}@{lang}", function, (*args, directory, f"{key}{suffix}"), {"words": words, **kwargs},
+                     lang, words["fonts"])
 
-    def job(key: str, function: str, *args: object, **kwargs: object) -> None:
-        jobs.append(FigureJob(f"{key}@{lang}", function, (*args, directory, f"{key}{suffix}"),
-                              {"words": words, **kwargs}, lang, font))
 
-    ceilings = tables.ceilings
-    device = device_name or (ceilings.device if ceilings else "")
-    for phase in tables.by_phase:
-        phase_word = terms.get(phase, phase)
-        label = words["on_device"].format(phase=phase_word, device=device) if device else phase_word
-        # Histograms are of single launches, not of summary rows; they need no ceilings.
-        subset = tables.kernels.filter((pl.col("phase") == phase) & (pl.col("instances") == 1))
+def _phase_label(words: dict[str, Any], phase: str, device: str) -> str:
+    phase_word = words["terms"].get(phase, phase)
+    return words["on_device"].format(phase=phase_word, device=device) if device else phase_word
+
+
+def _histogram_jobs(kernels: pl.DataFrame, directory: Path, device: str, cpu_run: bool, lang: str,
+                    words: dict[str, Any]) -> list[FigureJob]:
+    """Per phase, the histograms of its single launches (not of summary rows); they need no ceilings and no
+    report table, so they are drawn while the tables are computed."""
+    jobs = []
+    needed = [c for c in histogram_columns() if c in kernels.columns]
+    for phase in kernels["phase"].unique(maintain_order=True).to_list():
+        subset = kernels.filter((pl.col("phase") == phase) & (pl.col("instances") == 1))
         if subset.height:
-            subset = subset.select(c for c in figures_needed_columns() if c in subset.columns)
-            title = words["histograms_title_cpu" if cpu_run else "histograms_title"].format(label=label)
-            job(f"histograms_{phase}", "histograms", subset, title, cpu_run=cpu_run)
-        points = tables.by_phase[phase].roofline_points
+            title = words["histograms_title_cpu" if cpu_run else "histograms_title"].format(
+                label=_phase_label(words, phase, device))
+            jobs.append(_job(f"histograms_{phase}", "histograms", (subset.select(needed), title), directory, lang,
+                             words, cpu_run=cpu_run))
+    return jobs
+
+
+def _chart_jobs(tables: ReportTables, directory: Path, device: str, lang: str,
+                words: dict[str, Any]) -> list[FigureJob]:
+    """Roofline charts per phase when the device has ceilings; Nsight Compute figures when measurements exist."""
+    jobs: list[FigureJob] = []
+    ceilings = tables.ceilings
+    for phase, phase_tables in tables.by_phase.items():
+        points = phase_tables.roofline_points
         if points is None or points.height == 0 or ceilings is None:
             continue
-        points = _with_roof_shares(points, tables.by_phase[phase].roofline_kernels)
+        points = _with_roof_shares(points, phase_tables.roofline_kernels)
+        label = _phase_label(words, phase, device)
         for key, function, title in (("roofline", "roofline_physical", "roofline_title"),
                                      ("roofline_normalized", "roofline_normalized", "normalized_title"),
                                      ("roofline_top", "per_kernel_rooflines", "top_title")):
-            job(f"{key}_{phase}", function, points, ceilings, words[title].format(label=label))
+            jobs.append(_job(f"{key}_{phase}", function, (points, ceilings, words[title].format(label=label)),
+                             directory, lang, words))
     measured = tables.measured
     if measured is not None and measured.kernels.height:
-        phase_word = terms.get(measured.phase, measured.phase)
-        job("ncu_histograms", "measured_histograms", measured.launches,
-            words["ncu_histograms_title"].format(phase=phase_word))
+        phase_word = words["terms"].get(measured.phase, measured.phase)
+        jobs.append(_job("ncu_histograms", "measured_histograms",
+                         (measured.launches, words["ncu_histograms_title"].format(phase=phase_word)),
+                         directory, lang, words))
         if ceilings is not None:
-            label = words["on_device"].format(phase=phase_word, device=device)
-            job("ncu_roofline", "measured_roofline", measured.kernels, ceilings,
-                words["ncu_roofline_title"].format(label=label))
+            title = words["ncu_roofline_title"].format(label=_phase_label(words, measured.phase, device))
+            jobs.append(_job("ncu_roofline", "measured_roofline", (measured.kernels, ceilings, title), directory,
+                             lang, words))
     return jobs
 
 
@@ -512,9 +536,3 @@ def _with_roof_shares(points: pl.DataFrame, roofline_kernels: pl.DataFrame | Non
         return points
     shares = roofline_kernels.select("name", "compute_roof_pct", "memory_roof_pct").unique("name")
     return points.join(shares, on="name", how="left")
-
-
-def figures_needed_columns() -> list[str]:
-    """The kernel columns the histograms read (only these travel to the helper process)."""
-    grid = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
-    return [column for column, *_ in figures.HISTOGRAMS] + grid + ["instances", "phase"]

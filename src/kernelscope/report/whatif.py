@@ -17,7 +17,6 @@ from kernelscope import ranges
 from kernelscope.analyze.projection import ProjectionModel, Target, default_model
 from kernelscope.analyze.whatif import WhatIf, dominant_groups
 from kernelscope.contracts.run_info import Workload
-from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
@@ -49,6 +48,8 @@ def times(value: float | None) -> str:
 
 def render_whatif(study: WhatIf, model: ProjectionModel, workload: Workload | None, run_path: Path, out_dir: Path,
                   languages: tuple[str, ...] = LANGUAGES) -> list[Path]:
+    from kernelscope.report import figures  # matplotlib: loaded only where a figure is drawn
+
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(study, out_dir / "tables")
     figure_links: dict[str, str] = {}
