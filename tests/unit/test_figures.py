@@ -157,3 +157,23 @@ def test_a_job_that_fails_in_a_helper_raises_its_own_error_here(tmp_path):
     with figure_jobs.FigureDrawing(helpers=1) as drawing, pytest.raises(AttributeError, match="no_such_drawing"):
         drawing.submit([bad])
         drawing.collect()
+
+
+def test_the_report_process_itself_never_loads_matplotlib(tmp_path):
+    """Where helper processes draw the figures, the process that writes the report computes tables and text only:
+    matplotlib (a third of a second to import) is loaded by the fork server the helpers start from."""
+    import shutil
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run, ignore=shutil.ignore_patterns("report"))
+    script = tmp_path / "render.py"  # a file, not `-c`: helpers re-import the main module
+    script.write_text("import sys\nfrom pathlib import Path\nfrom kernelscope.pipeline import rerender\n\n"
+                      "if __name__ == '__main__':\n"
+                      f"    rerender(Path({str(run)!r}))\n"
+                      "    print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib')[:3])\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.strip() == "[]"
+    figures_dir = run / "report" / "figures"
+    assert sorted(p.name for p in figures_dir.iterdir()) and all(p.stat().st_size for p in figures_dir.iterdir())
