@@ -1,12 +1,14 @@
-"""Device sweep of split-K for the decode GEMVs of 2–8 tokens (kernels/linear.py `GEMV_SPLIT_TARGET`: programs
-aimed for per SM; 0 = no split) at qwen2-1.5b shapes, bf16: the fused q/k/v (norm + RoPE + cache write), o_proj
-and down (+ residual), gate/up (+ SwiGLU) and the LM head.
+"""Device sweep of split-K for the decode GEMVs of 2–8 tokens (kernels/linear.py `GEMV_SPLIT_RULES`: per kind of
+GEMV, the programs aimed for per SM, 0 = no split, and the fewest K elements a split streams) at qwen2-1.5b
+shapes, bf16: the fused q/k/v (norm + RoPE + cache write), o_proj and down (+ residual), gate/up (+ SwiGLU) and
+the LM head.
 
     PYTHONPATH=src python benchmarks/engine/gemv_split_sweep.py --out DIR [--batches 2,4,8] [--targets 0,1,2,3,4]
     PYTHONPATH=src python benchmarks/engine/gemv_split_sweep.py --out DIR --tiles [--ops qkv,o_proj] [--batches 8]
 
---tiles sweeps the tensor-core tiles (BLOCK_K, warps, stages; BLOCK_N as the table gives it) together with the
-split settings (programs per SM aimed for, the fewest K tiles a split streams) for the ops named.
+The plain sweep sets the target of the op's kind and keeps its minimum. --tiles sweeps the tensor-core tiles
+(BLOCK_K, warps, stages; BLOCK_N as the table gives it) together with the split settings (programs per SM aimed
+for, the fewest K elements a split streams) for the ops named.
 
 Each (op, batch, target) is timed as 28 back-to-back launches, one per layer with its own weights (so no launch
 finds its weights in L2), replayed from one CUDA graph (median of 15 replays, CUDA events); GB/s counts the
@@ -29,6 +31,11 @@ DEVICE = torch.device("cuda")
 BF16 = torch.bfloat16
 LAYERS = 28
 DIM, FFN, HEADS, KV_HEADS, HEAD_DIM, VOCAB, SLOTS = 1536, 8960, 12, 2, 128, 151936, 512
+# op → the kind of GEMV it launches (kernels/linear.py GEMV_KINDS): the key of its tile and split rules.
+KIND = {"qkv": "qkv", "o_proj": "residual", "down": "residual", "gate_up": "gate_up", "head": "head"}
+# op → (program rows, K) as its launcher passes them (q/k/v and gate/up count pairs of rows).
+SHAPE = {"qkv": ((HEADS + 2 * KV_HEADS) * HEAD_DIM // 2, DIM), "o_proj": (DIM, DIM), "down": (DIM, FFN),
+         "gate_up": (FFN, DIM), "head": (VOCAB, DIM)}
 
 
 def copy_bandwidth() -> float:
@@ -81,12 +88,12 @@ def main() -> None:
     if args.tiles:
         tile_sweep(args, copy, result)
         return
-    original = linear_mod.GEMV_SPLIT_TARGET
+    original = linear_mod.GEMV_SPLIT_RULES
     for batch in map(int, args.batches.split(",")):
         for name, (run, weight_bytes) in ops(batch).items():
             launches = 1 if name == "head" else LAYERS
             for target in map(float, args.targets.split(",")):
-                linear_mod.GEMV_SPLIT_TARGET = target
+                linear_mod.GEMV_SPLIT_RULES = {**original, KIND[name]: (target, original[KIND[name]][1])}
                 try:
                     us = _time(run, launches)
                 except Exception as error:
@@ -94,7 +101,7 @@ def main() -> None:
                     print(f"B={batch} {name:8s} target {target}: {str(error)[:200]}", flush=True)
                     continue
                 finally:
-                    linear_mod.GEMV_SPLIT_TARGET = original
+                    linear_mod.GEMV_SPLIT_RULES = original
                 pct = 100 * weight_bytes / (us * 1e-6) / copy
                 result["rows"].append({"op": name, "batch": batch, "target": target, "us": us,
                                        "weight_bytes": weight_bytes, "pct_of_copy": pct})
@@ -115,32 +122,36 @@ def _time(run, launches: int) -> float:
 
 
 def tile_sweep(args: argparse.Namespace, copy: float, result: dict) -> None:
-    config, target, min_tiles = linear_mod.gemv_config, linear_mod.GEMV_SPLIT_TARGET, linear_mod.GEMV_SPLIT_MIN_K_TILES
+    config, rules = linear_mod.gemv_tiles, linear_mod.GEMV_SPLIT_RULES
     grid = [(block_k, warps, stages) for block_k in (128, 256) for warps in (4, 8) for stages in (2, 3, 4)]
-    splits = [(0.0, 4), (2.0, 1), (2.0, 2), (4.0, 1)]
+    # (programs per SM aimed for, fewest K elements a split streams); before 2026-11-26 the minimum was counted in
+    # K tiles: (0, 4), (2, 1), (2, 2), (4, 1) tiles.
+    splits = [(0.0, 1024), (2.0, 256), (2.0, 384), (4.0, 256), (4.0, 384), (4.0, 1024)]
     for batch in map(int, args.batches.split(",")):
         table = ops(batch)
         for name in args.ops.split(","):
             run, weight_bytes = table[name]
+            kind = KIND[name]
             for block_k, warps, stages in grid:
-                def tiles(b, rows, k, bk=block_k, w=warps, st=stages):
-                    block_n = config(b, rows, k)[0]
-                    return (block_n, bk, w, st, True) if b > 1 else config(b, rows, k)
-                for split_target, split_tiles in splits:
-                    linear_mod.gemv_config = tiles
-                    linear_mod.GEMV_SPLIT_TARGET, linear_mod.GEMV_SPLIT_MIN_K_TILES = split_target, split_tiles
+                def tiles(kd, b, rows, k, n_splits, bk=block_k, w=warps, st=stages):
+                    block_n = config(kd, b, rows, k, n_splits)[0]
+                    return (block_n, bk, w, st, True) if b > 1 else config(kd, b, rows, k, n_splits)
+                for split_target, split_min_k in splits:
+                    linear_mod.gemv_tiles = tiles
+                    linear_mod.GEMV_SPLIT_RULES = {**rules, kind: (split_target, split_min_k)}
                     row = {"op": name, "batch": batch, "block_k": block_k, "warps": warps, "stages": stages,
-                           "target": split_target, "min_k_tiles": split_tiles}
+                           "target": split_target, "min_k": split_min_k,
+                           "splits": linear_mod.gemv_plan(kind, batch, *SHAPE[name], linear_mod.sm_count(DEVICE)).splits}
                     try:
                         us = _time(run, LAYERS)
                         row.update(us=us, pct_of_copy=100 * weight_bytes / (us * 1e-6) / copy)
-                        print(f"B={batch} {name:7s} K{block_k:3d} w{warps} s{stages} t{split_target} m{split_tiles}: "
-                              f"{us:7.2f} us {row['pct_of_copy']:5.1f}%", flush=True)
+                        print(f"B={batch} {name:7s} K{block_k:3d} w{warps} s{stages} t{split_target} m{split_min_k} "
+                              f"({row['splits']} splits): {us:7.2f} us {row['pct_of_copy']:5.1f}%", flush=True)
                     except Exception as error:
                         row["error"] = str(error)[:200]
                     finally:
-                        linear_mod.gemv_config = config
-                        linear_mod.GEMV_SPLIT_TARGET, linear_mod.GEMV_SPLIT_MIN_K_TILES = target, min_tiles
+                        linear_mod.gemv_tiles = config
+                        linear_mod.GEMV_SPLIT_RULES = rules
                     result["rows"].append(row)
             (args.out / "gemv_tile_sweep.json").write_text(json.dumps(result, indent=1))
     best = {}

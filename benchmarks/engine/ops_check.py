@@ -225,7 +225,7 @@ def gemv_runner(tri: Ops, name: str, batch: int,
 def time_gemvs(tri: Ops, copy_bw: float, configs: Callable[[int], list[tuple[int, int, int, int, bool]]] | None,
                rows: list[dict], save: Callable[[], None], ops: list[str], batches: list[int]) -> None:
     """Appends one row per (op, batch, config) to rows, saving after each op."""
-    original = linear_mod.gemv_config
+    original = linear_mod.gemv_tiles
     for name in ops:
         n, k = GEMVS[name]
         copies = max(2, int(200e6 // (n * k * 2)) + 1)
@@ -234,14 +234,14 @@ def time_gemvs(tri: Ops, copy_bw: float, configs: Callable[[int], list[tuple[int
             torch_ms = graph_ms(run_torch)
             for config in configs(batch) if configs else [None]:
                 if config is not None:
-                    linear_mod.gemv_config = lambda b, nn, kk, c=config: c
+                    linear_mod.gemv_tiles = lambda kind, b, nn, kk, splits, c=config: c
                 try:
                     ms = graph_ms(run)
                 except Exception as error:  # a config the compiler rejects (too many registers, …)
                     rows.append({"op": name, "batch": batch, "config": config, "error": str(error)[:200]})
                     continue
                 finally:
-                    linear_mod.gemv_config = original
+                    linear_mod.gemv_tiles = original
                 bw = nbytes / (ms * 1e-3)
                 rows.append({"op": name, "batch": batch, "config": config or "table",
                              "us": ms * 1e3, "weight_GBps": bw / 1e9, "of_copy_bw": bw / copy_bw,

@@ -271,20 +271,42 @@ def test_unknown_backend_is_an_engine_error():
         Ops("cuda")
 
 
+def test_decode_gemv_plans_at_qwen2_1_5b_shapes():
+    """Tiles and splits by kind of GEMV at qwen2-1.5b shapes on 132 SMs (an H100), as the sweeps picked them
+    (results/engine-tiles-h100-2026-11-26, results/engine-splits-h100-2026-11-26): q/k/v 128 × 8 warps × 3 split
+    four ways, down 128 × 4 warps × 4 split six ways; o_proj and gate/up keep theirs, unsplit; one token unsplit."""
+    from kernelscope.engine.errors import EngineError
+    from kernelscope.engine.kernels.linear import gemv_plan
+
+    shapes = {"qkv": ("qkv", 1024, 1536), "o_proj": ("residual", 1536, 1536), "gate_up": ("gate_up", 8960, 1536),
+              "down": ("residual", 1536, 8960), "head": ("head", 151936, 1536)}
+    want = {"qkv": (16, 128, 8, 3, True, 4, 384), "o_proj": (16, 256, 4, 4, True, 1, 1536),
+            "gate_up": (32, 128, 8, 3, True, 1, 1536), "down": (16, 128, 4, 4, True, 6, 1536),
+            "head": (64, 256, 4, 4, True, 1, 1536)}
+    for batch in (2, 4, 8):
+        assert {name: tuple(gemv_plan(kind, batch, rows, k, 132)) for name, (kind, rows, k) in shapes.items()} == want
+    for name, (kind, rows, k) in shapes.items():
+        plan = gemv_plan(kind, 1, rows, k, 132)
+        assert (plan.dot, plan.splits, plan.block_k) == (False, 1, 2048), name
+    with pytest.raises(EngineError, match="unknown GEMV kind"):
+        gemv_plan("o_proj", 8, 1536, 1536, 132)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_split_k_decode_gemvs(triton_ops, dtype):
     """2–8 tokens over a long K: the decode GEMVs split K across programs (the interpreter counts an H100's 132
     SMs), the last split of each row block sums the parts in order and runs the fused epilogue; a second call
     gives the same bits (the counters were reset, the order is fixed)."""
     from kernelscope.engine.kernels.gemm import sm_count
-    from kernelscope.engine.kernels.linear import gemv_splits
+    from kernelscope.engine.kernels.linear import gemv_plan
 
     batch, dim, ffn, vocab, kv_heads, group, head_dim, slots = 3, 2048, 40, 48, 2, 2, 16, 20
     heads = kv_heads * group
     rows = (heads + 2 * kv_heads) * head_dim
     sms = sm_count(torch.device("cpu"))
-    for n in (40, ffn, vocab, rows // 2):  # o_proj, gate/up, head and q/k/v pairs: every one is split
-        assert gemv_splits(batch, n, dim, sms)[0] > 1
+    # o_proj, gate/up, head and q/k/v pairs: every one is split
+    for kind, n in (("residual", 40), ("gate_up", ffn), ("head", vocab), ("qkv", rows // 2)):
+        assert gemv_plan(kind, batch, n, dim, sms).splits > 1
     h, norm_w = rand(batch, dim, dtype=dtype), rand(dim, dtype=dtype) + 1
     w_o, residual = rand(40, dim, dtype=dtype, scale=0.05), rand(batch, 40, dtype=dtype)
     w_gate_up, w_head = rand(2 * ffn, dim, dtype=dtype, scale=0.05), rand(vocab, dim, dtype=dtype, scale=0.05)

@@ -34,26 +34,30 @@ KERNELS = {
                              {"len_ptr": "*i64", "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32",
                               "count_ptr": "*i32"}, 8, 2),
 }
-# The decode GEMVs at batch 1 and 8 with the launcher's own block sizes: kernel → (rows, K, constexprs, pointers).
+# The decode GEMVs at batch 1 and 8 with the launcher's own block sizes and splits (kernels/linear.py gemv_plan):
+# variant → (kernel, kind of GEMV, rows, K, constexprs, pointers). o_proj and down share ks_gemv with different
+# tiles (down split six ways on 128-wide tiles, o_proj unsplit on 256-wide ones).
 GEMVS = {
-    "ks_gemv": (1536, 8960, {"HAS_BIAS": False, "HAS_RESIDUAL": True}, {}),
-    "ks_gemv_head": (151936, 1536, {}, {}),
-    "ks_gemv_gate_up": (8960, 1536, {}, {}),
-    "ks_gemv_qkv": (1024, 1536, {"HAS_BIAS": True}, {"pos_ptr": "*i64", "inv_freq_ptr": "*fp32"}),
+    "ks_gemv": ("ks_gemv", "residual", 1536, 8960, {"HAS_BIAS": False, "HAS_RESIDUAL": True}, {}),
+    "ks_gemv_o_proj": ("ks_gemv", "residual", 1536, 1536, {"HAS_BIAS": False, "HAS_RESIDUAL": True}, {}),
+    "ks_gemv_head": ("ks_gemv_head", "head", 151936, 1536, {}, {}),
+    "ks_gemv_gate_up": ("ks_gemv_gate_up", "gate_up", 8960, 1536, {}, {}),
+    "ks_gemv_qkv": ("ks_gemv_qkv", "qkv", 1024, 1536, {"HAS_BIAS": True},
+                    {"pos_ptr": "*i64", "inv_freq_ptr": "*fp32"}),
 }
 FLOAT_ARGS = {"eps", "scale_log2", "temperature", "top_p"}
 # Integer arguments a real launch at these shapes sees as multiples of 16 (Triton specialises on that).
 ALIGNED_ARGS = {"K", "N", "D", "F", "V", "n", "row_len", "split_len", "HALF", "CHUNK", "K_SPLIT"}
 # Decode kernels launched with programmatic dependent launch: their PTX must wait on the previous grid.
-PDL_KERNELS = {"ks_embedding", "ks_argmax", "ks_attn_decode_split", *(f"{name}@B{batch}" for name in
-               ("ks_gemv", "ks_gemv_head", "ks_gemv_gate_up", "ks_gemv_qkv") for batch in (1, 8))}
+PDL_KERNELS = {"ks_embedding", "ks_argmax", "ks_attn_decode_split", *(f"{name}@B{batch}" for name in GEMVS
+                                                                      for batch in (1, 8))}
 
 
 def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
     """name → (module, kernel, constexprs, pointer dtypes, num_warps, num_stages)."""
     import torch
 
-    from kernelscope.engine.kernels.linear import gemv_meta, gemv_splits
+    from kernelscope.engine.kernels.linear import gemv_meta, gemv_plan
 
     found = {name: (module, name, *rest) for name, (module, *rest) in KERNELS.items()}
     module, constexprs, pointers, warps, stages = KERNELS["ks_gemm"]
@@ -62,12 +66,12 @@ def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
                                pointers, warps, stages)
     found["ks_gemm@skinny"] = (module, "ks_gemm", {**constexprs, "SPLITS": 2, "BLOCK_M": 64, "BLOCK_N": 32,
                                                    "BLOCK_K": 128}, pointers, 4, 4)
-    for name, (rows, k, constexprs, pointers) in GEMVS.items():
+    for name, (kernel, kind, rows, k, constexprs, pointers) in GEMVS.items():
         for batch in (1, 8):
-            meta = gemv_meta(batch, rows, k, torch.bfloat16)
+            plan = gemv_plan(kind, batch, rows, k, 132)  # the tiles and split count on an H100
+            meta = gemv_meta(plan, batch, torch.bfloat16)
             warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
-            splits, _ = gemv_splits(batch, rows, k, 132)  # the split count on an H100
-            found[f"{name}@B{batch}"] = ("gemv", name, {**constexprs, **meta, "SPLITS": splits, "PDL": True},
+            found[f"{name}@B{batch}"] = ("gemv", kernel, {**constexprs, **meta, "SPLITS": plan.splits, "PDL": True},
                                          {**pointers, "part_ptr": "*fp32", "count_ptr": "*i32"}, warps, stages)
     return found
 

@@ -103,6 +103,29 @@ def test_fused_decode_costs(triton_ops):
         ("ks_gemv_qkv", flops, nbytes, "bf16")]
 
 
+def test_split_decode_gemv_costs(triton_ops):
+    """A split GEMV (K = 2,048 at 3 tokens on the interpreter's 132 SMs) adds its fp32 partial sums, written by
+    every split and read back by the last: 2 · row blocks · splits · 16 padded tokens · BLOCK_N · 4 bytes, twice for
+    the paired q/k/v (kernels/linear.py GEMV_SPLIT_RULES)."""
+    batch, dim, heads, kv_heads, dh = 3, 2048, 4, 2, 16
+    x, w_o, residual = r(batch, dim), r(40, dim), r(batch, 40)
+    # residual: 3 row blocks of 16, 2 splits of 1,024 (each split ≥ 1,024 K elements)
+    assert declared(lambda: triton_ops.linear_residual(x, w_o, residual)) == [
+        ("ks_gemv_residual", 2 * batch * 40 * dim + batch * 40,
+         (batch * dim + 40 * dim + 2 * batch * 40) * 2 + 2 * 3 * 2 * 16 * 16 * 4, "bf16")]
+    # q/k/v: 64 rotation pairs = 4 row blocks of 16; 4 splits of 512 (each ≥ 384, a multiple of BLOCK_K 128)
+    h, norm_w = r(batch, dim), r(dim)
+    rows = (heads + 2 * kv_heads) * dh
+    w_qkv, cache = r(rows, dim), r(batch, 8, kv_heads, dh)
+    positions, inv_freq = torch.tensor([0, 1, 2]), torch.ones(dh // 2)
+    flops = 4 * batch * dim + 2 * batch * rows * dim + 3 * batch * (heads + kv_heads) * dh
+    nbytes = ((batch * dim + dim) * 2 + (rows * dim + batch * rows) * 2 + batch * 8 + dh // 2 * 4
+              + 2 * 4 * 4 * 2 * 16 * 16 * 4)
+    assert declared(lambda: triton_ops.norm_qkv_rope_cache(h, norm_w, 1e-6, w_qkv, None, positions, inv_freq,
+                                                           cache, cache.clone(), heads, kv_heads)) == [
+        ("ks_gemv_qkv", flops, nbytes, "bf16")]
+
+
 def test_sampling_costs(triton_ops):
     logits = r(2, 1000)
     # One part per row (1000 < one 2048-column block): its (value fp32, index int64) written and read back.

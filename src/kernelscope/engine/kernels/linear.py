@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import NamedTuple
 
 import torch
 import triton
@@ -24,9 +25,30 @@ from .norm import rms_norm
 MAX_GEMV_TOKENS = 8
 
 
-def gemv_config(batch: int, rows: int, k: int) -> tuple[int, int, int, int, bool]:
-    """(BLOCK_N, BLOCK_K, num_warps, num_stages, tensor cores) for a GEMV of `batch` tokens over `rows` program
-    rows.
+# The kinds of decode GEMV: the kernel and its fused prologue/epilogue, which the tile and split rules below go by.
+# "linear": ks_gemv (+ bias); "residual": ks_gemv + residual add (o_proj, down); "head": ks_gemv_head (final norm
+# + LM head); "gate_up": ks_gemv_gate_up (norm, paired gate/up rows, SwiGLU); "qkv": ks_gemv_qkv (norm, paired
+# rotation rows, bias, RoPE and the KV-cache write).
+GEMV_KINDS = ("linear", "residual", "head", "gate_up", "qkv")
+PAIRED_KINDS = ("gate_up", "qkv")  # programs stream two weight rows per program row
+
+
+class GemvPlan(NamedTuple):
+    """How a decode GEMV launches: tiles (BLOCK_N rows per program, BLOCK_K, warps, stages, tensor cores) and
+    split-K (splits, K per split: a multiple of BLOCK_K)."""
+
+    block_n: int
+    block_k: int
+    warps: int
+    stages: int
+    dot: bool
+    splits: int
+    k_split: int
+
+
+def gemv_tiles(kind: str, batch: int, rows: int, k: int, splits: int) -> tuple[int, int, int, int, bool]:
+    """(BLOCK_N, BLOCK_K, num_warps, num_stages, tensor cores) for a `kind` GEMV of `batch` tokens over `rows`
+    program rows, split `splits` ways along K.
 
     One token: long K tiles (2048) and 1–4 rows per program on the CUDA cores, the fastest of a sweep on an H100
     at qwen2-1.5b shapes (benchmarks/engine/ops_check.py --sweep; results/engine-decode-h100-2026-11-22): gate/up
@@ -39,78 +61,107 @@ def gemv_config(batch: int, rows: int, k: int) -> tuple[int, int, int, int, bool
     results/engine-tiles-h100-2026-11-26), where the fused gate/up of qwen2-1.5b (8,960 pairs of rows) went from
     31.3 to 25.2 µs at batch 8 (59% → 74% of copy bandwidth; 15% and 19% less time at batches 2 and 4). Compiled for
     sm_90, that gate/up program (2 × 32 weight rows) takes 133 KB of shared memory with 256-wide tiles in 4 stages,
-    so one fits an SM and its 280 programs run in three waves; with 128 × 3 stages it takes 46 KB. The 16-row tiles
-    keep 256 × 4 warps × 4 stages: the fastest for o_proj; q/k/v (6% with 128 × 8 warps × 3 split four ways) and
-    down (7% with 128 × 4 × 4 split six ways) gained 5% or more only at split counts the rule below does not give.
+    so one fits an SM and its 280 programs run in three waves; with 128 × 3 stages it takes 46 KB.
+
+    The 16-row tiles (rows ≤ 4,096) go by kind, from the same sweep at batch 8 (batches 2 and 4 alike):
+    - q/k/v (paired, two 16-row weight tiles a program) takes 128 × 8 warps × 3 stages, split four ways by the
+      rule below: 11.94 → 11.21 µs. The same tiles with 4 warps ran 12.6–12.8 µs, and 256 × 8 warps 18.7+ µs.
+    - residual, split: 128 × 4 warps × 4 stages (down of qwen2-1.5b, six splits of 1,536: 15.06 → 14.04 µs; six
+      splits of 256-wide tiles took 15.89 µs, so the narrower tile goes with the split; 8 warps: 19.5+ µs).
+    - the rest, and residual unsplit (o_proj of qwen2-1.5b: 5.77 µs, the fastest cell; 128-wide 6.0 µs), keep
+      256 × 4 warps × 4 stages.
     """
     if batch == 1:
         block_n = 1 if rows <= 1024 else 2 if rows < 4096 else 4
         return block_n, max(16, min(2048, pow2(k))), 4, 3, False
     if 4096 < rows <= 16384:
         return 32, max(16, min(128, pow2(k))), 8, 3, True
+    if rows <= 4096 and kind == "qkv":
+        return 16, max(16, min(128, pow2(k))), 8, 3, True
+    if rows <= 4096 and kind == "residual" and splits > 1:
+        return 16, max(16, min(128, pow2(k))), 4, 4, True
     return 16 if rows <= 4096 else 64, max(16, min(256, pow2(k))), 4, 4, True
 
 
-def gemv_meta(batch: int, rows: int, k: int, dtype: torch.dtype) -> dict:
-    """The constexprs and launch options of a GEMV kernel (shared with the compile test)."""
-    block_n, block_k, warps, stages, dot = gemv_config(batch, rows, k)
-    # Tensor cores pad the tokens to 16 rows; the CUDA cores take them as they are (a power of two).
-    return {"USE_DOT": dot, "IEEE": exact_dot(dtype), "BLOCK_B": 16 if dot else pow2(batch), "BLOCK_N": block_n,
-            "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
-
-
-def _precision(batch: int, rows: int, k: int, dtype: torch.dtype) -> str:
-    """The roof a GEMV runs against: the tensor cores' for its dtype, or fp32 on the CUDA cores."""
-    return matrix_precision(dtype) if gemv_config(batch, rows, k)[4] else VECTOR
-
-
-# Split-K for the tensor-core GEMVs (2–8 tokens): a GEMV of few row blocks splits K until it has about
-# GEMV_SPLIT_TARGET programs per SM, each split streaming at least GEMV_SPLIT_MIN_K_TILES tiles of K. On an H100 at
-# qwen2-1.5b shapes (benchmarks/engine/gemv_split_sweep.py; results/engine-gemv-split-h100-2026-11-26) that splits
-# the long-K down projection (96 row blocks, K = 8,960) three ways: 18.9 → 15.2 µs at batch 8; o_proj (K = 1,536)
-# ran slower split (5.7 → 6.6 µs) and q/k/v gained 4%, so K this short is not split. One token keeps one split
-# (its CUDA-core tiles of 1–4 rows already give hundreds of programs). KERNELSCOPE_ENGINE_GEMV_SPLIT_TARGET=0
-# turns splitting off.
-GEMV_SPLIT_TARGET = float(os.environ.get("KERNELSCOPE_ENGINE_GEMV_SPLIT_TARGET", "2"))
-GEMV_SPLIT_MIN_K_TILES = 4
+# Split-K for the tensor-core GEMVs (2–8 tokens): a GEMV of few row blocks splits K until it has about `target`
+# programs per SM, each split streaming at least `min_k` elements of K; kind → (target, min_k). One token keeps one
+# split (its CUDA-core tiles of 1–4 rows already give hundreds of programs). From the sweeps on an H100 at
+# qwen2-1.5b shapes (benchmarks/engine/gemv_split_sweep.py; results/engine-gemv-split-h100-2026-11-26 and
+# results/engine-tiles-h100-2026-11-26, batch 8):
+# - residual (4, 1024): down (96 row blocks, K = 8,960) split six ways (1,536 each) took 14.04 µs against 15.06
+#   split three ways (target 2) and 18.9 unsplit; o_proj (K = 1,536) ran slower in every split tried (3 × 512:
+#   6.2–6.5 µs, 6 × 256: 6.3–7.0, against 5.77 unsplit), so a split needs K ≥ 2,048 here. Splits of 513–1,023
+#   were not measured: the line is drawn between what was.
+# - qkv (2, 384): 64 programs of paired rows split four ways (384 each) 11.21 µs against 11.94 unsplit; six splits
+#   of 256 took 16.5–17.2 µs, so no split is shorter than three 128-wide tiles.
+# - gate_up, head, linear (2, 1024): gate/up's 280 programs already exceed 2 a SM; split two ways (768 each,
+#   target 4) it ran slower at every tile tried (29.9 against 25.2 µs). 1,024 is the old minimum of four 256-wide
+#   tiles.
+# Checked op by op against the previous rule (results/engine-splits-h100-2026-11-26, gemv_plan_compare.py, batch 8):
+# qwen2-1.5b q/k/v 12.09 → 11.35 µs, down 15.79 → 14.60, o_proj and gate/up the same plan; at llama-3-8b (o_proj and
+# down 2 → 3 splits on 128-wide tiles, q/k/v 8 warps) and qwen2-0.5b shapes no op whose plan changed got slower.
+# Batch-8 decode side by side: 2.042 → 1.989 ms.
+# KERNELSCOPE_ENGINE_GEMV_SPLIT_TARGET sets every kind's target; 0 turns splitting off.
+GEMV_SPLIT_RULES: dict[str, tuple[float, int]] = {
+    "linear": (2.0, 1024), "residual": (4.0, 1024), "head": (2.0, 1024), "gate_up": (2.0, 1024), "qkv": (2.0, 384)}
+if "KERNELSCOPE_ENGINE_GEMV_SPLIT_TARGET" in os.environ:
+    _target = float(os.environ["KERNELSCOPE_ENGINE_GEMV_SPLIT_TARGET"])
+    GEMV_SPLIT_RULES = {kind: (_target, min_k) for kind, (_, min_k) in GEMV_SPLIT_RULES.items()}
 GEMV_MAX_SPLITS = 8
 
 
-def gemv_splits(batch: int, rows: int, k: int, sms: int) -> tuple[int, int]:
-    """(splits of K, K per split, a multiple of BLOCK_K) of a GEMV over `rows` program rows."""
-    block_n, block_k, _, _, dot = gemv_config(batch, rows, k)
+def gemv_plan(kind: str, batch: int, rows: int, k: int, sms: int) -> GemvPlan:
+    """Tiles and split-K of a `kind` GEMV (GEMV_KINDS) of `batch` tokens over `rows` program rows (pairs for the
+    paired kinds) and a K of `k`, on a device of `sms` SMs."""
+    if kind not in GEMV_KINDS:
+        raise EngineError(f"unknown GEMV kind {kind!r}")
+    block_n = gemv_tiles(kind, batch, rows, k, 1)[0]  # BLOCK_N does not depend on the split
     programs = triton.cdiv(rows, block_n)
+    target, min_k = GEMV_SPLIT_RULES[kind]
     splits = 1
-    if dot and GEMV_SPLIT_TARGET > 0 and programs < GEMV_SPLIT_TARGET * sms:
-        splits = max(1, min(math.ceil(GEMV_SPLIT_TARGET * sms / programs), k // (GEMV_SPLIT_MIN_K_TILES * block_k),
-                            GEMV_MAX_SPLITS))
+    if batch > 1 and target > 0 and programs < target * sms:
+        splits = max(1, min(math.ceil(target * sms / programs), k // min_k, GEMV_MAX_SPLITS))
+    block_n, block_k, warps, stages, dot = gemv_tiles(kind, batch, rows, k, splits)
     k_split = triton.cdiv(triton.cdiv(k, splits), block_k) * block_k
-    return triton.cdiv(k, k_split), k_split
+    return GemvPlan(block_n, block_k, warps, stages, dot, triton.cdiv(k, k_split), k_split)
 
 
-def gemv_partial_bytes(batch: int, rows: int, k: int, device: torch.device, paired: bool = False) -> int:
+def gemv_meta(plan: GemvPlan, batch: int, dtype: torch.dtype) -> dict:
+    """The constexprs and launch options of a GEMV kernel (shared with the compile test)."""
+    # Tensor cores pad the tokens to 16 rows; the CUDA cores take them as they are (a power of two).
+    return {"USE_DOT": plan.dot, "IEEE": exact_dot(dtype), "BLOCK_B": 16 if plan.dot else pow2(batch),
+            "BLOCK_N": plan.block_n, "BLOCK_K": plan.block_k, "num_warps": plan.warps, "num_stages": plan.stages}
+
+
+def _precision(batch: int, dtype: torch.dtype) -> str:
+    """The roof a GEMV runs against: the tensor cores' for its dtype at 2–8 tokens, fp32 on the CUDA cores for
+    one."""
+    return matrix_precision(dtype) if batch > 1 else VECTOR
+
+
+def gemv_partial_bytes(kind: str, batch: int, rows: int, k: int, device: torch.device) -> int:
     """fp32 partial sums a split GEMV writes and its last split reads back (0 without a split), for the declared
-    cost."""
-    block_n, _, _, _, _ = gemv_config(batch, rows, k)
-    splits, _ = gemv_splits(batch, rows, k, sm_count(device))
-    if splits == 1:
+    cost: 16 padded tokens × BLOCK_N rows a program and split, twice for the paired kinds."""
+    plan = gemv_plan(kind, batch, rows, k, sm_count(device))
+    if plan.splits == 1:
         return 0
-    return 2 * triton.cdiv(rows, block_n) * splits * (2 if paired else 1) * 16 * block_n * 4
+    paired = 2 if kind in PAIRED_KINDS else 1
+    return 2 * triton.cdiv(rows, plan.block_n) * plan.splits * paired * 16 * plan.block_n * 4
 
 
-def _launch_gemv(kernel, rows: int, batch: int, k: int, *args, **consts) -> None:
+def _launch_gemv(kernel, kind: str, rows: int, batch: int, k: int, *args, **consts) -> None:
     device = args[0].device
-    meta = gemv_meta(batch, rows, k, args[0].dtype)
-    programs = triton.cdiv(rows, meta["BLOCK_N"])
-    splits, k_split = gemv_splits(batch, rows, k, sm_count(device))
-    if splits > 1:
-        parts = torch.empty(programs * splits * 2 * meta["BLOCK_B"] * meta["BLOCK_N"], dtype=torch.float32,
+    plan = gemv_plan(kind, batch, rows, k, sm_count(device))
+    meta = gemv_meta(plan, batch, args[0].dtype)
+    programs = triton.cdiv(rows, plan.block_n)
+    if plan.splits > 1:
+        parts = torch.empty(programs * plan.splits * 2 * meta["BLOCK_B"] * meta["BLOCK_N"], dtype=torch.float32,
                             device=device)
         counters = launch_counters("gemv", device, programs)
     else:
         parts = counters = args[0]  # not read
-    kernel[(programs, splits)](*args, part_ptr=parts, count_ptr=counters, K_SPLIT=k_split, SPLITS=splits, **consts,
-                               **meta, **pdl_options(device))
+    kernel[(programs, plan.splits)](*args, part_ptr=parts, count_ptr=counters, K_SPLIT=plan.k_split,
+                                    SPLITS=plan.splits, **consts, **meta, **pdl_options(device))
 
 
 def _dense_cost(tokens: int, n: int, k: int, es: int, bias: bool) -> tuple[int, int]:
@@ -130,9 +181,9 @@ def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
         with declare("ks_gemm", flops, nbytes, matrix_precision(x.dtype)):
             gemm(x, w, bias, out)
         return out
-    nbytes += gemv_partial_bytes(tokens, n, k, x.device)
-    with declare("ks_gemv", flops, nbytes, _precision(tokens, n, k, x.dtype)):
-        _launch_gemv(ks_gemv, n, tokens, k, x, w, bias if bias is not None else w, x, out, tokens, n, k,
+    nbytes += gemv_partial_bytes("linear", tokens, n, k, x.device)
+    with declare("ks_gemv", flops, nbytes, _precision(tokens, x.dtype)):
+        _launch_gemv(ks_gemv, "linear", n, tokens, k, x, w, bias if bias is not None else w, x, out, tokens, n, k,
                      x.stride(0), w.stride(0), 0, out.stride(0), HAS_BIAS=bias is not None, HAS_RESIDUAL=False)
     return out
 
@@ -159,9 +210,9 @@ def linear_residual(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor,
     x = _rows(x)
     out = new_or(out, (batch, n), x)
     flops, nbytes = _dense_cost(batch, n, k, x.element_size(), False)
-    nbytes += batch * n * x.element_size() + gemv_partial_bytes(batch, n, k, x.device)
-    with declare("ks_gemv_residual", flops + batch * n, nbytes, _precision(batch, n, k, x.dtype)):
-        _launch_gemv(ks_gemv, n, batch, k, x, w, w, residual, out, batch, n, k,
+    nbytes += batch * n * x.element_size() + gemv_partial_bytes("residual", batch, n, k, x.device)
+    with declare("ks_gemv_residual", flops + batch * n, nbytes, _precision(batch, x.dtype)):
+        _launch_gemv(ks_gemv, "residual", n, batch, k, x, w, w, residual, out, batch, n, k,
                      x.stride(0), w.stride(0), residual.stride(0), out.stride(0),
                      HAS_BIAS=False, HAS_RESIDUAL=True)
     return out
@@ -186,9 +237,9 @@ def norm_linear(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w: torch.Tens
     out = new_or(out, (batch, n), h)
     es = h.element_size()
     norm_flops, norm_bytes = _norm_cost(batch, k, es)
-    nbytes = norm_bytes + (n * k + batch * n) * es + gemv_partial_bytes(batch, n, k, h.device)
-    with declare("ks_gemv_head", norm_flops + 2 * batch * n * k, nbytes, _precision(batch, n, k, h.dtype)):
-        _launch_gemv(ks_gemv_head, n, batch, k, h, norm_w, w, out, batch, n, k, h.stride(0), w.stride(0),
+    nbytes = norm_bytes + (n * k + batch * n) * es + gemv_partial_bytes("head", batch, n, k, h.device)
+    with declare("ks_gemv_head", norm_flops + 2 * batch * n * k, nbytes, _precision(batch, h.dtype)):
+        _launch_gemv(ks_gemv_head, "head", n, batch, k, h, norm_w, w, out, batch, n, k, h.stride(0), w.stride(0),
                      out.stride(0), eps)
     return out
 
@@ -203,9 +254,9 @@ def norm_gate_up_swiglu(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w_gat
     es = h.element_size()
     norm_flops, norm_bytes = _norm_cost(batch, k, es)
     flops = norm_flops + 2 * batch * 2 * ffn * k + 5 * batch * ffn
-    nbytes = norm_bytes + (2 * ffn * k + batch * ffn) * es + gemv_partial_bytes(batch, ffn, k, h.device, paired=True)
-    with declare("ks_gemv_gate_up", flops, nbytes, _precision(batch, ffn, k, h.dtype)):
-        _launch_gemv(ks_gemv_gate_up, ffn, batch, k, h, norm_w, w_gate_up, out, batch, ffn, k,
+    nbytes = norm_bytes + (2 * ffn * k + batch * ffn) * es + gemv_partial_bytes("gate_up", batch, ffn, k, h.device)
+    with declare("ks_gemv_gate_up", flops, nbytes, _precision(batch, h.dtype)):
+        _launch_gemv(ks_gemv_gate_up, "gate_up", ffn, batch, k, h, norm_w, w_gate_up, out, batch, ffn, k,
                      h.stride(0), w_gate_up.stride(0), out.stride(0), eps)
     return out
 
@@ -230,9 +281,9 @@ def norm_qkv_rope_cache(h: torch.Tensor, norm_w: torch.Tensor, eps: float, w_qkv
     flops = norm_flops + 2 * batch * n * k + (batch * n if b_qkv is not None else 0) + 3 * rope_elements
     nbytes = (norm_bytes + (n * k + (n if b_qkv is not None else 0) + batch * n) * es
               + batch * positions.element_size() + inv_freq.numel() * 4
-              + gemv_partial_bytes(batch, n // 2, k, h.device, paired=True))
-    with declare("ks_gemv_qkv", flops, nbytes, _precision(batch, n // 2, k, h.dtype)):
-        _launch_gemv(ks_gemv_qkv, n // 2, batch, k, h, norm_w, w_qkv, b_qkv if b_qkv is not None else w_qkv,
+              + gemv_partial_bytes("qkv", batch, n // 2, k, h.device))
+    with declare("ks_gemv_qkv", flops, nbytes, _precision(batch, h.dtype)):
+        _launch_gemv(ks_gemv_qkv, "qkv", n // 2, batch, k, h, norm_w, w_qkv, b_qkv if b_qkv is not None else w_qkv,
                      positions, inv_freq, q, k_cache, v_cache, batch, k, num_heads, num_kv_heads, head_dim // 2,
                      h.stride(0), w_qkv.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), eps,
                      HAS_BIAS=b_qkv is not None)
