@@ -1,7 +1,7 @@
 """Engine decode benchmark (device): TPOT, bytes per token and bandwidth utilisation of the kernelscope engine,
 side by side with transformers eager and transformers static cache + torch.compile, in one run.
 
-    PYTHONPATH=src python benchmarks/engine_decode.py --out results.json [--quick]
+    PYTHONPATH=src python benchmarks/engine_decode.py --out results.json [--quick [--llama-b1]]
 
 Measures on the same device in the same process: the device copy bandwidth (D2D copy, read + write bytes) and the
 bf16 matmul rate (the roofs); then per model shape: engine decode TPOT (median of per-step CUDA-event times over
@@ -374,6 +374,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--commit", help="the commit to record when the tree has no .git (device copies)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no llama-3-8b, no torch.compile")
+    parser.add_argument("--llama-b1", action="store_true",
+                        help="with --quick: also the llama-3-8b shape's batch-1 TPOT and one profiled step")
     args = parser.parse_args()
     import transformers
     import triton
@@ -432,6 +434,16 @@ def main() -> None:
     del model, engine
     torch.cuda.empty_cache()
 
+    if args.quick and args.llama_b1:
+        model, engine = build("llama-3-8b")
+        llama = {}
+        results["llama-3-8b"] = llama
+        r = section(llama, "engine_b1", lambda: engine_decode(engine, 1, 128, 256, 2), args.out)
+        if "tpot_ms" in r:
+            r["bandwidth_utilisation"] = r["achieved_GBps"] / copy_gbps if copy_gbps else None
+        section(llama, "kernel_profile_b1", lambda: kernel_profile(engine, copy_gbps), args.out)
+        del model, engine
+        torch.cuda.empty_cache()
     if not args.quick:
         model, engine = build("llama-3-8b")
         llama: dict[str, Any] = {}

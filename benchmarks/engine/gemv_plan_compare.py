@@ -22,15 +22,11 @@ from pathlib import Path
 
 import torch
 import triton
+from gemv_bench import DEVICE, KIND, copy_bandwidth, runners, shapes, time_us
 
-from kernelscope.capture.calibrate import median_seconds
 from kernelscope.engine.kernels import linear as linear_mod
-from kernelscope.workload.model import build_config, resolve_model_source
 
-DEVICE = torch.device("cuda")
-BF16 = torch.bfloat16
 CURRENT = linear_mod.gemv_plan
-KIND = {"qkv": "qkv", "o_proj": "residual", "gate_up": "gate_up", "down": "residual"}
 
 
 def previous_plan(kind: str, batch: int, rows: int, k: int, sms: int) -> linear_mod.GemvPlan:
@@ -47,70 +43,6 @@ def previous_plan(kind: str, batch: int, rows: int, k: int, sms: int) -> linear_
         splits = max(1, min(math.ceil(2 * sms / programs), k // (4 * block_k), 8))
     k_split = triton.cdiv(triton.cdiv(k, splits), block_k) * block_k
     return linear_mod.GemvPlan(block_n, block_k, warps, stages, True, triton.cdiv(k, k_split), k_split)
-
-
-def copy_bandwidth() -> float:
-    src = torch.empty(1 << 30, dtype=torch.uint8, device=DEVICE)
-    dst = torch.empty_like(src)
-    seconds = median_seconds(lambda: dst.copy_(src), DEVICE, 10, 3)
-    return 2 * src.numel() / seconds
-
-
-def shapes(model: str) -> dict:
-    c = build_config(resolve_model_source(model))
-    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    return {"dim": c.hidden_size, "ffn": c.intermediate_size, "heads": c.num_attention_heads,
-            "kv_heads": c.num_key_value_heads, "head_dim": head_dim}
-
-
-def runners(s: dict, batch: int) -> dict[str, tuple[object, int, int, int, int]]:
-    """op → (run one launch over the next weight copy, weight bytes, program rows, K, launches per graph)."""
-    dim, ffn, heads, kv_heads, dh = s["dim"], s["ffn"], s["heads"], s["kv_heads"], s["head_dim"]
-
-    def r(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, device=DEVICE, dtype=BF16) * 0.02
-
-    h, norm_w, residual = r(batch, dim), torch.ones(dim, device=DEVICE, dtype=BF16), r(batch, dim)
-    inputs = {"o_proj": r(batch, heads * dh), "down": r(batch, ffn)}
-    qkv_rows = (heads + 2 * kv_heads) * dh
-    positions = torch.full((batch,), 100, device=DEVICE, dtype=torch.int64)
-    inv_freq = 1.0 / 1e6 ** (torch.arange(0, dh, 2, device=DEVICE).float() / dh)
-    caches = [torch.zeros(batch, 512, kv_heads, dh, device=DEVICE, dtype=BF16) for _ in range(2)]
-    b_qkv = r(qkv_rows)
-    table = {}
-    for name, (n, k) in {"qkv": (qkv_rows, dim), "o_proj": (dim, heads * dh), "gate_up": (2 * ffn, dim),
-                         "down": (dim, ffn)}.items():
-        nbytes = n * k * 2
-        copies = max(2, math.ceil(200e6 / nbytes))
-        weights = [r(n, k) for _ in range(copies)]
-        step = [0]
-
-        def run(name=name, weights=weights, step=step):
-            w = weights[step[0] % len(weights)]
-            step[0] += 1
-            if name == "qkv":
-                return linear_mod.norm_qkv_rope_cache(h, norm_w, 1e-6, w, b_qkv, positions, inv_freq, *caches,
-                                                      heads, kv_heads)
-            if name == "gate_up":
-                return linear_mod.norm_gate_up_swiglu(h, norm_w, 1e-6, w)
-            return linear_mod.linear_residual(inputs[name], w, residual)
-
-        program_rows = n // 2 if name in ("qkv", "gate_up") else n
-        table[name] = (run, nbytes, program_rows, k, max(16, copies))
-    return table
-
-
-def time_us(run, launches: int) -> float:
-    for _ in range(launches):
-        run()  # compile, counters
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(launches):
-            run()
-    us = 1e6 * median_seconds(graph.replay, DEVICE, 15, 2) / launches
-    del graph
-    return us
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """Engine generate timings of whichever kernelscope is first on PYTHONPATH: prefill (the generate call's prefill
-phase) and decode TPOT, CUDA events, qwen2-1.5b shape with random weights. Run it once per source tree in the same
-device call, alternating, to compare two commits side by side (benchmarks/engine/device_run.sh PART=compare):
+phase) and decode TPOT, CUDA events, a model preset's shape (--model, default qwen2-1.5b) with random weights. Run
+it once per source tree in the same device call, alternating, to compare two commits side by side
+(benchmarks/engine/device_run.sh PART=compare):
 
     PYTHONPATH=old/src python benchmarks/engine/side_by_side.py --label before
     PYTHONPATH=src python benchmarks/engine/side_by_side.py --label after
@@ -51,15 +52,16 @@ def main() -> None:
     parser.add_argument("--label", required=True)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--batch", type=int, default=1, help="sequences per generate call (default 1)")
+    parser.add_argument("--model", default="qwen2-1.5b", help="model preset whose shape to build (default qwen2-1.5b)")
     parser.add_argument("--prompts", default="128:64,2048:16",
                         help="prompt:new-token pairs, comma-separated (default 128:64,2048:16)")
     args = parser.parse_args()
     from kernelscope.engine.weights import random_hf_model
 
-    model = random_hf_model(build_config(resolve_model_source("qwen2-1.5b")), "cuda", torch.bfloat16, seed=0)
+    model = random_hf_model(build_config(resolve_model_source(args.model)), "cuda", torch.bfloat16, seed=0)
     engine = Engine.from_hf_model(model, backend="triton", max_seq_len=2304)
     del model
-    result: dict[str, object] = {"label": args.label, "batch": args.batch}
+    result: dict[str, object] = {"label": args.label, "model": args.model, "batch": args.batch}
     for prompt, new in (tuple(map(int, pair.split(":"))) for pair in args.prompts.split(",")):
         ids = torch.randint(0, engine.config.vocab_size, (args.batch, prompt),
                             generator=torch.Generator().manual_seed(0))

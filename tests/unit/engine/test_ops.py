@@ -259,6 +259,34 @@ def test_fused_decode_gemvs(triton_ops, dtype, batch):
           ref.linear(ref.rms_norm(h, norm_w, EPS), w_head), dtype, roundings=2)
 
 
+def test_one_token_gemvs_on_the_k_4096_and_qkv_tiles(triton_ops, monkeypatch):
+    """One token over a K of 2,049–4,096 (one 4,096-wide tile, 1,096 lanes masked), and q/k/v with 4 row pairs a
+    program (the rule gives it from 2,048 pairs; forced here on a small shape to keep the interpreter quick): the
+    tiles of results/engine-llama-b1-h100-2026-11-26, against the reference."""
+    from kernelscope.engine.kernels import linear
+
+    dtype, dim, out, ffn, vocab = torch.bfloat16, 3000, 40, 40, 130
+    for kind, rows in (("residual", out), ("gate_up", ffn), ("head", vocab)):
+        assert linear.gemv_plan(kind, 1, rows, dim, 132).block_k == 4096, kind
+    h, norm_w, residual = rand(1, dim, dtype=dtype), rand(dim, dtype=dtype) + 1, rand(1, out, dtype=dtype)
+    w_o, act = rand(out, dim, dtype=dtype, scale=dim ** -0.5), rand(1, dim, dtype=dtype)
+    w_gate_up = rand(2 * ffn, dim, dtype=dtype, scale=dim ** -0.5)
+    w_head = rand(vocab, dim, dtype=dtype, scale=dim ** -0.5)
+    close(triton_ops.linear_residual(act, w_o, residual), ref.add(residual, ref.linear(act, w_o)), dtype)
+    close(triton_ops.norm_gate_up_swiglu(h, norm_w, EPS, w_gate_up),
+          ref.swiglu(ref.linear(ref.rms_norm(h, norm_w, EPS), w_gate_up)), dtype, roundings=3)
+    close(triton_ops.norm_linear(h, norm_w, EPS, w_head),
+          ref.linear(ref.rms_norm(h, norm_w, EPS), w_head), dtype, roundings=2)
+    assert linear.gemv_plan("qkv", 1, 3072, 4096, 132)[:2] == (4, 2048)
+    tiles = linear.gemv_tiles
+    monkeypatch.setattr(linear, "gemv_tiles", lambda kind, batch, rows, k, splits: (4, *tiles(kind, batch, rows, k,
+                                                                                              splits)[1:]))
+    qkv_dim, heads, kv_heads, head_dim = 72, 4, 2, 16
+    h, norm_w = rand(1, qkv_dim, dtype=dtype), rand(qkv_dim, dtype=dtype) + 1
+    w_qkv = rand((heads + 2 * kv_heads) * head_dim, qkv_dim, dtype=dtype, scale=0.1)
+    _check_norm_qkv_rope_cache(triton_ops, dtype, h, norm_w, w_qkv, None, 20, heads, kv_heads, head_dim)
+
+
 def test_torch_backend_is_the_reference(torch_ops):
     assert torch_ops.linear is ref.linear and torch_ops.norm_qkv_rope_cache is ref.norm_qkv_rope_cache
 
@@ -290,6 +318,26 @@ def test_decode_gemv_plans_at_qwen2_1_5b_shapes():
         assert (plan.dot, plan.splits, plan.block_k) == (False, 1, 2048), name
     with pytest.raises(EngineError, match="unknown GEMV kind"):
         gemv_plan("o_proj", 8, 1536, 1536, 132)
+
+
+def test_one_token_gemv_plans_by_k_and_kind():
+    """One token (results/engine-llama-b1-h100-2026-11-26): a K of 2,049–4,096 is one 4,096-wide tile with half
+    the rows per program; q/k/v keeps 2,048-wide tiles and takes 4 pairs per program from 2,048 pairs; shorter
+    and longer K keep 2,048-wide tiles. Here at llama-3-8b shapes (K 4,096; down K 14,336)."""
+    from kernelscope.engine.kernels.linear import gemv_plan
+
+    shapes = {"qkv": ("qkv", 3072, 4096), "o_proj": ("residual", 4096, 4096), "gate_up": ("gate_up", 14336, 4096),
+              "down": ("residual", 4096, 14336), "head": ("head", 128256, 4096)}
+    want = {"qkv": (4, 2048), "o_proj": (2, 4096), "gate_up": (2, 4096), "down": (4, 2048), "head": (2, 4096)}
+    got = {}
+    for name, (kind, rows, k) in shapes.items():
+        plan = gemv_plan(kind, 1, rows, k, 132)
+        assert (plan.warps, plan.dot, plan.splits) == (4, False, 1), name
+        got[name] = (plan.block_n, plan.block_k)
+    assert got == want
+    assert gemv_plan("residual", 1, 512, 3000, 132)[:2] == (1, 4096)  # one row a program stays one
+    assert gemv_plan("qkv", 1, 2047, 4096, 132)[:2] == (2, 2048)  # below 2,048 pairs as before
+    assert gemv_plan("qkv", 1, 1024, 1536, 132)[:2] == (1, 2048)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -1,6 +1,7 @@
-"""Every engine kernel compiles for an H100 (sm_90) with the block sizes the launchers pick at qwen2-1.5b shapes,
-without register spills (alignment as a launch at those shapes sees it). Compiling needs no GPU (Triton ships ptxas); the interpreter tests cannot catch
-lowering errors, so this runs the real compiler in a child process (the test session sets TRITON_INTERPRET).
+"""Every engine kernel compiles for an H100 (sm_90) with the block sizes the launchers pick at qwen2-1.5b shapes
+(the decode GEMVs also at K 4,096), without register spills (alignment as a launch at those shapes sees it).
+Compiling needs no GPU (Triton ships ptxas); the interpreter tests cannot catch lowering errors, so this runs the
+real compiler in a child process (the test session sets TRITON_INTERPRET).
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ GEMVS = {
     "ks_gemv_gate_up": ("ks_gemv_gate_up", "gate_up", 8960, 1536, {}, {}),
     "ks_gemv_qkv": ("ks_gemv_qkv", "qkv", 1024, 1536, {"HAS_BIAS": True},
                     {"pos_ptr": "*i64", "inv_freq_ptr": "*fp32"}),
+    # K 4,096 (llama-3-8b): one token streams 4,096-wide tiles (2 rows a program), q/k/v 4 pairs a program.
+    "ks_gemv_k4096": ("ks_gemv", "residual", 4096, 4096, {"HAS_BIAS": False, "HAS_RESIDUAL": True}, {}),
+    "ks_gemv_head_k4096": ("ks_gemv_head", "head", 128256, 4096, {}, {}),
+    "ks_gemv_gate_up_k4096": ("ks_gemv_gate_up", "gate_up", 14336, 4096, {}, {}),
+    "ks_gemv_qkv_k4096": ("ks_gemv_qkv", "qkv", 3072, 4096, {"HAS_BIAS": False},
+                          {"pos_ptr": "*i64", "inv_freq_ptr": "*fp32"}),
 }
 FLOAT_ARGS = {"eps", "scale_log2", "temperature", "top_p"}
 # Integer arguments a real launch at these shapes sees as multiples of 16 (Triton specialises on that).

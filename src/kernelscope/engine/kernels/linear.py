@@ -54,7 +54,22 @@ def gemv_tiles(kind: str, batch: int, rows: int, k: int, splits: int) -> tuple[i
     at qwen2-1.5b shapes (benchmarks/engine/ops_check.py --sweep; results/engine-decode-h100-2026-11-22): gate/up
     went from 66% to 82% of copy bandwidth, lm_head from 95% to 104% (L2 helps), down stayed at 70%. 2–8 tokens
     run on the tensor cores (BLOCK_N ≥ 16) with a deeper software pipeline instead. Register use is checked by
-    tests/unit/engine/test_ops_compile.py.
+    tests/unit/engine/test_ops_compile.py. (The one-token loop is not software-pipelined: num_stages does not
+    matter there. Loading each weight tile one iteration ahead in registers was slower in 40 of 50 tiles at
+    llama-3-8b and in both decode steps tried, 5.717 → 6.290 ms: results/engine-llama-b1-h100-2026-11-26.)
+
+    One token at llama-3-8b shapes (K 4,096; benchmarks/engine/gemv_b1_sweep.py, results/engine-llama-b1-h100-
+    2026-11-26, back-to-back launches from a CUDA graph, copy 2,945 GB/s), two changes to the rule above:
+    - a K of 2,049–4,096 streams each row as one 4,096-wide tile, with half the rows per program (the tile stays
+      at ≤ 8,192 elements for 4 warps' registers): gate/up 80.6 → 78.2 µs (99% → 102% of copy), lm_head 337.2 →
+      331.2 µs, o_proj 14.75 → 14.44 µs. K ≤ 2,048 (qwen2-1.5b) and longer K are unchanged: down (K 14,336) ran
+      42.9 µs with 2,048-wide tiles and 45.1–47.0 µs with 4,096-wide ones (its last tile half masked).
+    - q/k/v (paired rows, norm prologue and RoPE epilogue a program) takes 4 pairs per program from 2,048 pairs
+      (768 programs at llama-3-8b's 3,072 pairs) and keeps 2,048-wide tiles: 24.43 → 22.75 µs (70% → 75%);
+      4,096-wide tiles with 2 pairs took 23.46 µs. At qwen2-1.5b (1,024 pairs) 1 pair per program stays the
+      fastest (5.93 µs; 2 pairs 6.15, 4 pairs 6.20).
+    llama-3-8b batch-1 decode, side by side with the rule before: 5.770 → 5.597 ms; qwen2-1.5b's plans (K 1,536,
+    down 8,960, 1,024 q/k/v pairs) are unchanged.
 
     The 32-row tiles (4,096 < rows ≤ 16,384) take BLOCK_K 128, 8 warps and 3 stages: the fastest of a sweep of
     BLOCK_K 128/256 × 4/8 warps × 2–4 stages on an H100 (benchmarks/engine/gemv_split_sweep.py --tiles;
@@ -73,7 +88,13 @@ def gemv_tiles(kind: str, batch: int, rows: int, k: int, splits: int) -> tuple[i
     """
     if batch == 1:
         block_n = 1 if rows <= 1024 else 2 if rows < 4096 else 4
-        return block_n, max(16, min(2048, pow2(k))), 4, 3, False
+        block_k = max(16, min(2048, pow2(k)))
+        if kind == "qkv":
+            if rows >= 2048:
+                block_n = 4
+        elif block_k == 2048 and pow2(k) == 4096:
+            block_n, block_k = max(1, block_n // 2), 4096
+        return block_n, block_k, 4, 3, False
     if 4096 < rows <= 16384:
         return 32, max(16, min(128, pow2(k))), 8, 3, True
     if rows <= 4096 and kind == "qkv":
