@@ -1,11 +1,10 @@
 """Device sweep of the prefill flash attention's tiles (kernels/attention.py `_prefill_config`) at qwen2-1.5b
 head shapes (12 query heads, 2 KV heads, head dim 128), bf16, 128 to 2048 tokens.
 
-    PYTHONPATH=src python benchmarks/engine/attention_sweep.py --out DIR [--decode]
+    PYTHONPATH=src python benchmarks/engine/attention_sweep.py --out DIR
 
---decode sweeps decode attention instead (`DECODE_CONFIG`: BLOCK_S, warps, stages; and the programs aimed for,
-which set the splits) at batch 1 and 8, one query token per sequence against 256 and 2,048 cached tokens in a
-cache of 2,304 slots, 28 back-to-back calls per graph (one per layer, as a decode step runs them).
+Decode attention's split plan has its own sweep: benchmarks/engine/decode_attention_sweep.py (its former
+`--decode` mode here swept the static split of 2026-11-25, `DECODE_CONFIG`, which is gone).
 
 Each (length, config) is timed as 10 back-to-back calls replayed from one CUDA graph (median of 15 replays, CUDA
 events); FLOPs counted for the causal half (4·H·Dh·L(L+1)/2). Writes attention_sweep.json.
@@ -30,59 +29,11 @@ CONFIGS = [  # (BLOCK_M, BLOCK_N, warps, stages)
 DEVICE = torch.device("cuda")
 
 
-DECODE_CONFIGS = [  # ((BLOCK_S, warps, stages), programs aimed for)
-    ((64, 4, 2), 264), ((32, 4, 2), 264), ((128, 4, 2), 264), ((64, 2, 2), 264), ((64, 8, 2), 264),
-    ((32, 2, 2), 528), ((64, 4, 2), 528), ((64, 4, 2), 132), ((128, 8, 2), 132), ((32, 4, 3), 528),
-]
-
-
-def decode_sweep(out: Path) -> None:
-    heads, kv_heads, head_dim, slots = 12, 2, 128, 2304
-    result: dict = {"device": torch.cuda.get_device_name(), "rows": []}
-    original = attention_mod.DECODE_CONFIG, attention_mod.DECODE_PROGRAMS
-    for batch in (1, 8):
-        caches = [torch.randn(batch, slots, kv_heads, head_dim, device=DEVICE, dtype=torch.bfloat16)
-                  for _ in range(2 * 28)]
-        q = torch.randn(batch, heads, head_dim, device=DEVICE, dtype=torch.bfloat16)
-        for context in (256, 2048):
-            lengths = torch.full((batch,), context, device=DEVICE, dtype=torch.int64)
-            for config, programs in [(None, None), *DECODE_CONFIGS]:
-                if config is not None:
-                    attention_mod.DECODE_CONFIG, attention_mod.DECODE_PROGRAMS = config, programs
-                try:
-                    def run(q=q, lengths=lengths, caches=caches) -> None:
-                        for layer in range(28):
-                            attention_mod.attention_decode(q, caches[2 * layer], caches[2 * layer + 1], lengths,
-                                                           head_dim ** -0.5)
-
-                    run()
-                    torch.cuda.synchronize()
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph):
-                        run()
-                    us = 1e6 * median_seconds(graph.replay, DEVICE, 15, 2) / 28
-                except Exception as error:
-                    result["rows"].append({"batch": batch, "context": context, "config": config,
-                                           "programs": programs, "error": str(error)[:200]})
-                    continue
-                finally:
-                    attention_mod.DECODE_CONFIG, attention_mod.DECODE_PROGRAMS = original
-                result["rows"].append({"batch": batch, "context": context, "config": config or "table",
-                                       "programs": programs, "us": us})
-                print(f"B={batch} ctx={context:5d} {str(config or 'table'):14s} {str(programs):5s} {us:7.2f} us",
-                      flush=True)
-            (out / "attention_decode_sweep.json").write_text(json.dumps(result, indent=1, default=str))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
-    parser.add_argument("--decode", action="store_true", help="sweep decode attention instead")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.decode:
-        decode_sweep(args.out)
-        return
     heads, kv_heads, head_dim = 12, 2, 128
     result: dict = {"device": torch.cuda.get_device_name(), "rows": []}
     original = attention_mod._prefill_config

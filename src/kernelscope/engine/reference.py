@@ -6,6 +6,8 @@ these ops reproduces transformers' tokens. Signatures are the Ops contract (docs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 
@@ -122,8 +124,9 @@ def attention_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
 
 
 def attention_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: torch.Tensor,
-                     scale: float, out: torch.Tensor | None = None, kv_tokens: int | None = None) -> torch.Tensor:
-    """kv_tokens (host-side sum of lengths) only informs the Triton backend's cost declaration."""
+                     scale: float, out: torch.Tensor | None = None,
+                     kv_tokens: int | Sequence[int] | None = None) -> torch.Tensor:
+    """kv_tokens (host-side lengths or their sum) only informs the Triton backend's cost declaration."""
     slots = torch.arange(k_cache.shape[1], device=q.device)
     valid = (slots[None, :] < lengths[:, None])[:, None, None, :]
     result = _attend(q[:, :, None, :], k_cache.transpose(1, 2), v_cache.transpose(1, 2), valid, scale)

@@ -171,10 +171,11 @@ def test_attention_decode(triton_ops, dtype, batch, group):
 def test_attention_decode_back_to_back(triton_ops, batch, group):
     """The last split of each (sequence, KV head) combines and resets its counter: calls in a row, with other
     lengths (other numbers of non-empty splits) and the same output buffer, each write the full right answer."""
-    from kernelscope.engine.kernels.attention import decode_splits, split_counters
+    from kernelscope.engine.kernels.attention import decode_plan, split_counters
 
     slots, kv_heads, head_dim, dtype = 200, 2, 16, torch.float32
-    assert decode_splits(batch, kv_heads, slots, 64) == 4
+    plan = decode_plan(batch, kv_heads, group, head_dim, slots)
+    assert plan.splits == 4 and [plan.active(n) for n in (1, 64, 65, 129, 200)] == [1, 1, 2, 3, 4]
     heads = kv_heads * group
     k_cache = rand(batch, slots, kv_heads, head_dim, dtype=dtype)
     v_cache = rand(batch, slots, kv_heads, head_dim, dtype=dtype)
@@ -187,6 +188,51 @@ def test_attention_decode_back_to_back(triton_ops, batch, group):
         assert triton_ops.attention_decode(q, k_cache, v_cache, lengths, 0.3, out=out) is out
         close(out, ref.attention_decode(q, k_cache, v_cache, lengths, 0.3), dtype)
         assert split_counters(out.device, batch * kv_heads) is counters and not counters.any()
+
+
+def test_decode_plan_at_model_shapes():
+    """At most 64 splits per (sequence, KV head) (results/engine-attention-h100-2026-11-26, "Cap validation"):
+    3d1bb7d's split counts, 64-slot splits while splits × 64 covers the context, and a combine chunk of 16 splits
+    (more active splits are combined in chunks)."""
+    pytest.importorskip("triton")
+    from kernelscope.engine.kernels.attention import decode_plan, pow2
+
+    slots = 2304  # the engine's cache in the benchmarks
+    # (batch, KV heads, group, head dim) → splits, warps
+    cases = {"qwen2-1.5b B1": ((1, 2, 6, 128), 36, 8), "llama-3-8b B1": ((1, 8, 4, 128), 33, 4),
+             "qwen2-1.5b B8": ((8, 2, 6, 128), 17, 8), "llama-3-8b B8": ((8, 8, 4, 128), 5, 4)}
+    for name, ((batch, kv_heads, group, head_dim), splits, warps) in cases.items():
+        plan = decode_plan(batch, kv_heads, group, head_dim, slots)
+        assert (plan.splits, plan.warps, plan.granule, plan.block_s) == (splits, warps, 64, 64), name
+        assert plan.combine // (pow2(group) * head_dim) == 16, name
+    qwen = decode_plan(1, 2, 6, 128, slots)
+    # qwen2-1.5b batch 1: one 64-slot step per program up to the whole cache (the 16-split cap took 3 from 2,049).
+    assert [(qwen.split_len(n), qwen.active(n)) for n in (201, 1000, 2048, 2064, 2200, 2304)] == [
+        (64, 4), (64, 16), (64, 32), (64, 33), (64, 35), (64, 36)]
+    llama = decode_plan(1, 8, 4, 128, slots)
+    assert [(llama.split_len(n), llama.active(n)) for n in (201, 2048, 2112, 2113, 2200)] == [
+        (64, 4), (64, 32), (64, 33), (128, 17), (128, 18)]
+
+
+@pytest.mark.parametrize("group", [1, 4])
+def test_attention_decode_combine_in_chunks(triton_ops, monkeypatch, group):
+    """More active splits than one combine chunk holds (as 17–36 at the model shapes, 16 a chunk): the combine
+    loops over chunks and merges them by the running log-sum-exp. Here a chunk of 2 splits, 5 splits of 64."""
+    from kernelscope.engine.kernels import attention
+
+    batch, slots, kv_heads, head_dim, dtype = 2, 320, 2, 16, torch.float32
+    plan = attention.DecodePlan(5, 64, 64, 4, 2, combine=2 * attention.pow2(group) * head_dim)
+    monkeypatch.setattr(attention, "decode_plan", lambda *args, **kwargs: plan)
+    heads = kv_heads * group
+    k_cache = rand(batch, slots, kv_heads, head_dim, dtype=dtype)
+    v_cache = rand(batch, slots, kv_heads, head_dim, dtype=dtype)
+    out = torch.empty(batch, heads, head_dim, dtype=dtype)
+    for lengths in ([320, 130], [257, 64], [100, 193]):  # active splits 5 / 3 / 1 / 2 / 4: 3 / 2 / 1 / 1 / 2 chunks
+        lengths = torch.tensor(lengths)
+        q = rand(batch, heads, head_dim, dtype=dtype)
+        out.fill_(float("nan"))
+        triton_ops.attention_decode(q, k_cache, v_cache, lengths, 0.3, out=out)
+        close(out, ref.attention_decode(q, k_cache, v_cache, lengths, 0.3), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

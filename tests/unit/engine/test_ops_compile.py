@@ -30,8 +30,10 @@ KERNELS = {
     "ks_gemm": ("gemm", {"HAS_BIAS": True, "IEEE": False, "GROUP_M": 8, "SPLITS": 1, "SWIGLU": False, "BLOCK_M": 128,
                          "BLOCK_N": 128, "BLOCK_K": 64}, {"part_ptr": "*fp32", "count_ptr": "*i32"}, 8, 3),
     "ks_attn_prefill": ("attention", {"HEAD_DIM": 128, "IEEE": False, "BLOCK_M": 64, "BLOCK_N": 64}, {}, 4, 3),
-    "ks_attn_decode_split": ("attention", {"IEEE": False, "BLOCK_G": 16, "BLOCK_S": 64, "BLOCK_D": 128,
-                                           "BLOCK_H": 8, "BLOCK_C": 4, "PDL": True},
+    # decode_plan at qwen2-1.5b, batch 1 (2 KV heads, 6 heads a group): 36 splits, 8 warps, chunks of 16.
+    "ks_attn_decode_split": ("attention", {"HKV": 2, "SPLITS": 36, "GRANULE": 64, "IEEE": False, "BLOCK_G": 16,
+                                           "BLOCK_S": 64, "BLOCK_D": 128, "BLOCK_H": 8, "BLOCK_C": 16,
+                                           "BLOCK_C_MID": 8, "BLOCK_C_SMALL": 4, "PDL": True},
                              {"len_ptr": "*i64", "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32",
                               "count_ptr": "*i32"}, 8, 2),
 }
@@ -56,8 +58,8 @@ FLOAT_ARGS = {"eps", "scale_log2", "temperature", "top_p"}
 # Integer arguments a real launch at these shapes sees as multiples of 16 (Triton specialises on that).
 ALIGNED_ARGS = {"K", "N", "D", "F", "V", "n", "row_len", "split_len", "HALF", "CHUNK", "K_SPLIT"}
 # Decode kernels launched with programmatic dependent launch: their PTX must wait on the previous grid.
-PDL_KERNELS = {"ks_embedding", "ks_argmax", "ks_attn_decode_split", *(f"{name}@B{batch}" for name in GEMVS
-                                                                      for batch in (1, 8))}
+PDL_KERNELS = {"ks_embedding", "ks_argmax", "ks_attn_decode_split", "ks_attn_decode_split@llama",
+               *(f"{name}@B{batch}" for name in GEMVS for batch in (1, 8))}
 
 
 def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
@@ -73,6 +75,11 @@ def variants() -> dict[str, tuple[str, str, dict, dict, int, int]]:
                                pointers, warps, stages)
     found["ks_gemm@skinny"] = (module, "ks_gemm", {**constexprs, "SPLITS": 2, "BLOCK_M": 64, "BLOCK_N": 32,
                                                    "BLOCK_K": 128}, pointers, 4, 4)
+    # decode_plan at llama-3-8b, batch 1 (8 KV heads, 4 heads a group): 33 splits, 4 warps, chunks of 16.
+    module, constexprs, pointers, warps, stages = KERNELS["ks_attn_decode_split"]
+    found["ks_attn_decode_split@llama"] = (module, "ks_attn_decode_split",
+                                           {**constexprs, "HKV": 8, "SPLITS": 33, "BLOCK_H": 4},
+                                           pointers, 4, stages)
     for name, (kernel, kind, rows, k, constexprs, pointers) in GEMVS.items():
         for batch in (1, 8):
             plan = gemv_plan(kind, batch, rows, k, 132)  # the tiles and split count on an H100
@@ -133,7 +140,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(tmp_path):
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert set(KERNELS) <= set(report) and len(report) == len(KERNELS) + 3 + 2 * len(GEMVS)
+    assert set(KERNELS) <= set(report) and len(report) == len(KERNELS) + 4 + 2 * len(GEMVS)
     spilling = {name: usage for name, usage in report.items() if usage["spill_stores"] != 0}
     assert not spilling, f"kernels using local memory (spills): {spilling}"
     waiting = {name for name, usage in report.items() if usage["waits_for_previous_grid"]}

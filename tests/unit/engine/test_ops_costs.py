@@ -68,13 +68,24 @@ def test_attention_costs(triton_ops):
     slots = 100
     qd, cache = r(batch, heads, dh), r(batch, slots, kv_heads, dh)
     lengths = torch.tensor([10, 90])
-    splits = 2  # ceil(100 slots / 64 per block), under the SM-filling limit
-    part_bytes = batch * heads * splits * (dh + 1) * 4
-    # One launch: the split-KV partials (written, then read by the combine in the same kernel) and the output.
+
+    def decode_cost(tokens: int, active: int) -> tuple:
+        # One launch: the active splits' partials (written, then read by the combine in the same kernel), the
+        # output. 2 splits launched (ceil(100 slots / 64)); 64-slot splits while 2 of them cover the length.
+        part_bytes = active * heads * (dh + 1) * 4
+        return ("ks_attn_decode_split", 4 * tokens * heads * dh + 3 * active * heads * dh,
+                batch * heads * dh * 2 + 2 * tokens * kv_heads * dh * 2 + 2 * 8 + 2 * part_bytes
+                + batch * heads * dh * 2, "bf16")
+
+    # Per-sequence lengths: 10 slots in 1 split, 90 in 2.
+    assert declared(lambda: triton_ops.attention_decode(qd, cache, cache, lengths, 0.25, kv_tokens=[10, 90])) == [
+        decode_cost(100, 3)]
+    # A sum stands for sequences of equal length (50 and 50: 1 split each), as Engine.generate's steps have.
     assert declared(lambda: triton_ops.attention_decode(qd, cache, cache, lengths, 0.25, kv_tokens=100)) == [
-        ("ks_attn_decode_split", 4 * 100 * heads * dh + 3 * batch * heads * splits * dh,
-         batch * heads * dh * 2 + 2 * 100 * kv_heads * dh * 2 + 2 * 8 + 2 * part_bytes + batch * heads * dh * 2,
-         "bf16")]
+        decode_cost(100, 2)]
+    # Unknown lengths: every slot (100 in 2 splits of 64 each).
+    assert declared(lambda: triton_ops.attention_decode(qd, cache, cache, lengths, 0.25)) == [
+        decode_cost(200, 4)]
 
 
 def test_fused_decode_costs(triton_ops):
