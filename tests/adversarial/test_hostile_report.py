@@ -85,6 +85,20 @@ def test_markdown_has_no_markup_from_the_input(hostile_report, name):
     assert "![x](/etc/passwd)" in rendered
 
 
+@pytest.mark.parametrize("name", ["report.md", "report.zh.md"])
+def test_every_figure_of_hostile_phase_names_is_drawn_inside_the_figures_folder(hostile_report, name):
+    """Figures are drawn by helper processes from job keys that carry phase names read from the input: each image
+    the report links exists, in figures/, and nothing was written beside the report's own folders."""
+    text = (hostile_report / name).read_text()
+    inline = [c for t in MarkdownIt("commonmark").parse(text) for c in (t.children or [])]
+    images = [c.attrGet("src") for c in inline if c.type == "image"]
+    figures = hostile_report / "figures"
+    assert images and all((figures / src.removeprefix("figures/")).is_file() for src in images), images
+    written = {p.relative_to(hostile_report.parent) for p in hostile_report.parent.rglob("*") if p.is_file()}
+    assert all(p.parts[0] != "report" or p.parts[1] in ("figures", "tables") or len(p.parts) == 2 for p in written)
+    assert all(p.parent == figures for p in figures.rglob("*"))
+
+
 @pytest.mark.parametrize("name", ["report.html", "report.zh.html"])
 def test_html_page_loads_nothing_and_runs_only_its_own_script(hostile_report, name):
     page = (hostile_report / name).read_text()
