@@ -129,7 +129,8 @@ def test_without_a_cjk_font_the_chinese_report_shows_the_english_figures(tables,
 
 def _all_jobs(tables, directory: Path) -> tuple[list, list]:
     words = render._figure_words("en")
-    histograms = render._histogram_jobs(tables.kernels, directory, "NVIDIA H200", False, "en", words)
+    histograms = render._histogram_jobs(render._single_launches(tables.kernels), directory, "NVIDIA H200", False,
+                                        "en", words)
     return histograms, render._chart_jobs(tables, directory, "NVIDIA H200", "en", words)
 
 

@@ -118,10 +118,11 @@ def report_kernels(run: Run, ceilings: Ceilings | None = None) -> pl.DataFrame:
 
 
 def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFrame | None = None) -> ReportTables:
-    """kernels: report_kernels(run, ceilings), where the caller has it already."""
-    run = with_costs_and_names(run)
+    """kernels: report_kernels(run, ceilings), where the caller has it already (the run's own kernels are then not
+    read: costs, names and roofline places are made once)."""
     if kernels is None:
-        kernels = report_kernels(run, ceilings)
+        run = with_costs_and_names(run)
+        kernels = place_on_roofline(run.kernels, ceilings)
     phases = phase_table(kernels)
     labels = kernel_labels(kernels)
     tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,

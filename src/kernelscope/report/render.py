@@ -79,7 +79,8 @@ def render_report(
     figure_words = {lang: _figure_words(lang) for lang in dict.fromkeys(("en", *languages))}
     with FigureDrawing() as drawing:
         kernels = report_kernels(run, ceilings)
-        histograms = {lang: _histogram_jobs(kernels, figure_dir, device, run.info.is_cpu, lang, words)
+        launches = _single_launches(kernels)
+        histograms = {lang: _histogram_jobs(launches, figure_dir, device, run.info.is_cpu, lang, words)
                       for lang, words in figure_words.items()}
         drawing.submit([job for jobs in histograms.values() for job in jobs])
         tables = report_tables(run, ceilings, kernels=kernels)
@@ -484,19 +485,25 @@ def _phase_label(words: dict[str, Any], phase: str, device: str) -> str:
     return words["on_device"].format(phase=phase_word, device=device) if device else phase_word
 
 
-def _histogram_jobs(kernels: pl.DataFrame, directory: Path, device: str, cpu_run: bool, lang: str,
-                    words: dict[str, Any]) -> list[FigureJob]:
-    """Per phase, the histograms of its single launches (not of summary rows); they need no ceilings and no
-    report table, so they are drawn while the tables are computed."""
-    jobs = []
+def _single_launches(kernels: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per phase, its single launches (not summary rows) with the columns the histograms read."""
     needed = [c for c in histogram_columns() if c in kernels.columns]
-    for phase in kernels["phase"].unique(maintain_order=True).to_list():
-        subset = kernels.filter((pl.col("phase") == phase) & (pl.col("instances") == 1))
+    launches = kernels.filter(pl.col("instances") == 1).select(needed)
+    return {phase: launches.filter(pl.col("phase") == phase)
+            for phase in kernels["phase"].unique(maintain_order=True).to_list()}
+
+
+def _histogram_jobs(launches: dict[str, pl.DataFrame], directory: Path, device: str, cpu_run: bool, lang: str,
+                    words: dict[str, Any]) -> list[FigureJob]:
+    """Per phase, the histograms of its single launches; they need no ceilings and no report table, so they are
+    drawn while the tables are computed."""
+    jobs = []
+    for phase, subset in launches.items():
         if subset.height:
             title = words["histograms_title_cpu" if cpu_run else "histograms_title"].format(
                 label=_phase_label(words, phase, device))
-            jobs.append(_job(f"histograms_{phase}", "histograms", (subset.select(needed), title), directory, lang,
-                             words, cpu_run=cpu_run))
+            jobs.append(_job(f"histograms_{phase}", "histograms", (subset, title), directory, lang, words,
+                             cpu_run=cpu_run))
     return jobs
 
 
