@@ -5,7 +5,10 @@ MB/s and peak RSS (the process and its helpers), medians of repeats, runs altern
 
 Traces are built once under --work by benchmarks/make_big_trace.py (decode steps of a committed H200 capture,
 repeated): as written (Kineto's own layout, one event per line), indented (json.dump indent=2: every key on its
-own line) and compact (no whitespace: events joined by '},{'). Results go to benchmarks/results/ as JSON.
+own line) and compact (no whitespace: events joined by '},{'). --tiny N adds a trace of N tiny events (an op, its
+launch and its kernel per step, ~110 bytes each: the per-event worst case). --old DIR measures a second source tree
+(DIR/kernelscope, e.g. `git archive HEAD src | tar -x -C old` → old/src) on the same inputs, alternating. Results go
+to benchmarks/results/ as JSON.
 """
 
 from __future__ import annotations
@@ -59,13 +62,34 @@ def relayout(source: Path, layout: str) -> Path:
     return path
 
 
-def measure(trace: Path) -> dict[str, float]:
+def build_tiny(work: Path, events: int) -> Path:
+    """A trace of `events` tiny events: per step a CPU op, its launch and its kernel, tied by ids."""
+    path = work / f"tiny-{events}.json"
+    if path.exists():
+        return path
+    steps = events // 3
+    with path.open("w", encoding="utf-8") as f:
+        f.write('{"schemaVersion": 1, "traceEvents": [\n')
+        for i in range(steps):
+            ts = 1_000_000 + 4 * i
+            f.write(f'{{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":{ts},"dur":3,'
+                    f'"args":{{"External id":{i}}}}},\n'
+                    f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{ts + 1},'
+                    f'"dur":1,"args":{{"External id":{i},"correlation":{i}}}}},\n'
+                    f'{{"ph":"X","cat":"kernel","name":"add_kernel","pid":0,"tid":7,"ts":{ts + 2},"dur":1,'
+                    f'"args":{{"External id":{i},"correlation":{i},"device":0,"stream":7}}}}')
+            f.write(",\n" if i < steps - 1 else "\n")
+        f.write("]}\n")
+    return path
+
+
+def measure(trace: Path, tree: Path) -> dict[str, float]:
     """One whole-process import: wall seconds and the peak RSS summed over the process and its children."""
     with tempfile.TemporaryDirectory(prefix="ks-ingest-") as tmp:
         started = time.perf_counter()
         proc = psutil.Popen([sys.executable, "-m", "kernelscope", "-q", "import", str(trace), "--no-report",
                              "--out", os.path.join(tmp, "run")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                            env={**os.environ, "PYTHONPATH": str(tree)})
         peak = 0
         while proc.poll() is None:
             try:
@@ -85,6 +109,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="100,300,1000", help="trace sizes in MB (default 100,300,1000)")
     parser.add_argument("--layouts-at", type=int, default=300, help="size (MB) also measured indented and compact")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tiny", type=int, default=0, help="also a trace of this many tiny events (e.g. 5000000)")
+    parser.add_argument("--old", type=Path, help="a second source tree measured alternately (its src directory)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ks-ingest")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -94,19 +120,26 @@ def main() -> int:
     if args.layouts_at:
         base = build(args.work, args.layouts_at)
         inputs += [(layout, args.layouts_at, relayout(base, layout)) for layout in ("indented", "compact")]
-    runs: dict[str, list[dict[str, float]]] = {str(p): [] for _, _, p in inputs}
-    for _ in range(args.repeats):  # alternate: drifts hit every input alike
+    if args.tiny:
+        tiny = build_tiny(args.work, args.tiny)
+        inputs.append(("tiny", round(tiny.stat().st_size / 1e6), tiny))
+    trees = {"new": ROOT / "src", **({"old": args.old.resolve()} if args.old else {})}
+    runs: dict[tuple[str, str], list[dict[str, float]]] = {(t, str(p)): [] for t in trees for _, _, p in inputs}
+    for _ in range(args.repeats):  # alternate: drifts hit every input and tree alike
         for _, _, path in inputs:
-            runs[str(path)].append(measure(path))
+            for label, tree in trees.items():
+                runs[label, str(path)].append(measure(path, tree))
     rows = []
-    for layout, mb, path in inputs:
-        size = path.stat().st_size
-        seconds = statistics.median(r["seconds"] for r in runs[str(path)])
-        peak = statistics.median(r["peak_rss_bytes"] for r in runs[str(path)])
-        rows.append({"layout": layout, "target_mb": mb, "bytes": size, "seconds": seconds,
-                     "mb_per_s": size / 1e6 / seconds, "peak_rss_bytes": peak, "rss_per_trace_byte": peak / size,
-                     "runs": runs[str(path)]})
-    plain = sorted((r for r in rows if r["layout"] == "kineto"), key=lambda r: r["bytes"])
+    for label in trees:
+        for layout, mb, path in inputs:
+            size = path.stat().st_size
+            measured = runs[label, str(path)]
+            seconds = statistics.median(r["seconds"] for r in measured)
+            peak = statistics.median(r["peak_rss_bytes"] for r in measured)
+            rows.append({"tree": label, "layout": layout, "target_mb": mb, "bytes": size, "seconds": seconds,
+                         "mb_per_s": size / 1e6 / seconds, "peak_rss_bytes": peak, "rss_per_trace_byte": peak / size,
+                         "runs": measured})
+    plain = sorted((r for r in rows if r["layout"] == "kineto" and r["tree"] == "new"), key=lambda r: r["bytes"])
     growth = None
     if len(plain) >= 2:
         first, last = plain[0], plain[-1]
@@ -117,16 +150,17 @@ def main() -> int:
         "cpu": next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                      if line.startswith("model name")), platform.processor()),
         "cores": os.cpu_count(), "load_average_at_start": os.getloadavg(), "repeats": args.repeats,
+        "trees": {label: str(tree) for label, tree in trees.items()},
         "rows": rows, "rss_growth_per_extra_trace_byte": growth,
     }
     out = args.out or ROOT / "benchmarks" / "results" / f"ingest-scaling-{date.today().isoformat()}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{'layout':9} {'MB':>7} {'s':>7} {'MB/s':>7} {'peak GB':>8} {'×trace':>7}")
+    print(f"{'tree':4} {'layout':9} {'MB':>7} {'s':>7} {'MB/s':>7} {'peak GB':>8} {'×trace':>7}")
     for r in rows:
-        print(f"{r['layout']:9} {r['bytes'] / 1e6:7.0f} {r['seconds']:7.2f} {r['mb_per_s']:7.0f} "
+        print(f"{r['tree']:4} {r['layout']:9} {r['bytes'] / 1e6:7.0f} {r['seconds']:7.2f} {r['mb_per_s']:7.0f} "
               f"{r['peak_rss_bytes'] / 1e9:8.2f} {r['rss_per_trace_byte']:7.2f}")
     if growth is not None:
-        print(f"peak RSS grows {growth:.2f} GB per extra GB of trace")
+        print(f"peak RSS grows {growth:.2f} GB per extra GB of trace (new tree)")
     return 0
 
 

@@ -9,6 +9,9 @@ writes `Kernel`, `Runtime`, `Operator`, `Memcpy`, `Memset`.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, TypeVar
 
 import msgspec
@@ -125,10 +128,10 @@ def decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, A
     count = len(events)
     del events
     tables = {
-        "kernels": _kernel_table(kernel_events, _decode_args(kernel_events, _KernelArgs, dropped), dropped),
-        "launches": _launch_table(runtime_events, _decode_args(runtime_events, _RuntimeArgs, dropped), dropped),
-        "ops": _op_table(op_events, _decode_args([e for e in op_events if e.cat != "python_function"], _OpArgs,
-                                                 dropped), dropped),
+        "kernels": _kernel_table(kernel_events, _decode_args(kernel_events.events, _KernelArgs, dropped), dropped),
+        "launches": _launch_table(runtime_events, _decode_args(runtime_events.events, _RuntimeArgs, dropped),
+                                  dropped),
+        "ops": _op_table(op_events, dropped),
     }
     return {"event_count": count, "unread": unread, "dropped": dropped, **tables}
 
@@ -139,19 +142,37 @@ MAX_ABS_TS_US = 4e15
 MAX_DUR_US = 1e12
 
 
-def _usable(events: list[_Event], dropped: dict[str, int]) -> list[_Event]:
+@dataclass
+class _Timed:
+    """One table's events with their starts (µs as written) and durations (µs; missing counts as 0)."""
+
+    events: list[_Event]
+    ts: np.ndarray
+    dur: np.ndarray
+
+    def where(self, mask: np.ndarray) -> _Timed:
+        return _Timed([e for e, keep in zip(self.events, mask.tolist(), strict=True) if keep], self.ts[mask],
+                      self.dur[mask])
+
+    def dur_ns(self) -> np.ndarray:
+        return np.rint(self.dur * 1e3).astype(np.int64)
+
+
+def _usable(events: list[_Event], dropped: dict[str, int]) -> _Timed:
     """Events whose start and duration are finite and within the bounds above."""
+    # None becomes NaN here (only None can: JSON has no NaN); _select has already left out events without ts.
+    ts = np.array([e.ts for e in events], dtype=np.float64)
+    dur = np.nan_to_num(np.array([e.dur for e in events], dtype=np.float64), nan=0.0)
+    timed = _Timed(events, ts, dur)
     if not events:
-        return events
-    ts = np.fromiter((e.ts for e in events), dtype=np.float64, count=len(events))
-    dur = np.fromiter((0.0 if e.dur is None else e.dur for e in events), dtype=np.float64, count=len(events))
+        return timed
     with np.errstate(invalid="ignore"):
         good = (np.abs(ts) <= MAX_ABS_TS_US) & (dur >= 0) & (dur <= MAX_DUR_US)
     bad = int(len(events) - good.sum())
     if not bad:
-        return events
+        return timed
     dropped["unusable time or duration"] = dropped.get("unusable time or duration", 0) + bad
-    return [e for e, ok in zip(events, good.tolist(), strict=True) if ok]
+    return timed.where(good)
 
 
 def _category_codes(events: list[_Event]) -> np.ndarray:
@@ -167,7 +188,7 @@ def _category_codes(events: list[_Event]) -> np.ndarray:
         elif low in UNREAD_DEVICE_CATS:
             lookup[cat] = _CODE_UNREAD
     get = lookup.get
-    return np.fromiter([get(e.cat, 0) for e in events], dtype=np.int8, count=len(events))
+    return np.fromiter(map(get, [e.cat for e in events], repeat(0)), dtype=np.int8, count=len(events))
 
 
 def _select(events: list[_Event], codes: np.ndarray, code: int) -> list[_Event]:
@@ -194,13 +215,6 @@ def _decode_args(events: list[_Event], struct: type[T], dropped: dict[str, int])
     return out
 
 
-def _times(events: list[_Event]) -> tuple[np.ndarray, np.ndarray]:
-    """Start in µs as written (float64), duration in int64 ns."""
-    ts = np.fromiter((e.ts for e in events), dtype=np.float64, count=len(events))
-    dur = np.fromiter((e.dur or 0.0 for e in events), dtype=np.float64, count=len(events))
-    return ts, np.rint(dur * 1e3).astype(np.int64)
-
-
 def thread_id(value: int | str | None) -> int | None:
     """A process or thread id as an integer: ints as written; numeric strings (torch ≤ 1.9 writes tids as
     strings) as their number; other strings (synthetic lanes such as "stream 7") as a stable negative code, so
@@ -216,7 +230,13 @@ def thread_id(value: int | str | None) -> int | None:
 
 
 def _ids(values: list[int | str | None]) -> list[int | None]:
-    return [thread_id(v) for v in values]
+    return _by_value(values, thread_id)
+
+
+def _by_value(values: list[Any], convert: Callable[[Any], Any]) -> list[Any]:
+    """convert(v) for every value, computed once per distinct value (ids and categories repeat)."""
+    lookup = {v: convert(v) for v in set(values)}
+    return list(map(lookup.__getitem__, values))
 
 
 def _external_ids(args: list[Any]) -> list[int | None]:
@@ -227,11 +247,24 @@ def _int_only(value: int | str | None) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _names(values: list[str], dropped: dict[str, int]) -> list[str]:
+def _names(values: list[str], dropped: dict[str, int]) -> pl.Series:
     names, cut = bounded_all(values)
     if cut:
         dropped["name cut to the length limit"] = dropped.get("name cut to the length limit", 0) + cut
-    return names
+    return _interned(names, pl.String)
+
+
+def _interned(values: list[Any], dtype: pl.DataType, convert: Callable[[pl.Series], pl.Series] | None = None
+              ) -> pl.Series:
+    """A column of values that repeat (kernel names, shapes): each distinct value is stored once and the rows are
+    views of it (Arrow string views), about a fifth of the memory of a copy per row for long kernel names, and
+    faster to build. `convert` applies to the distinct values."""
+    index: dict[Any, int] = {}
+    codes = [index.setdefault(v, len(index)) for v in values]
+    distinct = pl.Series(list(index), dtype=dtype)
+    if convert is not None:
+        distinct = convert(distinct)
+    return distinct.gather(pl.Series(codes, dtype=pl.UInt32))
 
 
 def _dims(values: list[list[int] | None]) -> list[tuple[int | None, int | None, int | None]]:
@@ -240,18 +273,18 @@ def _dims(values: list[list[int] | None]) -> list[tuple[int | None, int | None, 
 
 # Tables are built with strict=False: an integer beyond int64 (an id of 2^64 in a corrupt trace) becomes null
 # instead of failing the whole file; msgspec has already checked every value's type.
-def _kernel_table(events: list[_Event], args: list[_KernelArgs], dropped: dict[str, int]) -> pl.DataFrame:
-    start, dur = _times(events)
+def _kernel_table(timed: _Timed, args: list[_KernelArgs], dropped: dict[str, int]) -> pl.DataFrame:
+    events = timed.events
     grids = _dims([a.grid for a in args])
     blocks = _dims([a.block for a in args])
     return pl.DataFrame(
         {
             "name": _names([e.name for e in events], dropped),
-            "kind": [KERNEL_KINDS[e.cat.lower()] for e in events],
+            "kind": _by_value([e.cat for e in events], lambda cat: KERNEL_KINDS[cat.lower()]),
             "device": [a.device if a.device is not None else _int_only(e.pid) for e, a in zip(events, args, strict=True)],
             "stream": [a.stream if a.stream is not None else _int_only(e.tid) for e, a in zip(events, args, strict=True)],
-            "ts_us": start,
-            "dur_ns": dur,
+            "ts_us": timed.ts,
+            "dur_ns": timed.dur_ns(),
             "correlation": [a.correlation for a in args],
             "external_id": _external_ids(args),
             "grid_x": [g[0] for g in grids],
@@ -275,15 +308,15 @@ def _kernel_table(events: list[_Event], args: list[_KernelArgs], dropped: dict[s
     )
 
 
-def _launch_table(events: list[_Event], args: list[_RuntimeArgs], dropped: dict[str, int]) -> pl.DataFrame:
-    start, dur = _times(events)
+def _launch_table(timed: _Timed, args: list[_RuntimeArgs], dropped: dict[str, int]) -> pl.DataFrame:
+    events = timed.events
     return pl.DataFrame(
         {
             "api": _names([e.name for e in events], dropped),
             "pid": _ids([e.pid for e in events]),
             "tid": _ids([e.tid for e in events]),
-            "ts_us": start,
-            "dur_ns": dur,
+            "ts_us": timed.ts,
+            "dur_ns": timed.dur_ns(),
             "correlation": [a.correlation for a in args],
             "external_id": _external_ids(args),
             "kernel_name": [None if a.kernel is None else bounded(a.kernel) for a in args],
@@ -292,19 +325,20 @@ def _launch_table(events: list[_Event], args: list[_RuntimeArgs], dropped: dict[
     )
 
 
-def _op_table(events: list[_Event], args: list[_OpArgs], dropped: dict[str, int]) -> pl.DataFrame:
+def _op_table(timed: _Timed, dropped: dict[str, int]) -> pl.DataFrame:
     """CPU ops and annotations (with their args) first, then Python frames (no args), in event order each."""
-    python = [e for e in events if e.cat == "python_function"]
-    ops = [e for e in events if e.cat != "python_function"]
-    start, dur = _times(ops + python)
+    frames = np.array([e.cat == "python_function" for e in timed.events], dtype=bool)
+    ops, python = timed.where(~frames), timed.where(frames)
+    args = _decode_args(ops.events, _OpArgs, dropped)
     blank = msgspec.Raw(b"")
-    none_args = [_OpArgs() for _ in python]
-    all_args = args + none_args
-    every = ops + python
+    all_args = args + [_OpArgs()] * len(python.events)  # shared and never changed
+    every = ops.events + python.events
+    start = np.concatenate([ops.ts, python.ts])
+    dur = np.concatenate([ops.dur_ns(), python.dur_ns()])
     return pl.DataFrame(
         {
             "name": _names([e.name for e in every], dropped),
-            "cat": [OP_CATS[e.cat.lower()] for e in every],
+            "cat": _by_value([e.cat for e in every], lambda cat: OP_CATS[cat.lower()]),
             "pid": _ids([e.pid for e in every]),
             "tid": _ids([e.tid for e in every]),
             "ts_us": start,
@@ -323,6 +357,10 @@ def _op_table(events: list[_Event], args: list[_OpArgs], dropped: dict[str, int]
 
 
 def _raw_column(raws: list[bytes]) -> pl.Series:
-    """Undecoded JSON (shapes, dtypes) kept as text; conversion is vectorised, empty becomes null."""
-    text = pl.Series(raws, dtype=pl.Binary).cast(pl.String)
+    """Undecoded JSON (shapes, dtypes) kept as text; empty becomes null."""
+    return _interned(raws, pl.Binary, _text_or_null)
+
+
+def _text_or_null(raws: pl.Series) -> pl.Series:
+    text = raws.cast(pl.String)
     return text.set(text == "", None)

@@ -94,7 +94,12 @@ def usable_properties(props: dict[str, Any]) -> dict[str, Any]:
 def _assemble(parts: list[dict[str, Any]], meta: TraceMeta) -> TraceTables:
     """Concatenate chunk tables and turn absolute µs starts into int64 ns from the trace's origin."""
     # One chunk per column: later eager operations would otherwise copy the whole table into one, each time.
-    tables = {name: pl.concat([p[name] for p in parts], how="vertical_relaxed", rechunk=True) for name in _COLUMNS}
+    # Table by table, the chunks' copies let go as soon as concatenated: at most one table is held twice.
+    tables = {}
+    for name in _COLUMNS:
+        tables[name] = pl.concat([p[name] for p in parts], how="vertical_relaxed", rechunk=True)
+        for part in parts:
+            part[name] = None
     firsts = [t["ts_us"].min() for t in tables.values() if t.height]
     origin_us = float(min(firsts)) if firsts else 0.0
     for name, table in tables.items():
