@@ -127,7 +127,7 @@ def decode_chunks(decode: Decode, plain: Path, data: mmap.mmap, chunks: list[Chu
             for future in futures:
                 with contextlib.suppress(BrokenProcessPool, OSError, EOFError):
                     for index, files in future.result().items():
-                        results[index] = {k: pl.read_ipc(v) if isinstance(v, str) else v for k, v in files.items()}
+                        results[index] = {k: _from_spool(v) if isinstance(v, tuple) else v for k, v in files.items()}
         # A helper that could not start or died (e.g. the main module cannot be re-imported, as for code
         # run from stdin) leaves chunks undone: finish them here.
         for index in range(len(chunks)):
@@ -159,7 +159,19 @@ def _helper_chunks(decode: Decode, plain: str, chunks: list[Chunk], spool: str) 
             for name, value in list(tables.items()):
                 if isinstance(value, pl.DataFrame):
                     file = os.path.join(spool, f"{index}-{name}.arrow")
-                    value.write_ipc(file, compression="uncompressed")
-                    tables[name] = file
+                    # Columns without any value travel as their names and types only (the file would hold them
+                    # as buffers of nulls, and so would the parent's memory).
+                    empty = {c: value.schema[c] for c, column in value.to_dict().items()
+                             if value.height and column.null_count() == value.height}
+                    value.drop(list(empty)).write_ipc(file, compression="uncompressed")
+                    tables[name] = (file, empty, value.columns)
             done[index] = tables
     return done
+
+
+def _from_spool(spooled: tuple[str, dict[str, Any], list[str]]) -> pl.DataFrame:
+    file, empty, columns = spooled
+    table = pl.read_ipc(file)
+    if empty:
+        table = table.with_columns(pl.lit(None, dtype=dtype).alias(name) for name, dtype in empty.items())
+    return table.select(columns)

@@ -133,7 +133,20 @@ def decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, A
                                   dropped),
         "ops": _op_table(op_events, dropped),
     }
-    return {"event_count": count, "unread": unread, "dropped": dropped, **tables}
+    return {"event_count": count, "unread": unread, "dropped": dropped,
+            **{name: without_null_buffers(table) for name, table in tables.items()}}
+
+
+def without_null_buffers(table: pl.DataFrame) -> pl.DataFrame:
+    """The table with each column that holds no value at all (most of a kernel's args in most traces: collective
+    fields, sizes a trace did not record) as a constant null, which takes no memory per row, here or once the
+    chunks are concatenated."""
+    if table.height == 0:
+        return table
+    empty = [name for name, column in table.to_dict().items() if column.null_count() == table.height]
+    if not empty:
+        return table
+    return table.with_columns(pl.lit(None, dtype=table.schema[name]).alias(name) for name in empty)
 
 
 # Times a trace can hold: |ts| within 4e15 µs (127 years around its epoch: any difference of two still fits int64
