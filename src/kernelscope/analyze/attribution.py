@@ -27,10 +27,12 @@ def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
     have every column of their schema (contracts.tables)."""
     ops = tables.ops.with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
     threads = _thread_codes(ops, tables.launches)
-    ops = ops.join(threads, on=["pid", "tid"], how="left")
+    ops = _beside(ops, threads, ["pid", "tid"])  # beside, not joined: the ops table is not copied
     span = _span(ops, tables.kernels, tables.launches)
 
-    cpu = ops.filter(pl.col("cat") == "cpu_op")
+    is_cpu_op = pl.col("cat") == "cpu_op"
+    # The columns the nesting and the kernels' ops need (a copy of all of them would be most of the ops table).
+    cpu = ops.filter(is_cpu_op).select("op_id", "name", "thread", "start_ns", "dur_ns")
     cpu_index = _index(cpu, span)
     cpu_ids = cpu["op_id"].to_numpy()
     depth = np.zeros(len(ops), dtype=np.int64)
@@ -41,7 +43,7 @@ def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
     ops = ops.with_columns(pl.Series("depth", depth), pl.Series("parent_op_id", parent).replace(-1, None))
 
     if tables.kernels.height == 0 and cpu.height > 0:
-        kernels = _cpu_self_time_kernels(cpu, cpu_index)
+        kernels = _cpu_self_time_kernels(ops.filter(is_cpu_op), cpu_index)
     else:
         kernels = _with_launches(tables.kernels, tables.launches, ops, threads)
 
