@@ -86,6 +86,22 @@ def test_long_names_are_cut_with_a_hash_and_stay_distinct(tmp_path):
     assert tables.meta.dropped_events["name cut to the length limit"] == 2
 
 
+def test_a_long_name_repeated_is_cut_and_counted_in_every_row(tmp_path):
+    """Names are stored once per chunk and shared by their rows: each row still gets the cut name, and the count
+    of cut names is of rows, as the input has them."""
+    doc = copy.deepcopy(kineto_seed())
+    kernels = _kernels(doc)
+    hostile = "<script>alert(1)</script>" + "x" * 10_000
+    for kernel in kernels[:3]:
+        kernel["name"] = hostile
+    tables = load_kineto(_write(doc, tmp_path / "t.json.gz"))
+    names = tables.kernels["name"].to_list()
+    cut = [n for n in names if n.startswith("<script>")]
+    assert len(cut) == 3 and len(set(cut)) == 1 and len(cut[0]) == MAX_NAME
+    assert tables.meta.dropped_events["name cut to the length limit"] == 3
+    assert sorted(n for n in names if not n.startswith("<script>")) == sorted(k["name"] for k in kernels[3:])
+
+
 def test_non_string_device_names_are_not_believed(tmp_path):
     doc = copy.deepcopy(kineto_seed())
     doc["deviceProperties"][0]["name"] = {"evil": 1}

@@ -29,6 +29,7 @@ from typing import Any
 import polars as pl
 
 from kernelscope.load.kineto.document import mapped
+from kernelscope.load.kineto.events import empty_columns
 from kernelscope.workers import forkserver_context, take_index
 
 CHUNK_BYTES = 16 << 20
@@ -161,8 +162,7 @@ def _helper_chunks(decode: Decode, plain: str, chunks: list[Chunk], spool: str) 
                     file = os.path.join(spool, f"{index}-{name}.arrow")
                     # Columns without any value travel as their names and types only (the file would hold them
                     # as buffers of nulls, and so would the parent's memory).
-                    empty = {c: value.schema[c] for c, column in value.to_dict().items()
-                             if value.height and column.null_count() == value.height}
+                    empty = empty_columns(value)
                     value.drop(list(empty)).write_ipc(file, compression="uncompressed")
                     tables[name] = (file, empty, value.columns)
             done[index] = tables

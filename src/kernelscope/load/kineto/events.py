@@ -141,12 +141,17 @@ def without_null_buffers(table: pl.DataFrame) -> pl.DataFrame:
     """The table with each column that holds no value at all (most of a kernel's args in most traces: collective
     fields, sizes a trace did not record) as a constant null, which takes no memory per row, here or once the
     chunks are concatenated."""
-    if table.height == 0:
-        return table
-    empty = [name for name, column in table.to_dict().items() if column.null_count() == table.height]
+    empty = empty_columns(table)
     if not empty:
         return table
-    return table.with_columns(pl.lit(None, dtype=table.schema[name]).alias(name) for name in empty)
+    return table.with_columns(pl.lit(None, dtype=dtype).alias(name) for name, dtype in empty.items())
+
+
+def empty_columns(table: pl.DataFrame) -> dict[str, pl.DataType]:
+    """The columns of a non-empty table that hold no value at all, with their types."""
+    if table.height == 0:
+        return {}
+    return {name: column.dtype for name, column in table.to_dict().items() if column.null_count() == table.height}
 
 
 # Times a trace can hold: |ts| within 4e15 µs (127 years around its epoch: any difference of two still fits int64
