@@ -85,6 +85,11 @@ def signals_held() -> Iterator[None]:
             raise_for(signum)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, which a container or taskset narrows)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def forkserver_context(preload: list[str]) -> BaseContext:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(preload)  # only heeded by the first start

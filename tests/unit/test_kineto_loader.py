@@ -55,7 +55,7 @@ def test_gzip_and_plain_give_identical_tables(qwen_gpu_trace, tmp_path):
     assert a.kernels.equals(b.kernels) and a.ops.equals(b.ops) and a.launches.equals(b.launches)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, 4])
 def test_chunked_decoding_matches_single_chunk(qwen_gpu_trace, workers):
     whole = load_kineto(qwen_gpu_trace, workers=1)
     chunked = load_kineto(qwen_gpu_trace, workers=workers, chunk_bytes=1 << 20)  # ~12 chunks for this 12 MB trace
@@ -147,3 +147,19 @@ def test_columns_empty_in_some_chunks_only(workers):
     assert chunked.kernels.schema == whole.kernels.schema
     assert sorted(chunked.kernels["collective"].drop_nulls().to_list()) == collectives
     assert chunked.kernels["group_size"].null_count() == chunked.kernels.height - len(collectives)
+
+
+@pytest.mark.parametrize("cores", [1, 2, 16, 64])
+@pytest.mark.parametrize("mb", [10, 65, 100, 216, 2000])
+def test_default_workers_within_the_cores_the_chunks_and_the_cap(monkeypatch, cores, mb):
+    import kernelscope.load.kineto.reader as reader
+
+    monkeypatch.setattr(reader, "usable_cores", lambda: cores)
+    chunk = 16 << 20
+    workers = reader.default_workers(mb << 20, chunk)
+    if mb << 20 <= reader.PARALLEL_BYTES:
+        assert workers == 1
+        return
+    assert 1 <= workers <= min(cores, reader.MAX_WORKERS)
+    assert workers <= max(1, (mb << 20) // (2 * chunk))  # every process finds two chunks or more
+    assert workers == min(cores, reader.MAX_WORKERS) or workers == (mb << 20) // (2 * chunk)  # no idle core left

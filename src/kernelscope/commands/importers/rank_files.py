@@ -27,7 +27,14 @@ from kernelscope.analyze.attribution_sources import Sources, infer_attribution
 from kernelscope.contracts.trace import TraceMeta
 from kernelscope.errors import UserError
 from kernelscope.load.sources import read_trace
-from kernelscope.workers import add_cleanup, forkserver_context, remove_cleanup, signals_held, take_index
+from kernelscope.workers import (
+    add_cleanup,
+    forkserver_context,
+    remove_cleanup,
+    signals_held,
+    take_index,
+    usable_cores,
+)
 
 MEMORY_PER_TEXT_BYTE = 4  # peak memory of reading and attributing a trace, per byte of its (uncompressed) text
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -63,7 +70,7 @@ def read_rank_or_error(path: str) -> RankTables | UserError:
 def default_jobs(files: list[Path]) -> int:
     """Processes for reading `files`: one per core, at most one per file, and no more than the available memory
     holds at the largest file's estimated peak."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     peak = max((estimated_memory(f) for f in files), default=0)
     available = _available_memory()
     by_memory = max(1, available // peak) if peak and available else len(files)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,24 +12,32 @@ import polars as pl
 from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
 from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
-from kernelscope.load.kineto.chunks import PARALLEL_BYTES, ChunkError, chunk_ranges, decode_chunks, release
+from kernelscope.load.kineto.chunks import (
+    CHUNK_BYTES,
+    PARALLEL_BYTES,
+    ChunkError,
+    chunk_ranges,
+    decode_chunks,
+    release,
+)
 from kernelscope.load.kineto.document import EventArray, locate_events, open_trace_text
 from kernelscope.load.kineto.events import decode_chunk
 from kernelscope.load.names import bounded
+from kernelscope.workers import usable_cores
 
 _COLUMNS = {"kernels": TRACE_KERNEL_COLUMNS, "launches": TRACE_LAUNCH_COLUMNS, "ops": TRACE_OP_COLUMNS}
 
 
 def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None = None) -> TraceTables:
     """Read one Kineto trace. The event array is decoded in chunks (bounded memory); with workers > 1 (default:
-    2 for traces over PARALLEL_BYTES on a machine with 2+ cores) a helper process decodes part of the chunks.
+    default_workers) helper processes decode part of the chunks.
     A chunk that does not decode means the text search misplaced the array or a split point: the exactly
     located array is then decoded in one piece (and errors name the file)."""
     decode = functools.partial(decode_chunk, str(path))
     with open_trace_text(path) as (plain, data):
         array = locate_events(path, data)
         if workers is None:
-            workers = min(2, os.cpu_count() or 1) if array.length > PARALLEL_BYTES else 1
+            workers = default_workers(array.length, chunk_bytes or CHUNK_BYTES)
         try:
             parts = _decode(decode, plain, data, array, workers, chunk_bytes)
         except ChunkError:
@@ -41,6 +48,17 @@ def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None 
     if tables.kernels.height == 0 and not (tables.ops["cat"] == "cpu_op").any():
         raise UserError(f"{path}: no kernels, memory copies or CPU ops in this trace")
     return tables
+
+
+MAX_WORKERS = 8  # beyond this, starting helpers and collecting their tables costs more than it saves
+
+
+def default_workers(length: int, chunk_bytes: int) -> int:
+    """Processes for one array of `length` bytes: one for small arrays; else one per usable core, at most
+    MAX_WORKERS and at most one per two chunks (a helper that starts late finds nothing left to take)."""
+    if length <= PARALLEL_BYTES:
+        return 1
+    return max(1, min(usable_cores(), MAX_WORKERS, length // (2 * chunk_bytes)))
 
 
 def _decode(decode, plain: Path, data, array: EventArray, workers: int, chunk_bytes: int | None,
