@@ -179,6 +179,7 @@ def run_profile(options: ProfileOptions, steps=None) -> Path:
 
         return run_ranks(options, steps)
     plan = _plan(options, steps)
+    _warm_up_helpers(options)
     session = _build_session(plan, options, steps)
     timed = _time(session, options, plan.per_image, steps)
     with rundir.staged_directory(plan.target) as tmp:
@@ -189,6 +190,19 @@ def run_profile(options: ProfileOptions, steps=None) -> Path:
         finally:
             compressing.finish()  # the trace compressed meanwhile; on failure, before the staging goes
     return plan.target.resolve()
+
+
+def _warm_up_helpers(options: ProfileOptions) -> None:
+    """Start the fork server now, loading the trace reader and (with a report) matplotlib, while the model is
+    built and run: the helpers that decode the trace's chunks and draw the report's figures then start at once,
+    instead of each importing them after the model's runs (the server's preload is fixed by its first start)."""
+    from kernelscope.report.figure_jobs import FIGURES_MODULE, main_module_importable
+    from kernelscope.workers import forkserver_context
+
+    if main_module_importable():
+        preload = ["kernelscope.load.kineto.chunks"] + ([FIGURES_MODULE] if options.report else [])
+        with contextlib.suppress(Exception):  # a helper that cannot start is the reader's and the report's to meet
+            forkserver_context(preload)
 
 
 def _plan(options: ProfileOptions, steps, target: Path | None = None) -> Plan:
