@@ -7,15 +7,13 @@ docs/catalog.md explains the rule format.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import polars as pl
 
+from kernelscope.cycles import cycle_collection_paused
 from kernelscope.load import knowledge
 
 UNKNOWN_LIBRARY = "unknown"
@@ -440,23 +438,10 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-@contextlib.contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """Classifying allocates many small objects and no reference cycles; the cycle collector would
-    otherwise walk the growing cache again and again (a quarter of the time for 100,000 names)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def classify_frame(names: pl.Series) -> pl.DataFrame:
     """One row per distinct name: name, library, category, friendly_name, description."""
     distinct = names.drop_nulls().unique(maintain_order=True).to_list()
-    with _no_cycle_collection():
+    with cycle_collection_paused():  # a quarter of the time for 100,000 names
         infos = [classify(name) for name in distinct]
     return pl.DataFrame(
         {

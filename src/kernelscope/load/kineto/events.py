@@ -8,10 +8,8 @@ writes `Kernel`, `Runtime`, `Operator`, `Memcpy`, `Memset`.
 
 from __future__ import annotations
 
-import gc
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, TypeVar
@@ -21,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
+from kernelscope.cycles import cycle_collection_paused
 from kernelscope.errors import UserError
 from kernelscope.load.names import bounded, bounded_all
 
@@ -102,22 +101,10 @@ def decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, A
     """One chunk's tables (ts still absolute µs, in `ts_us`), its event count and the device activity it skipped.
     A chunk that does not decode raises ChunkError (chunks.py), or, when `final` (the whole, exactly located
     array), the one-line error naming the file."""
-    with _gc_paused():
+    # The chunk's objects hold no cycles; collections they trigger were a tenth of the decoding time (the structs
+    # above are not tracked at all, gc=False, for the same reason).
+    with cycle_collection_paused():
         return _decode_chunk(path, text, final)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a chunk's objects are made: they hold no cycles, and the collections
-    that hundreds of thousands of new objects trigger were a tenth of the decoding time (the structs above are
-    not tracked at all, gc=False, for the same reason)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, Any]:
