@@ -55,5 +55,5 @@ def op_group_table(kernels: pl.DataFrame) -> pl.DataFrame:
         )
         .with_columns((pl.col("total_ns") / pl.col("instances")).alias("per_instance_ns"))
         .with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"))
-        .sort("total_ns", descending=True)
+        .sort(["total_ns", "op", "kernels"], descending=[True, False, False])  # ties in a fixed order
     )

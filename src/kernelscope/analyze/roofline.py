@@ -134,7 +134,8 @@ def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
     placed = kernels.filter(pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
     dominant = (
         placed.group_by("name", "roofline_class").agg(pl.col("dur_ns").sum().alias("_t"))
-        .sort("_t", descending=True).unique("name", keep="first").select("name", "roofline_class")
+        .sort(["_t", "roofline_class"], descending=[True, False]).unique("name", keep="first")
+        .select("name", "roofline_class")
     )
     return (
         placed.group_by("name")
@@ -148,7 +149,7 @@ def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
             (pl.col("flops") / (pl.col("dur_ns") / 1e9)).alias("flops_per_s"),
             (pl.col("bytes_moved") / (pl.col("dur_ns") / 1e9)).alias("bytes_per_s"),
         )
-        .sort("dur_ns", descending=True)
+        .sort(["dur_ns", "name"], descending=[True, False])  # ties in a fixed order: the same report every time
     )
 
 
