@@ -5,6 +5,9 @@ matplotlib."""
 from __future__ import annotations
 
 from contextvars import ContextVar
+from pathlib import Path
+
+from kernelscope.filenames import safe_component
 
 FORMATS = ("png", "svg")
 DEFAULT = ("png",)
@@ -18,3 +21,10 @@ def parse(text: str) -> tuple[str, ...]:
     if unknown or not asked:
         raise ValueError(f"figure formats are {' and '.join(FORMATS)}, got '{text}'")
     return tuple(f for f in FORMATS if f in asked | {"png"})
+
+
+def figure_files(directory: Path, stem: str) -> list[Path]:
+    """The files a figure named `stem` is written as in `directory`, one per chosen format, PNG first. Stems carry
+    phase names read from the input, so they are made safe to name a file."""
+    stem = safe_component(stem, fallback="figure")
+    return [directory / f"{stem}.{fmt}" for fmt in chosen.get()]

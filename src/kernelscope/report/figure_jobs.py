@@ -39,6 +39,9 @@ class FigureJob:
     # Font families the words need (Chinese), the first one installed here is used; where none is, the job is not
     # drawn (None comes back) and the report shows the English figure.
     fonts: tuple[str, ...] = ()
+    # The files the job writes when it has something to draw (figure_formats.figure_files): what the report may
+    # link before the figure is drawn (FigureDrawing.expected).
+    files: tuple[Path, ...] = ()
 
 
 # Relative drawing time of a job by its function (measured: a histogram grid takes two to three times a single
@@ -94,8 +97,10 @@ class FigureDrawing:
         self._wanted = default_helpers() if helpers is None else helpers
         self._formats = figure_formats.chosen.get()
         self._jobs: list[FigureJob] = []
+        self._done: dict[str, list[Path] | None] = {}  # outcomes received from the helpers, by job key
         self._helpers: list[Any] = []
         self._receivers: list[Connection] = []
+        self._ended: set[Connection] = set()  # receivers whose helper has finished (or died)
         self._queue: Any = None
         self._starter: threading.Thread | None = None
 
@@ -150,29 +155,44 @@ class FigureDrawing:
             for job in ordered:
                 self._queue.put(job)
 
+    def expected(self) -> dict[str, list[Path] | None]:
+        """Every submitted job's files as far as they can be told now, without waiting: a job drawn already as it
+        came out; one still to draw as the files it would write (FigureJob.files), or None where a job of its
+        language came back for want of a font. collect() has the final word."""
+        if self._starter is None or not self._starter.is_alive():  # never wait for the helpers to start here
+            self._receive(block=False)
+        no_font = {job.lang for job in self._jobs if job.key in self._done and self._done[job.key] is None}
+        return {job.key: self._done[job.key] if job.key in self._done else None if job.lang in no_font
+                else list(job.files) for job in self._jobs}
+
     def collect(self) -> dict[str, list[Path] | None]:
         """Every submitted job's files by key (None: its language needs a font this machine lacks). Jobs no
         helper drew (none started, one died or failed) are drawn here; a failing one raises its own error."""
-        done: dict[str, list[Path] | None] = {}
         self._started()
         if self._queue is not None:
             for _ in self._helpers:
                 self._queue.put(None)  # one end mark per helper
-            pending = list(self._receivers)
-            while pending:
-                for receiving in wait(pending):
-                    try:
-                        key, outcome, paths = receiving.recv()
-                    except (EOFError, OSError):  # the helper finished, or died
-                        pending.remove(receiving)
-                        continue
-                    if outcome != _FAILED:
-                        done[key] = paths
+            self._receive(block=True)
         self._stop()
         for job in self._jobs:
-            if job.key not in done:
-                done.update([_draw(job, self._formats)])
-        return {job.key: done[job.key] for job in self._jobs}
+            if job.key not in self._done:
+                self._done.update([_draw(job, self._formats)])
+        return {job.key: self._done[job.key] for job in self._jobs}
+
+    def _receive(self, block: bool) -> None:
+        """The outcomes the helpers have sent: until every helper has finished (block), or those waiting now."""
+        while pending := [receiving for receiving in self._receivers if receiving not in self._ended]:
+            ready = wait(pending, timeout=None if block else 0)
+            if not ready:
+                return
+            for receiving in ready:
+                try:
+                    key, outcome, paths = receiving.recv()
+                except (EOFError, OSError):  # the helper finished, or died
+                    self._ended.add(receiving)
+                    continue
+                if outcome != _FAILED:
+                    self._done[key] = paths
 
     def _stop(self) -> None:  # idempotent
         with signals_held():  # a signal landing here must not leave a helper running
@@ -186,7 +206,7 @@ class FigureDrawing:
             if self._queue is not None:
                 self._queue.cancel_join_thread()  # jobs no helper took are abandoned, not waited on at exit
                 self._queue.close()
-            self._helpers, self._receivers, self._queue = [], [], None
+            self._helpers, self._receivers, self._ended, self._queue = [], [], set(), None
             remove_cleanup(self._stop)
 
 

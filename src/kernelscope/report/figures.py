@@ -19,7 +19,6 @@ from matplotlib import (
 )
 
 from kernelscope.analyze.hardware import Ceilings  # noqa: E402
-from kernelscope.filenames import safe_component  # noqa: E402
 from kernelscope.report import figure_formats  # noqa: E402
 from kernelscope.report.figure_inputs import HISTOGRAMS, words_for  # noqa: E402
 
@@ -57,13 +56,11 @@ def _save(fig: plt.Figure, directory: Path, stem: str, fitted: bool = False) -> 
     """The figure in each format asked for (figure_formats; the first, PNG, is the one the report links). A
     figure not `fitted` by its maker (fixed margins) is laid out once here; bbox_inches="tight" would draw it
     twice per file."""
-    formats = figure_formats.chosen.get()
     directory.mkdir(parents=True, exist_ok=True)
-    stem = safe_component(stem, fallback="figure")  # stems carry phase names read from the input
     _plain_log_ticks(fig)
     if not fitted:
         fig.tight_layout()
-    paths = [directory / f"{stem}.{fmt}" for fmt in formats]
+    paths = figure_formats.figure_files(directory, stem)
     for path in paths:
         # zlib level 1: at the default level the PNG encoder was a sixth of the time of saving (profile of a report)
         extra = {"pil_kwargs": {"compress_level": 1}} if path.suffix == ".png" else {}

@@ -140,8 +140,21 @@ def content_security_policy() -> str:
 
 def markdown_to_html(markdown: str, base: Path, lang: str, title: str,
                      after_headings: dict[str, str] | None = None) -> str:
-    """The page; `title` stands in where the Markdown has no level-1 heading. `after_headings`: HTML of ours
-    (report/explorer.py) placed right after the first h2 or h3 whose text, as shown, is the key."""
+    """The page, its figures embedded from `base`/figures; `title` stands in where the Markdown has no level-1
+    heading. `after_headings`: HTML of ours (report/explorer.py) placed right after the first h2 or h3 whose
+    text, as shown, is the key."""
+    return embed_figures(page_with_figure_links(markdown, lang, title, after_headings), base)
+
+
+def embed_figures(page: str, base: Path) -> str:
+    """A page of page_with_figure_links made self-contained: every image a data URI of a figure in
+    `base`/figures, anything else its alt text (_embed_images)."""
+    return _embed_images(page, base)
+
+
+def page_with_figure_links(markdown: str, lang: str, title: str, after_headings: dict[str, str] | None = None) -> str:
+    """The page of markdown_to_html with its images still linked (figures/<file>), not embedded: it can be made
+    before the figures are drawn."""
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     tokens = md.parse(markdown)
     seen: dict[str, int] = {}
@@ -163,7 +176,6 @@ def markdown_to_html(markdown: str, base: Path, lang: str, title: str,
                                          if text in first_anchor})
     body = _scrolling_tables(body)
     body = _collapse_appendices(body)
-    body = _embed_images(body, base)
     return "\n".join([
         "<!DOCTYPE html>", f'<html lang="{"zh-CN" if lang == "zh" else "en"}">', "<head>", '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',

@@ -17,11 +17,11 @@ from kernelscope.analyze.spread import significant, spread
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
-from kernelscope.report import explorer
+from kernelscope.report import explorer, figure_formats
 from kernelscope.report import formatting as fmt
 from kernelscope.report.figure_inputs import histogram_columns, words_for
 from kernelscope.report.figure_jobs import FigureDrawing, FigureJob
-from kernelscope.report.html import markdown_to_html
+from kernelscope.report.html import embed_figures, page_with_figure_links
 from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.tables_spec import SPECS, table_markdown
 from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
@@ -88,28 +88,42 @@ def render_report(
         written = _write_csvs(tables, out_dir / "tables")
         charts = {lang: _chart_jobs(tables, figure_dir, device, lang, words) for lang, words in figure_words.items()}
         drawing.submit([job for jobs in charts.values() for job in jobs])
+        jobs = {lang: histograms[lang] + charts[lang] for lang in figure_words}
+        # The reports are written while the figures are drawn, linking the files each figure is expected to
+        # have; a language whose figures came out otherwise (nothing to draw, no font) is written again below.
+        expected = _figure_paths(drawing.expected(), jobs)
+        drafts = {lang: _report_text(run, summary, tables, top_n, lang, expected[lang], html) for lang in languages}
         drawn = drawing.collect()
-    figure_paths = _figure_paths(drawn, {lang: histograms[lang] + charts[lang] for lang in figure_words})
+    figure_paths = _figure_paths(drawn, jobs)
     written += sorted({p for by_key in figure_paths.values() for paths in by_key.values() for p in paths})
     for lang in languages:
-        context = _context(run, summary, tables, top_n, lang)
-        by_key = figure_paths[lang]
-        figure_links = {key: fmt.Markdown(f"figures/{paths[0].name}") for key, paths in by_key.items() if paths}
-        context["figures"] = figure_links
-        context["histogram_figures"] = [key for key in figure_links if "histograms" in key]
-        text = _env(lang, run.info.is_cpu).get_template("report.md.j2").render(**context)
-        if lang == "zh":
-            text = space_cjk(text)
+        text, page = (drafts[lang] if figure_paths[lang] == expected[lang]
+                      else _report_text(run, summary, tables, top_n, lang, figure_paths[lang], html))
         path = out_dir / REPORT_FILES[lang]
         path.write_text(text, encoding="utf-8")
         written.append(path)
-        if html:
-            page = markdown_to_html(text, out_dir, lang=lang, title=_title(context, lang),
-                                    after_headings=_interactive(tables, lang, run.info.is_cpu))
+        if page is not None:
             html_path = out_dir / HTML_FILES[lang]
-            html_path.write_text(page, encoding="utf-8")
+            html_path.write_text(embed_figures(page, out_dir), encoding="utf-8")
             written.append(html_path)
     return written
+
+
+def _report_text(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang: str,
+                 figures: dict[str, list[Path]], html: bool) -> tuple[str, str | None]:
+    """The report's Markdown in `lang` and (with `html`) its page, figures linked, not yet embedded; `figures`:
+    each figure's files by the report's key."""
+    context = _context(run, summary, tables, top_n, lang)
+    figure_links = {key: fmt.Markdown(f"figures/{paths[0].name}") for key, paths in figures.items() if paths}
+    context["figures"] = figure_links
+    context["histogram_figures"] = [key for key in figure_links if "histograms" in key]
+    text = _env(lang, run.info.is_cpu).get_template("report.md.j2").render(**context)
+    if lang == "zh":
+        text = space_cjk(text)
+    if not html:
+        return text, None
+    return text, page_with_figure_links(text, lang=lang, title=_title(context, lang),
+                                        after_headings=_interactive(tables, lang, run.info.is_cpu))
 
 
 def _interactive(tables: ReportTables, lang: str, cpu_run: bool) -> dict[str, str]:
@@ -475,9 +489,9 @@ def _figure_paths(drawn: dict[str, list[Path] | None], jobs: dict[str, list[Figu
 def _job(key: str, function: str, args: tuple[Any, ...], directory: Path, lang: str, words: dict[str, Any],
          **kwargs: Any) -> FigureJob:
     """A figure of `lang`: English figures are named <key>.png, the others <key>.<lang>.png."""
-    suffix = "" if lang == "en" else f".{lang}"
-    return FigureJob(f"{key}@{lang}", function, (*args, directory, f"{key}{suffix}"), {"words": words, **kwargs},
-                     lang, words["fonts"])
+    stem = key if lang == "en" else f"{key}.{lang}"
+    return FigureJob(f"{key}@{lang}", function, (*args, directory, stem), {"words": words, **kwargs}, lang,
+                     words["fonts"], tuple(figure_formats.figure_files(directory, stem)))
 
 
 def _phase_label(words: dict[str, Any], phase: str, device: str) -> str:
