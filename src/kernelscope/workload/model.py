@@ -71,8 +71,9 @@ def resolve_model_source(name_or_path: str) -> ModelSource:
 def build_config(source: ModelSource, layers: int | None = None) -> Any:
     """The model's configuration; `layers` sets a preset's depth (its widths stay: DeepSeek-V3's layers at full
     width, as many as the GPUs hold)."""
-    from transformers import AutoConfig
+    from kernelscope.workload.framework import import_transformers
 
+    auto_config = import_transformers().AutoConfig  # the first import of transformers in a profile
     if layers is not None and layers < 1:
         raise UserError(f"--layers must be at least 1, got {layers}")
     if source.preset is not None:
@@ -85,13 +86,13 @@ def build_config(source: ModelSource, layers: int | None = None) -> Any:
             dense = settings.get("first_k_dense_replace")
             if isinstance(dense, int) and dense > layers:  # MoE presets: the dense first layers fit in the depth
                 settings["first_k_dense_replace"] = layers
-        return AutoConfig.for_model(source.preset.model_type, **settings)
+        return auto_config.for_model(source.preset.model_type, **settings)
     if layers is not None:
         raise UserError(f"--layers: '{source.name}' is a checkpoint; its weights fix its depth (--layers sets a "
                         "preset's)")
     try:
         json.loads((source.checkpoint / "config.json").read_text(encoding="utf-8"))
-        return AutoConfig.from_pretrained(source.checkpoint, local_files_only=True)
+        return auto_config.from_pretrained(source.checkpoint, local_files_only=True)
     except (ValueError, KeyError, OSError) as exc:
         raise UserError(f"--model: cannot read {source.checkpoint / 'config.json'}: {_first_line(exc)}") from None
 
