@@ -178,3 +178,41 @@ def test_the_report_process_itself_never_loads_matplotlib(tmp_path):
     assert done.stdout.strip() == "[]"
     figures_dir = run / "report" / "figures"
     assert sorted(p.name for p in figures_dir.iterdir()) and all(p.stat().st_size for p in figures_dir.iterdir())
+
+
+def test_the_files_a_job_expects_are_the_files_it_writes(tables, tmp_path):
+    """The report links each figure before it is drawn (FigureDrawing.expected): every job of the real run names
+    beforehand exactly the files its drawing writes."""
+    histograms, charts = _all_jobs(tables, tmp_path)
+    with figure_jobs.FigureDrawing(helpers=2) as drawing:
+        drawing.submit(histograms + charts)
+        expected = drawing.expected()
+        drawn = drawing.collect()
+    assert sorted(expected) == sorted(drawn)
+    assert all(drawn[key] and expected[key] == drawn[key] for key in drawn)
+
+
+def test_a_chinese_report_written_before_its_figures_links_the_english_ones_when_no_font_draws_them(tmp_path,
+                                                                                                   monkeypatch):
+    """Written while the figures are drawn, report.zh.md first links the Chinese figures it expects; with no CJK
+    font none is drawn, and the report is written again with the English figures, which its page embeds."""
+    import base64
+    import re
+    import shutil
+
+    monkeypatch.setattr(figures, "cjk_font", lambda families: None)
+    monkeypatch.setattr(figure_jobs, "default_helpers", lambda: 0)  # drawn here, where the font is missing
+    run_dir = tmp_path / "run"
+    shutil.copytree(RUN, run_dir, ignore=shutil.ignore_patterns("report"))
+    from kernelscope.pipeline import rerender
+
+    rerender(run_dir)
+    report = run_dir / "report"
+    links = re.findall(r"\]\((figures/[^)]+)\)", (report / "report.zh.md").read_text(encoding="utf-8"))
+    english = re.findall(r"\]\((figures/[^)]+)\)", (report / "report.md").read_text(encoding="utf-8"))
+    assert links and links == english and not any(".zh." in link for link in links)
+    assert not list((report / "figures").glob("*.zh.*"))
+    page = (report / "report.zh.html").read_text(encoding="utf-8")
+    embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(embedded) == len(links)
+    assert base64.b64decode(embedded[0]) == (report / links[0]).read_bytes()
