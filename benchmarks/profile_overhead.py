@@ -43,8 +43,13 @@ class TimedSteps:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="result JSON")
+    parser.add_argument("--figure-helpers", type=int, help="most figure helper processes (figure_jobs.MAX_HELPERS)")
     args, rest = parser.parse_known_args()
     started = time.perf_counter()
+    if args.figure_helpers is not None:
+        from kernelscope.report import figure_jobs
+
+        figure_jobs.MAX_HELPERS = args.figure_helpers
     from kernelscope.cli import build_parser
     from kernelscope.commands.profile import ProfileOptions, run_profile
 
@@ -57,7 +62,7 @@ def main() -> int:
     model = sum(t for name, t in steps.times if name.startswith(MODEL_RUNS))
     result = {
         "commit": commit(), "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
-        "arguments": rest, "import_s": imported, "total_s": total, "model_runs_s": model,
+        "arguments": rest, "figure_helpers": args.figure_helpers, "import_s": imported, "total_s": total, "model_runs_s": model,
         "outside_model_runs_s": total - model, "steps": [{"step": n, "seconds": t} for n, t in steps.times],
     }
     args.out.write_text(json.dumps(result, indent=2))
