@@ -187,8 +187,9 @@ def run_profile(options: ProfileOptions, steps=None) -> Path:
         try:
             with steps.step("Writing tables and report"):
                 write_run_directory(tmp, run, report=options.report, languages=options.languages)
-        finally:
-            compressing.finish()  # the trace compressed meanwhile; on failure, before the staging goes
+        finally:  # the trace was compressed meanwhile; on failure too, before the staging goes
+            with steps.step("Finishing the trace's compression"):
+                compressing.finish()
     return plan.target.resolve()
 
 
