@@ -22,9 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, steps) -> int:
     from kernelscope.load.rundir import read_run_info
-    from kernelscope.pipeline import rerender
 
     read_run_info(args.run)  # a bad run directory fails before any progress display
+    from kernelscope.report.figure_jobs import warm_up_helper
+
+    warm_up_helper()  # the figure helpers' fork server loads matplotlib while the run's modules and tables load
+    from kernelscope.pipeline import rerender
+
     with steps.step("Rendering the report"):
         written = rerender(args.run, args.top, args.lang, rank=args.rank)
     print(args.run.resolve() if args.rank is None else written.parent.resolve())
