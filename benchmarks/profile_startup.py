@@ -21,35 +21,25 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import commit  # noqa: E402
-from profile_overhead import MODEL_RUNS  # noqa: E402
+from profile_overhead import MODEL_RUNS, TimedSteps  # noqa: E402
 
 
-class FirstStepStops:
-    """The progress interface of kernelscope.progress.Steps: the profiler stops when the first step begins; each
-    step's wall time is kept."""
+class FirstStepStops(TimedSteps):
+    """TimedSteps whose first step stops the profiler and notes the time before it."""
 
     def __init__(self) -> None:
-        self.times: list[tuple[str, float]] = []
+        super().__init__()
         self.before_first_step: float | None = None
 
-    @contextmanager
     def step(self, description: str, total: int | None = None):
         if self.before_first_step is None:
             PROFILER.disable()
             self.before_first_step = time.perf_counter() - STARTED
-        started = time.perf_counter()
-        try:
-            yield lambda n=1: None
-        finally:
-            self.times.append((description, time.perf_counter() - started))
-
-    def note(self, text: str) -> None:
-        pass
+        return super().step(description, total)
 
 
 def main() -> int:

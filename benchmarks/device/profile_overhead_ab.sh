@@ -10,12 +10,7 @@ OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=/tmp/pycache
 unset PYTHONDONTWRITEBYTECODE
-SITE=
-if [ -d .whl/small ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/small/*.whl \
-    > /tmp/pip.log 2>&1 || { tail /tmp/pip.log; exit 1; }
-  SITE=:/tmp/site
-fi
+source benchmarks/device/small_wheels.sh
 measure() {  # tree name, src dir, output file
   PYTHONPATH="$2$SITE" python3 benchmarks/profile_overhead.py --out "$3" > "/tmp/$1.log" 2>&1 || tail -5 "/tmp/$1.log"
 }

@@ -7,12 +7,7 @@ OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=/tmp/pycache
 unset PYTHONDONTWRITEBYTECODE
-SITE=
-if [ -d .whl/small ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/small/*.whl \
-    > /tmp/pip.log 2>&1 || { tail /tmp/pip.log; exit 1; }
-  SITE=:/tmp/site
-fi
+source benchmarks/device/small_wheels.sh
 export PYTHONPATH="$PWD/src$SITE"
 python3 benchmarks/profile_overhead.py --out /tmp/warm.json > /tmp/warm.log 2>&1 || tail -5 /tmp/warm.log
 python3 -X importtime benchmarks/profile_startup.py --out "$OUT/startup.json" > /tmp/startup.log 2> /tmp/importtime.log \

@@ -7,12 +7,8 @@
 set -u -o pipefail
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1
-if [ -d .whl/small ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/small/*.whl \
-    > /tmp/pip.log 2>&1 || { tail /tmp/pip.log; exit 1; }
-  export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
+source benchmarks/device/small_wheels.sh
+export PYTHONPATH=$PWD/src:${PYTHONPATH:-}$SITE PYTHONUNBUFFERED=1
 log() { printf '%s %s\n' "$(date +%T)" "$*" | tee -a "$OUT/steps.txt"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/env.txt"
 { echo "commit ${KS_COMMIT:-unknown}"; echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}"
