@@ -6,7 +6,6 @@ exports), or add Nsight Compute exports to an existing run (--into). The kind of
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
 
 from kernelscope.commands.arguments import add_output_args, positive_int
@@ -105,14 +104,10 @@ def _warm_up_helpers(args: argparse.Namespace) -> None:
     large = any(path.is_file() and path.stat().st_size > 64 << 20 for path in args.files)
     if not (several or large):
         return
-    from kernelscope.report.figure_jobs import FIGURES_MODULE, main_module_importable
-    from kernelscope.workers import forkserver_context
+    from kernelscope.report.figure_jobs import start_fork_server
 
-    if main_module_importable():
-        # With a report, the figure helpers start from the same server: it loads matplotlib for them once.
-        preload = ["kernelscope.commands.importers.rank_files"] + ([] if args.no_report else [FIGURES_MODULE])
-        with contextlib.suppress(Exception):  # a helper that cannot start is the readers' to meet
-            forkserver_context(preload)
+    # With a report, the figure helpers start from the same server: it loads matplotlib for them once.
+    start_fork_server(["kernelscope.commands.importers.rank_files"], with_figures=not args.no_report)
 
 
 def _jobs(text: str) -> int:

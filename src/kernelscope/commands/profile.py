@@ -194,16 +194,11 @@ def run_profile(options: ProfileOptions, steps=None) -> Path:
 
 
 def _warm_up_helpers(options: ProfileOptions) -> None:
-    """Start the fork server now, loading the trace reader and (with a report) matplotlib, while the model is
-    built and run: the helpers that decode the trace's chunks and draw the report's figures then start at once,
-    instead of each importing them after the model's runs (the server's preload is fixed by its first start)."""
-    from kernelscope.report.figure_jobs import FIGURES_MODULE, main_module_importable
-    from kernelscope.workers import forkserver_context
+    """The fork server started while the model is built and run, loading the trace reader and (with a report)
+    matplotlib: the chunk and figure helpers start at once after the model's runs."""
+    from kernelscope.report.figure_jobs import start_fork_server
 
-    if main_module_importable():
-        preload = ["kernelscope.load.kineto.chunks"] + ([FIGURES_MODULE] if options.report else [])
-        with contextlib.suppress(Exception):  # a helper that cannot start is the reader's and the report's to meet
-            forkserver_context(preload)
+    start_fork_server(["kernelscope.load.kineto.chunks"], with_figures=options.report)
 
 
 def _plan(options: ProfileOptions, steps, target: Path | None = None) -> Plan:

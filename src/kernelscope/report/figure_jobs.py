@@ -210,13 +210,22 @@ class FigureDrawing:
             remove_cleanup(self._stop)
 
 
+def start_fork_server(preload: list[str], with_figures: bool) -> None:
+    """Start the fork server now with `preload` loaded, and matplotlib as well when a report's figures will be
+    drawn: the helpers a command starts later (chunk readers, figure drawers) then start at once, instead of each
+    importing those libraries (the server's preload is fixed by its first start). Nothing happens where the main
+    module cannot be re-imported; a helper that cannot start is for its user to meet."""
+    if main_module_importable():
+        with contextlib.suppress(Exception):
+            forkserver_context(preload + ([FIGURES_MODULE] if with_figures else []))
+
+
 def warm_up_helper() -> None:
     """Start the fork server now (it imports matplotlib in the background), so that helpers start at once when a
     report's figures are submitted. Nothing happens where no helper would be used; a failure is FigureDrawing's
     to meet."""
     if default_helpers():
-        with contextlib.suppress(Exception):
-            forkserver_context([FIGURES_MODULE])
+        start_fork_server([], with_figures=True)
 
 
 def _helper(jobs: Any, results: Connection, formats: tuple[str, ...]) -> None:
