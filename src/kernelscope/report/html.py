@@ -102,10 +102,11 @@ _SRC = re.compile(r'\bsrc="([^"]*)"')
 _ALT = re.compile(r'\balt="([^"]*)"')
 
 
-def _embed_images(page: str, base: Path) -> str:
-    """Every image becomes a data URI of a figure kernelscope wrote into `base`/figures (an .svg or .png named
-    directly there, no other folder, no link out of it); any other image (a remote address, a path elsewhere) is
-    replaced by its alt text, so the page never loads or reads anything else."""
+def embed_figures(page: str, base: Path) -> str:
+    """The page made self-contained once its figures exist (page_with_figure_links makes it before): every image
+    becomes a data URI of a figure kernelscope wrote into `base`/figures (an .svg or .png named directly there, no
+    other folder, no link out of it); any other image (a remote address, a path elsewhere) is replaced by its alt
+    text, so the page never loads or reads anything else."""
     folder = (base / FIGURES).resolve()
 
     def replace(match: re.Match[str]) -> str:
@@ -144,12 +145,6 @@ def markdown_to_html(markdown: str, base: Path, lang: str, title: str,
     heading. `after_headings`: HTML of ours (report/explorer.py) placed right after the first h2 or h3 whose
     text, as shown, is the key."""
     return embed_figures(page_with_figure_links(markdown, lang, title, after_headings), base)
-
-
-def embed_figures(page: str, base: Path) -> str:
-    """A page of page_with_figure_links made self-contained: every image a data URI of a figure in
-    `base`/figures, anything else its alt text (_embed_images)."""
-    return _embed_images(page, base)
 
 
 def page_with_figure_links(markdown: str, lang: str, title: str, after_headings: dict[str, str] | None = None) -> str:
