@@ -36,10 +36,6 @@ def write_csv_tables(frames: dict[str, pl.DataFrame], directory: Path) -> list[P
     return paths
 
 
-# Jinja's template syntax: a message without any of these is plain text and renders as itself.
-_TEMPLATE_MARKS = ("{{", "{%", "{#")
-
-
 def template_environment(words: dict[str, Any], filters: dict[str, Any]) -> Environment:
     """Jinja environment over templates/ with `filters` and `say(key, **values)`, which renders the snippet
     words["text"][key] with the template's context and the values given."""
@@ -59,11 +55,8 @@ def template_environment(words: dict[str, Any], filters: dict[str, Any]) -> Envi
 
     @pass_context
     def say(context: Any, key: str, **values: Any) -> Markdown:
-        text = words["text"][key]
-        if not any(mark in text for mark in _TEMPLATE_MARKS):  # plain words: nothing to compile or fill in
-            return Markdown(text.rstrip())
         if key not in compiled:
-            compiled[key] = env.from_string(text)
+            compiled[key] = env.from_string(words["text"][key])
         return Markdown(compiled[key].render({**context.get_all(), **values}).rstrip())
 
     env.globals.update(say=say)
