@@ -1,10 +1,19 @@
 from __future__ import annotations
 
+import atexit
 import gzip
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# Compiled report templates (report/template_cache.py) go to a folder of this test session, not the user's cache:
+# every session starts cold, and the tests that run reports twice read what the first wrote.
+os.environ["KERNELSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kernelscope-test-cache-")
+atexit.register(shutil.rmtree, os.environ["KERNELSCOPE_CACHE_DIR"], True)
 
 DATA = Path(__file__).parent / "data"
 KINETO = DATA / "kineto"

@@ -20,7 +20,12 @@ from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col,
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
-from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
+from kernelscope.report.templating import (
+    message_catalog,
+    template_environment,
+    text_template,
+    write_csv_tables,
+)
 
 MARKDOWN_FILES = {"en": "compare.md", "zh": "compare.zh.md"}
 HTML_FILES = {"en": "compare.html", "zh": "compare.zh.html"}
@@ -66,7 +71,7 @@ def render_comparison(comparison: Comparison, runs: list[ComparedRun], out_dir: 
         text = env.get_template("compare.md.j2").render(**context)
         path = out_dir / MARKDOWN_FILES[lang]
         path.write_text(text, encoding="utf-8")
-        title = env.from_string(message_catalog("compare", lang)["text"]["title"]).render(**context)
+        title = text_template(env, "text:title", message_catalog("compare", lang)["text"]["title"]).render(**context)
         (out_dir / HTML_FILES[lang]).write_text(markdown_to_html(text, out_dir, lang=lang, title=title),
                                                 encoding="utf-8")
         written += [path, out_dir / HTML_FILES[lang]]
@@ -77,7 +82,8 @@ def _env(lang: str) -> Environment:
     words = message_catalog("compare", lang)
     return template_environment(words, dict(duration=fmt.duration, ratio=ratio, delta=signed_duration,
                                             percent=fmt.percent, code=fmt.code,
-                                            term=lambda v: words["terms"].get(v, v)))
+                                            term=lambda v: words["terms"].get(v, v)),
+                                cache_namespace=f"compare-{lang}")
 
 
 @dataclass(frozen=True)

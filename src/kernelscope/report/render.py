@@ -4,6 +4,7 @@ are per language (messages/<lang>.toml); tables and numbers are the same in ever
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,12 @@ from kernelscope.report.figure_jobs import FigureDrawing, FigureJob
 from kernelscope.report.html import embed_figures, page_with_figure_links
 from kernelscope.report.languages import LANGUAGES
 from kernelscope.report.tables_spec import SPECS, table_markdown
-from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
+from kernelscope.report.templating import (
+    message_catalog,
+    template_environment,
+    text_template,
+    write_csv_tables,
+)
 from kernelscope.report.translations import descriptions
 from kernelscope.report.typesetting import space_cjk
 from kernelscope.report.whatif import projection_section
@@ -42,7 +48,9 @@ CONFIG_KEYS = [
 ]
 
 
+@functools.cache
 def _env(lang: str, cpu_run: bool = False) -> Environment:
+    """The report's environment in `lang` (one per process: its templates are compiled once)."""
     words = message_catalog("", lang)
     terms = words["terms"]
     headers = {**words["headers"], **(words["headers_cpu"] if cpu_run else {})}
@@ -55,7 +63,7 @@ def _env(lang: str, cpu_run: bool = False) -> Environment:
         header=lambda key: headers.get(key, key),
         # Upper-case the first letter only: terms such as "SAM encoder" or "CPU ops" keep their capitals.
         capitalize=lambda v: v[:1].upper() + v[1:] if isinstance(v, str) else v,
-    ))
+    ), cache_namespace=f"report-{lang}-{'cpu' if cpu_run else 'gpu'}")
     env.globals.update(layer_type_counts=_layer_type_counts)
     return env
 
@@ -133,7 +141,7 @@ def _interactive(tables: ReportTables, lang: str, cpu_run: bool) -> dict[str, st
     env = _env(lang, cpu_run)
 
     def heading(key: str) -> str:
-        text = env.from_string(words["text"][key]).render(cpu_run=cpu_run)
+        text = text_template(env, f"text:{key}", words["text"][key]).render(cpu_run=cpu_run)
         return space_cjk(text) if lang == "zh" else text
 
     out: dict[str, str] = {}
@@ -144,12 +152,14 @@ def _interactive(tables: ReportTables, lang: str, cpu_run: bool) -> dict[str, st
         phase_word = words["terms"].get(phase, phase)
         tree = explorer.breakdown_tree(phase_word, t.layer_breakdown, words["terms"])
         if tree is not None:
-            icicles.append(explorer.icicle_svg(tree, env.from_string(words["text"]["explorer_caption"]).render(
-                phase=phase_word, total=fmt.duration(tree.value), cpu_run=cpu_run)))
+            caption = text_template(env, "text:explorer_caption", words["text"]["explorer_caption"]).render(
+                phase=phase_word, total=fmt.duration(tree.value), cpu_run=cpu_run)
+            icicles.append(explorer.icicle_svg(tree, caption))
     if icicles:
         out[heading("h_breakdown")] = "".join(icicles)
     if tables.every_step is not None:
-        caption = env.from_string(words["text"]["steps_strip_caption"]).render(cpu_run=cpu_run)
+        caption = text_template(env, "text:steps_strip_caption",
+                                words["text"]["steps_strip_caption"]).render(cpu_run=cpu_run)
         strip = explorer.step_strip_svg(tables.every_step, caption)
         if strip:
             out[heading("h_steps")] = strip
@@ -157,7 +167,7 @@ def _interactive(tables: ReportTables, lang: str, cpu_run: bool) -> dict[str, st
 
 
 def _title(context: dict[str, Any], lang: str) -> str:
-    return _env(lang).from_string(message_catalog("", lang)["text"]["title"]).render(**context)
+    return text_template(_env(lang), "text:title", message_catalog("", lang)["text"]["title"]).render(**context)
 
 
 class _Tables:
@@ -383,10 +393,11 @@ def _findings(tables: ReportTables, lang: str, cpu_run: bool = False) -> list[di
         values["device_time"] = fmt.Markdown(time_word)
         # Rendered by the page's environment, which escapes the values (input names): the result is Markdown of
         # ours and must not be escaped a second time where the template prints it.
-        text = fmt.Markdown(env.from_string(finding.rule[lang]).render(**values))
+        text = fmt.Markdown(text_template(env, f"finding:{finding.id}", finding.rule[lang]).render(**values))
         recommend = finding.rule.get(f"recommend_{lang}")
         out.append({"id": f"F{number}", "rule": finding.id, "kind": finding.kind, "text": text,
-                    "recommend": fmt.Markdown(env.from_string(recommend).render(**values)) if recommend else None})
+                    "recommend": fmt.Markdown(text_template(env, f"recommend:{finding.id}", recommend).render(**values))
+                    if recommend else None})
     return out
 
 

@@ -9,11 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
+from jinja2 import (
+    Environment,
+    PackageLoader,
+    StrictUndefined,
+    Template,
+    pass_context,
+)
 
 from kernelscope.filenames import safe_component
 from kernelscope.packaged import packaged_toml
 from kernelscope.report.formatting import Markdown, code, escape_value, markdown_text
+from kernelscope.report.template_cache import bytecode_cache
 
 
 @cache
@@ -36,11 +43,15 @@ def write_csv_tables(frames: dict[str, pl.DataFrame], directory: Path) -> list[P
     return paths
 
 
-def template_environment(words: dict[str, Any], filters: dict[str, Any]) -> Environment:
+def template_environment(words: dict[str, Any], filters: dict[str, Any], cache_namespace: str | None = None
+                         ) -> Environment:
     """Jinja environment over templates/ with `filters` and `say(key, **values)`, which renders the snippet
-    words["text"][key] with the template's context and the values given."""
+    words["text"][key] with the template's context and the values given. With `cache_namespace` (the page kind,
+    its language and whatever else its filters depend on), compiled templates and snippets are kept between
+    runs (template_cache)."""
     env = Environment(
         loader=PackageLoader("kernelscope.report", "templates"),
+        bytecode_cache=bytecode_cache(cache_namespace) if cache_namespace else None,
         undefined=StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -51,13 +62,26 @@ def template_environment(words: dict[str, Any], filters: dict[str, Any]) -> Envi
     # escaping does not apply inside a code span).
     env.filters.update(code=code, text=markdown_text)
     env.filters.update(filters)
-    compiled: dict[str, Any] = {}
+    compiled: dict[str, Template] = {}
 
     @pass_context
     def say(context: Any, key: str, **values: Any) -> Markdown:
         if key not in compiled:
-            compiled[key] = env.from_string(words["text"][key])
+            compiled[key] = text_template(env, f"text:{key}", words["text"][key])
         return Markdown(compiled[key].render({**context.get_all(), **values}).rstrip())
 
     env.globals.update(say=say)
     return env
+
+
+def text_template(env: Environment, name: str, source: str) -> Template:
+    """env.from_string(source), through the environment's compiled-template cache under `name` when it has one
+    (Jinja checks the source: a name whose text changed is compiled again)."""
+    cache = env.bytecode_cache
+    if cache is None:
+        return env.from_string(source)
+    bucket = cache.get_bucket(env, name, None, source)
+    if bucket.code is None:
+        bucket.code = env.compile(source, name)
+        cache.set_bucket(bucket)
+    return env.template_class.from_code(env, bucket.code, env.make_globals(None), None)

@@ -20,7 +20,12 @@ from kernelscope.contracts.run_info import Workload
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
-from kernelscope.report.templating import message_catalog, template_environment, write_csv_tables
+from kernelscope.report.templating import (
+    message_catalog,
+    template_environment,
+    text_template,
+    write_csv_tables,
+)
 
 MARKDOWN_FILES = {"en": "whatif.md", "zh": "whatif.zh.md"}
 HTML_FILES = {"en": "whatif.html", "zh": "whatif.zh.html"}
@@ -71,7 +76,7 @@ def render_whatif(study: WhatIf, model: ProjectionModel, workload: Workload | No
         context["figures"] = figure_links
         text = env.get_template("whatif.md.j2").render(**context)
         (out_dir / MARKDOWN_FILES[lang]).write_text(text, encoding="utf-8")
-        title = env.from_string(message_catalog("whatif", lang)["text"]["title"]).render(**context)
+        title = text_template(env, "text:title", message_catalog("whatif", lang)["text"]["title"]).render(**context)
         (out_dir / HTML_FILES[lang]).write_text(markdown_to_html(text, out_dir, lang=lang, title=title), encoding="utf-8")
         written += [out_dir / MARKDOWN_FILES[lang], out_dir / HTML_FILES[lang]]
     return written
@@ -80,7 +85,8 @@ def render_whatif(study: WhatIf, model: ProjectionModel, workload: Workload | No
 def _env(lang: str) -> Environment:
     words = message_catalog("whatif", lang)
     return template_environment(words, dict(duration=fmt.duration, times=times, tbs=tbs, tflops=tflops,
-                                            percent=fmt.percent, ms=fmt.ms, term=lambda v: words["terms"].get(v, v)))
+                                            percent=fmt.percent, ms=fmt.ms, term=lambda v: words["terms"].get(v, v)),
+                                cache_namespace=f"whatif-{lang}")
 
 
 def calibration_holds(calibration: pl.DataFrame) -> bool:
