@@ -216,3 +216,94 @@ def test_a_chinese_report_written_before_its_figures_links_the_english_ones_when
     embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(embedded) == len(links)
     assert base64.b64decode(embedded[0]) == (report / links[0]).read_bytes()
+
+
+def _report_jobs(tables, directory: Path) -> list:
+    """Every figure job of the real run's report, English and Chinese, built as the report builds them."""
+    launches = render._single_launches(tables.kernels)
+    points = render._roofline_points(tables)
+    jobs = []
+    for lang in ("en", "zh"):
+        words = render._figure_words(lang)
+        jobs += render._histogram_jobs(launches, directory, "NVIDIA H200", False, lang, words)
+        jobs += render._chart_jobs(tables, directory, "NVIDIA H200", lang, words, points)
+    return jobs
+
+
+def _needs_cjk_font() -> None:
+    if figures.cjk_font(figures.words_for("zh")["fonts"]) is None:
+        pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
+
+
+def test_the_languages_of_one_figure_are_drawn_together_and_nothing_else_is(tables, tmp_path):
+    jobs = _report_jobs(tables, tmp_path)
+    sets = figure_jobs.job_sets(jobs)
+    assert sorted(job.key for s in sets for job in s) == sorted(job.key for job in jobs)
+    assert all(len(s) == 2 and {job.lang for job in s} == {"en", "zh"} and len({job.figure for job in s}) == 1
+               for s in sets)
+    assert {job.function for s in sets for job in s} <= figure_jobs.VERSIONED
+    # Jobs whose data are other objects (even equal ones) are not taken for languages of one figure: roofline
+    # points computed again for Chinese; the Nsight Compute tables are the same objects and still go together.
+    english = [job for job in jobs if job.lang == "en"]
+    redone = render._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", render._figure_words("zh"))
+    for s in figure_jobs.job_sets(english + redone):
+        assert len(s) == (2 if s[0].figure.startswith("ncu_") else 1), [job.key for job in s]
+
+
+def test_the_drawing_functions_that_draw_versions_are_the_ones_the_planner_names():
+    assert set(figures.VERSIONED) == figure_jobs.VERSIONED
+
+
+def test_a_figure_drawn_in_two_languages_at_once_is_byte_for_byte_each_drawn_alone(tables, tmp_path):
+    """Shapes and ticks made once, words and fonts switched per language: the files are exactly the ones each
+    language's job writes on its own, for every figure of the real run's report (both phases, Nsight Compute
+    histograms included)."""
+    _needs_cjk_font()
+    together = tmp_path / "together"
+    sets = figure_jobs.job_sets(_report_jobs(tables, together))
+    assert "measured_histograms" in {s[0].function for s in sets}
+    compared = 0
+    for jobs in sets:
+        drawn = dict(figure_jobs._draw_set(jobs, ("png", "svg")))
+        for job in jobs:
+            alone_job = figure_jobs.FigureJob(job.key, job.function, (*job.args[:-2], tmp_path / "alone", job.args[-1]),
+                                              job.kwargs, job.lang, job.fonts)
+            _, alone = figure_jobs._draw(alone_job, ("png", "svg"))
+            assert [p.name for p in drawn[job.key]] == [p.name for p in alone] and len(alone) == 2
+            png, svg = drawn[job.key]
+            assert png.read_bytes() == alone[0].read_bytes(), png.name
+            # SVG files carry their time of writing and random ids: their texts are compared.
+            assert _svg_texts(svg) == _svg_texts(alone[1]) and _svg_texts(svg), svg.name
+            compared += 1
+    assert compared == 2 * len(sets)
+
+
+def _svg_texts(path: Path) -> list[str]:
+    import re
+
+    return re.findall(r">([^<>]+)</text>", path.read_text(encoding="utf-8"))
+
+
+def test_in_a_set_the_language_without_a_font_is_not_drawn_and_the_other_is(tables, tmp_path, monkeypatch):
+    monkeypatch.setattr(figures, "cjk_font", lambda families: None)
+    jobs = figure_jobs.job_sets(_report_jobs(tables, tmp_path))[0]
+    drawn = dict(figure_jobs._draw_set(jobs, ("png",)))
+    by_lang = {job.lang: drawn[job.key] for job in jobs}
+    assert by_lang["zh"] is None
+    assert by_lang["en"] and all(path.is_file() for path in by_lang["en"])
+    assert not list(tmp_path.glob("*.zh.*"))
+
+
+def test_helpers_draw_both_languages_as_this_process_draws_them(tables, tmp_path):
+    _needs_cjk_font()
+    jobs = _report_jobs(tables, tmp_path / "helpers")
+    with figure_jobs.FigureDrawing(helpers=2) as drawing:
+        drawing.submit(jobs)
+        drawn = drawing.collect()
+    here = _report_jobs(tables, tmp_path / "here")
+    with figure_jobs.FigureDrawing(helpers=0) as drawing:
+        drawing.submit(here)
+        alone = drawing.collect()
+    assert sorted(drawn) == sorted(alone) == sorted(job.key for job in jobs)
+    for key, paths in drawn.items():
+        assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in alone[key]], key

@@ -28,6 +28,11 @@ from kernelscope.workers import add_cleanup, forkserver_context, remove_cleanup,
 FIGURES_MODULE = "kernelscope.report.figures"  # preloaded by the fork server the helpers start from
 MAX_HELPERS = 4  # a report has about 16 figures; more processes would mostly wait
 
+# Drawing functions (figures.py) that draw one figure in several languages at once (figures.VERSIONED). Named
+# here, not taken from figures.py: this process plans the figures without loading matplotlib.
+VERSIONED = frozenset({"histograms", "measured_histograms", "roofline_physical", "roofline_normalized",
+                       "per_kernel_rooflines", "measured_roofline"})
+
 
 @dataclass(frozen=True)
 class FigureJob:
@@ -42,6 +47,23 @@ class FigureJob:
     # The files the job writes when it has something to draw (figure_formats.figure_files): what the report may
     # link before the figure is drawn (FigureDrawing.expected).
     files: tuple[Path, ...] = ()
+    # The figure whatever the language: jobs of one submission with the same figure, the same data and a function
+    # that can (VERSIONED) are drawn together, as versions of one figure.
+    figure: str = ""
+
+
+def job_sets(jobs: list[FigureJob]) -> list[tuple[FigureJob, ...]]:
+    """`jobs` as the sets drawn together, in order of each set's first job: the languages of one figure where its
+    function draws versions and the jobs share their data (the same objects) and options; others alone. The
+    arguments of such functions end with title, directory and stem, and their keyword arguments hold the words."""
+    sets: dict[Any, list[FigureJob]] = {}
+    for index, job in enumerate(jobs):
+        group: Any = index
+        if job.figure and job.function in VERSIONED:
+            group = (job.figure, job.function, tuple(map(id, job.args[:-3])),
+                     repr(sorted((k, v) for k, v in job.kwargs.items() if k != "words")))
+        sets.setdefault(group, []).append(job)
+    return [tuple(jobs_of_set) for jobs_of_set in sets.values()]
 
 
 # Relative drawing time of a job by its function (measured: a histogram grid takes two to three times a single
@@ -52,23 +74,40 @@ _DRAWN, _NO_FONT, _FAILED = "drawn", "no font", "failed"
 
 
 def _draw(job: FigureJob, formats: tuple[str, ...]) -> tuple[str, list[Path] | None]:
+    return _draw_set((job,), formats)[0]
+
+
+def _draw_set(jobs: tuple[FigureJob, ...], formats: tuple[str, ...]) -> list[tuple[str, list[Path] | None]]:
+    """Each job's key and files (None: its language needs a font this machine lacks); a set of several jobs
+    (job_sets) is drawn once and saved per language."""
     import matplotlib.pyplot as plt
 
     from kernelscope.report import figures
 
-    font = figures.cjk_font(list(job.fonts)) if job.fonts else None
-    if job.fonts and font is None:
-        return job.key, None
+    fonts = {job.key: figures.cjk_font(list(job.fonts)) if job.fonts else None for job in jobs}
+    drawable = [job for job in jobs if not job.fonts or fonts[job.key]]
+    outcomes: dict[str, list[Path] | None] = {job.key: None for job in jobs}
+    if not drawable:
+        return list(outcomes.items())
+    first = drawable[0]
     token = figure_formats.chosen.set(formats)
-    # The job's font first, DejaVu Sans (matplotlib's own) for the glyphs it lacks (superscript digits, −).
-    fonts = {"font.family": [font, "DejaVu Sans"]} if font else {}
     # A CJK font often comes in one weight only (WenQuanYi: 500); matplotlib says so on every text it lays out.
     logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     try:
-        with plt.rc_context(fonts):
-            return job.key, getattr(figures, job.function)(*job.args, **job.kwargs)
+        # Drawn in the first job's font: its own first, DejaVu Sans (matplotlib's own) for the glyphs it lacks
+        # (superscript digits, −).
+        with plt.rc_context({"font.family": [fonts[first.key], "DejaVu Sans"]} if fonts[first.key] else {}):
+            if len(drawable) == 1:
+                outcomes[first.key] = getattr(figures, first.function)(*first.args, **first.kwargs)
+            else:
+                versions = [figures.Version(*job.args[-3:], words=job.kwargs["words"], font=fonts[job.key])
+                            for job in drawable]
+                options = {k: v for k, v in first.kwargs.items() if k != "words"}
+                drawn = figures.VERSIONED[first.function](*first.args[:-3], versions, **options)
+                outcomes.update(zip((job.key for job in drawable), drawn, strict=True))
     finally:
         figure_formats.chosen.reset(token)
+    return list(outcomes.items())
 
 
 def main_module_importable() -> bool:
@@ -97,6 +136,7 @@ class FigureDrawing:
         self._wanted = default_helpers() if helpers is None else helpers
         self._formats = figure_formats.chosen.get()
         self._jobs: list[FigureJob] = []
+        self._sets: list[tuple[FigureJob, ...]] = []  # as submitted (job_sets)
         self._done: dict[str, list[Path] | None] = {}  # outcomes received from the helpers, by job key
         self._helpers: list[Any] = []
         self._receivers: list[Connection] = []
@@ -148,12 +188,15 @@ class FigureDrawing:
             self._starter = None
 
     def submit(self, jobs: list[FigureJob]) -> None:
-        """Queue `jobs`, dearest first; without helpers they wait for `collect`."""
-        ordered = sorted(jobs, key=lambda job: -JOB_COST.get(job.function, 1))
-        self._jobs += ordered
+        """Queue `jobs` in sets drawn together (job_sets), dearest first; without helpers they wait for
+        `collect`."""
+        ordered = sorted(job_sets(jobs), key=lambda jobs_of_set: -sum(JOB_COST.get(job.function, 1)
+                                                                      for job in jobs_of_set))
+        self._sets += ordered
+        self._jobs += [job for jobs_of_set in ordered for job in jobs_of_set]
         if self._queue is not None:
-            for job in ordered:
-                self._queue.put(job)
+            for jobs_of_set in ordered:
+                self._queue.put(jobs_of_set)  # one pickle: data the languages share travels once
 
     def expected(self) -> dict[str, list[Path] | None]:
         """Every submitted job's files as far as they can be told now, without waiting: a job drawn already as it
@@ -174,9 +217,9 @@ class FigureDrawing:
                 self._queue.put(None)  # one end mark per helper
             self._receive(block=True)
         self._stop()
-        for job in self._jobs:
-            if job.key not in self._done:
-                self._done.update([_draw(job, self._formats)])
+        for jobs_of_set in self._sets:
+            if undone := tuple(job for job in jobs_of_set if job.key not in self._done):
+                self._done.update(_draw_set(undone, self._formats))
         return {job.key: self._done[job.key] for job in self._jobs}
 
     def _receive(self, block: bool) -> None:
@@ -235,10 +278,15 @@ def _helper(jobs: Any, results: Connection, formats: tuple[str, ...]) -> None:
     # collector's sight, every collection that a figure's many short-lived objects trigger is shorter (-7% of
     # drawing time, measured on the figures of a 340 MB trace's report).
     gc.freeze()
-    while (job := jobs.get()) is not None:
+    while (jobs_of_set := jobs.get()) is not None:
         try:
-            key, paths = _draw(job, formats)
-            results.send((key, _DRAWN if paths is not None else _NO_FONT, paths))
+            outcomes = _draw_set(jobs_of_set, formats)
         except Exception:
-            results.send((job.key, _FAILED, None))
+            outcomes = None
+        if outcomes is None:
+            for job in jobs_of_set:
+                results.send((job.key, _FAILED, None))
+            continue
+        for key, paths in outcomes:
+            results.send((key, _DRAWN if paths is not None else _NO_FONT, paths))
     results.close()

@@ -4,6 +4,8 @@ analyze.roofline; points are per kernel name within a phase (totals of FLOPs, by
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,8 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from matplotlib import (
-    font_manager,  # noqa: E402
-    ticker,  # noqa: E402
-)
+from matplotlib import font_manager, ticker  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 from kernelscope.analyze.hardware import Ceilings  # noqa: E402
 from kernelscope.report import figure_formats  # noqa: E402
@@ -53,9 +53,15 @@ def _plain_log_ticks(fig: plt.Figure) -> None:
 
 
 def _save(fig: plt.Figure, directory: Path, stem: str, fitted: bool = False) -> list[Path]:
-    """The figure in each format asked for (figure_formats; the first, PNG, is the one the report links). A
-    figure not `fitted` by its maker (fixed margins) is laid out once here; bbox_inches="tight" would draw it
-    twice per file."""
+    """The figure in each format asked for (figure_formats; the first, PNG, is the one the report links), then
+    closed. A figure not `fitted` by its maker (fixed margins) is laid out once here; bbox_inches="tight" would
+    draw it twice per file."""
+    paths = _write(fig, directory, stem, fitted)
+    plt.close(fig)
+    return paths
+
+
+def _write(fig: plt.Figure, directory: Path, stem: str, fitted: bool = False) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     _plain_log_ticks(fig)
     if not fitted:
@@ -65,8 +71,48 @@ def _save(fig: plt.Figure, directory: Path, stem: str, fitted: bool = False) -> 
         # zlib level 1: at the default level the PNG encoder was a sixth of the time of saving (profile of a report)
         extra = {"pil_kwargs": {"compress_level": 1}} if path.suffix == ".png" else {}
         fig.savefig(path, dpi=150, **extra)
-    plt.close(fig)
     return paths
+
+
+@dataclass(frozen=True)
+class Version:
+    """One language's version of a figure: its title and words, the font its text is drawn in (None:
+    matplotlib's own) and the files it goes to (directory/stem.png, …)."""
+
+    title: str
+    directory: Path
+    stem: str
+    words: dict[str, Any]
+    font: str | None = None
+
+
+def _one_version(title: str, directory: Path, stem: str, words: dict[str, Any] | None) -> list[Version]:
+    return [Version(title, directory, stem, words or words_for())]
+
+
+def _save_versions(fig: plt.Figure, versions: list[Version], label: Callable[[Version], None]) -> list[list[Path]]:
+    """The figure saved once per version: `label` writes the version's words into it before each save. Shapes,
+    axes and ticks are made once for all languages (they were about a fourth of the time of each figure). The
+    figure is built, and its first version labelled, in the caller's font settings; for each later version every
+    text switches to that version's font (its font first, DejaVu Sans, matplotlib's own, for the glyphs it lacks;
+    the first version's fonts where it names none). Fitted figures only: a layout that depended on the words
+    would differ between languages."""
+    first_families = list(plt.rcParams["font.family"])
+    out = []
+    try:
+        for index, version in enumerate(versions):
+            families = [version.font, "DejaVu Sans"] if version.font else first_families
+            with plt.rc_context({"font.family": families} if index else {}):
+                if index:
+                    for text in fig.findobj(Text):
+                        text.set_fontfamily(families)
+                label(version)
+                last = index == len(versions) - 1  # the last save closes the figure
+                out.append((_save if last else _write)(fig, version.directory, version.stem, fitted=True))
+    except BaseException:
+        plt.close(fig)
+        raise
+    return out
 
 
 def _colors(groups: list[str]) -> dict[str, tuple]:
@@ -132,12 +178,17 @@ def roofline_physical(points: pl.DataFrame, ceilings: Ceilings, title: str, dire
     """Achieved FLOP/s against arithmetic intensity, with the memory roof and the compute roofs of the
     precisions present. Kernels that do no arithmetic have no place on the intensity axis: they are drawn on a
     band of their own at the left, by their share of the bandwidth roof. Points above a roof are ringed."""
-    w = words or words_for()
+    return roofline_physical_versions(points, ceilings, _one_version(title, directory, stem, words), label_top)[0]
+
+
+def roofline_physical_versions(points: pl.DataFrame, ceilings: Ceilings, versions: list[Version],
+                               label_top: int = 8) -> list[list[Path]]:
     drawn = points.filter(pl.col("flops") > 0)
     no_flops = points.filter(pl.col("flops") <= 0)
+    band = None
     if no_flops.height:
         fig, (band, ax) = plt.subplots(1, 2, figsize=(7.6, 5.0), gridspec_kw={"width_ratios": [1, 8], "wspace": 0.3})
-        _no_flops_band(band, no_flops, ceilings, w)
+        _no_flops_band(band, no_flops, ceilings)
     else:
         fig, ax = plt.subplots(figsize=(7.2, 5.0))
     x_lo = max(min(drawn["intensity"].min() or 1e-2, 1e-2) / 2, 1e-4) if drawn.height else 1e-2
@@ -145,41 +196,71 @@ def roofline_physical(points: pl.DataFrame, ceilings: Ceilings, title: str, dire
     x_hi = max([(drawn["intensity"].max() or 1.0) if drawn.height else 1.0]
                + [ceilings.ridge(p) or 1 for p in precisions]) * 8
     xs = np.logspace(math.log10(x_lo), math.log10(x_hi), 200)
+    roofs, ridges = [], []
     for i, precision in enumerate(precisions):
         peak = ceilings.peak(precision)
-        ax.plot(xs, np.minimum(peak, xs * ceilings.bandwidth), color="0.25", lw=1.2, ls=["-", "--", ":", "-."][i % 4],
-                label=w["roof"].format(precision=precision, peak=f"{peak / 1e12:,.0f}",
-                                       source=_term(w, ceilings.source.get(precision, "?"))))
+        (line,) = ax.plot(xs, np.minimum(peak, xs * ceilings.bandwidth), color="0.25", lw=1.2,
+                          ls=["-", "--", ":", "-."][i % 4])
+        roofs.append((line, precision, peak))
         ridge = ceilings.ridge(precision)
         ax.axvline(ridge, color="0.6", lw=0.8, ls=":")
-        ax.annotate(w["ridge"].format(value=f"{ridge:.0f}"), (ridge, peak), textcoords="offset points",
-                    xytext=(3, -12), fontsize=7, color="0.35")
-    colors = _colors(drawn["group"].to_list())
-    for group in colors:
-        g = drawn.filter(pl.col("group") == group)
-        ax.scatter(g["intensity"], g["flops_per_s"], s=_sizes(g["dur_ns"].to_numpy()), color=colors[group],
-                   alpha=0.75, edgecolors="black", linewidths=0.4, label=_term(w, group))
+        ridges.append((ax.annotate("", (ridge, peak), textcoords="offset points", xytext=(3, -12), fontsize=7,
+                                   color="0.35"), ridge))
+    groups = _group_points(ax, drawn, "intensity", "flops_per_s")
     above = drawn.filter(_above_roof(drawn))
-    if above.height:
-        ax.scatter(above["intensity"], above["flops_per_s"], s=160,
-                   facecolors="none", edgecolors="#d62728", linewidths=1.2, label=w["above_roof"])
+    ringed = (ax.scatter(above["intensity"], above["flops_per_s"], s=160, facecolors="none", edgecolors="#d62728",
+                         linewidths=1.2) if above.height else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(w["intensity"])
-    ax.set_ylabel(w["achieved"])
     ax.grid(True, which="major", color="0.9")
-    _legend(ax)
-    fig.suptitle(literal(title), fontsize=10)
-    caption = w["caption"].format(bandwidth=f"{ceilings.bandwidth / 1e12:.2f}",
-                                  source=_term(w, ceilings.source.get("bandwidth", "?")))
-    fig.text(0.01, 0.01, caption, fontsize=7, color="0.3")
+    caption = fig.text(0.01, 0.01, "", fontsize=7, color="0.3")
     fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.14)
     _plain_log_ticks(fig)
-    place_labels(ax, [(r["intensity"], r["flops_per_s"], _short(r["label"])) for r in drawn.head(label_top).iter_rows(named=True)])
-    return _save(fig, directory, stem, fitted=True)
+    named = [(r["intensity"], r["flops_per_s"], _short(r["label"])) for r in drawn.head(label_top).iter_rows(named=True)]
+    placed: list[Any] = []
+
+    def label(version: Version) -> None:
+        w = version.words
+        for line, precision, peak in roofs:
+            line.set_label(w["roof"].format(precision=precision, peak=f"{peak / 1e12:,.0f}",
+                                            source=_term(w, ceilings.source.get(precision, "?"))))
+        for annotation, ridge in ridges:
+            annotation.set_text(w["ridge"].format(value=f"{ridge:.0f}"))
+        _label_groups(groups, w, ringed)
+        if band is not None:
+            _label_no_flops_band(band, w)
+        ax.set_xlabel(w["intensity"])
+        ax.set_ylabel(w["achieved"])
+        _legend(ax)
+        fig.suptitle(literal(version.title), fontsize=10)
+        caption.set_text(w["caption"].format(bandwidth=f"{ceilings.bandwidth / 1e12:.2f}",
+                                             source=_term(w, ceilings.source.get("bandwidth", "?"))))
+        # Where the kernels' names fit depends on the legend, whose size depends on the words: placed anew.
+        for text in placed:
+            text.remove()
+        placed[:] = place_labels(ax, named)
+
+    return _save_versions(fig, versions, label)
 
 
-def _no_flops_band(band: plt.Axes, rows: pl.DataFrame, ceilings: Ceilings, w: dict[str, Any]) -> None:
+def _group_points(ax: plt.Axes, rows: pl.DataFrame, x: str, y: str) -> list[tuple[Any, str]]:
+    """One scatter per kernel group (colours by group name, the same in every language); the groups' artists."""
+    out = []
+    for group, color in _colors(rows["group"].to_list()).items():
+        g = rows.filter(pl.col("group") == group)
+        out.append((ax.scatter(g[x], g[y], s=_sizes(g["dur_ns"].to_numpy()), color=color, alpha=0.75,
+                               edgecolors="black", linewidths=0.4), group))
+    return out
+
+
+def _label_groups(groups: list[tuple[Any, str]], w: dict[str, Any], ringed: Any) -> None:
+    for artist, group in groups:
+        artist.set_label(_term(w, group))
+    if ringed is not None:
+        ringed.set_label(w["above_roof"])
+
+
+def _no_flops_band(band: plt.Axes, rows: pl.DataFrame, ceilings: Ceilings) -> None:
     """Kernels without FLOPs (copies, casts, memsets) on a band of their own: no intensity is made up for
     them; their height is their share of the bandwidth roof (bytes/s over the memory bandwidth)."""
     share = (rows["bytes_per_s"].fill_null(0) / ceilings.bandwidth * 100).to_numpy()
@@ -187,9 +268,12 @@ def _no_flops_band(band: plt.Axes, rows: pl.DataFrame, ceilings: Ceilings, w: di
                  color="0.55", alpha=0.7, edgecolors="black", linewidths=0.4)
     band.set_yscale("log")
     band.set_xlim(0, 1)
+    band.grid(True, axis="y", color="0.9")
+
+
+def _label_no_flops_band(band: plt.Axes, w: dict[str, Any]) -> None:
     band.set_xticks([0.5], [w["no_flops_band"]])
     band.set_ylabel(w["no_flops_axis"] + " (%)")
-    band.grid(True, axis="y", color="0.9")
 
 
 def roofline_normalized(points: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,
@@ -197,7 +281,11 @@ def roofline_normalized(points: pl.DataFrame, ceilings: Ceilings, title: str, di
     """Intensity over the ridge point against the share of peak reached: every precision on one chart, with
     the roof at min(1, x). Kernels without FLOPs are on a band of their own at the left, by their share of the
     bandwidth roof."""
-    w = words or words_for()
+    return roofline_normalized_versions(points, ceilings, _one_version(title, directory, stem, words))[0]
+
+
+def roofline_normalized_versions(points: pl.DataFrame, ceilings: Ceilings, versions: list[Version]
+                                 ) -> list[list[Path]]:
     rows, no_flops = [], []
     for row in points.iter_rows(named=True):
         ridge, peak = ceilings.ridge(row["precision"] or "fp32"), ceilings.peak(row["precision"] or "fp32")
@@ -207,44 +295,57 @@ def roofline_normalized(points: pl.DataFrame, ceilings: Ceilings, title: str, di
             rows.append((row["intensity"] / ridge, row["flops_per_s"] / peak, row))
         else:
             no_flops.append(row)
+    band = None
     if no_flops:
         fig, (band, ax) = plt.subplots(1, 2, figsize=(7.6, 5.0), gridspec_kw={"width_ratios": [1, 8], "wspace": 0.3})
-        _no_flops_band(band, pl.DataFrame(no_flops, infer_schema_length=None), ceilings, w)
+        _no_flops_band(band, pl.DataFrame(no_flops, infer_schema_length=None), ceilings)
     else:
         fig, ax = plt.subplots(figsize=(7.2, 5.0))
     x_lo = min([r[0] for r in rows] + [1e-3]) / 3
     xs = np.logspace(math.log10(x_lo), 2, 200)
-    ax.plot(xs, np.minimum(1.0, xs), color="0.25", lw=1.4, label=w["normalized_roof"])
+    (roof,) = ax.plot(xs, np.minimum(1.0, xs), color="0.25", lw=1.4)
     ax.axvline(1.0, color="0.6", lw=0.8, ls=":")
-    colors = _colors([r[2]["group"] for r in rows])
-    for group, color in colors.items():
+    groups = []
+    for group, color in _colors([r[2]["group"] for r in rows]).items():
         sel = [r for r in rows if r[2]["group"] == group]
-        ax.scatter([r[0] for r in sel], [max(r[1], 1e-6) for r in sel],
-                   s=_sizes(np.array([r[2]["dur_ns"] for r in sel], dtype=float)), color=color, alpha=0.75,
-                   edgecolors="black", linewidths=0.4, label=_term(w, group))
+        groups.append((ax.scatter([r[0] for r in sel], [max(r[1], 1e-6) for r in sel],
+                                  s=_sizes(np.array([r[2]["dur_ns"] for r in sel], dtype=float)), color=color,
+                                  alpha=0.75, edgecolors="black", linewidths=0.4), group))
     above = [r for r in rows if r[1] > min(1.0, r[0]) * 1.0001]
-    if above:
-        ax.scatter([r[0] for r in above], [r[1] for r in above], s=160, facecolors="none", edgecolors="#d62728",
-                   linewidths=1.2, label=w["above_roof"])
+    ringed = (ax.scatter([r[0] for r in above], [r[1] for r in above], s=160, facecolors="none",
+                         edgecolors="#d62728", linewidths=1.2) if above else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(w["normalized_x"])
-    ax.set_ylabel(w["normalized_y"])
-    fig.suptitle(literal(title), fontsize=10)
     ax.grid(True, which="major", color="0.9")
-    _legend(ax)
     fig.subplots_adjust(left=0.1, right=0.98, top=0.92, bottom=0.1)
-    return _save(fig, directory, stem, fitted=True)
+
+    def label(version: Version) -> None:
+        w = version.words
+        roof.set_label(w["normalized_roof"])
+        _label_groups(groups, w, ringed)
+        if band is not None:
+            _label_no_flops_band(band, w)
+        ax.set_xlabel(w["normalized_x"])
+        ax.set_ylabel(w["normalized_y"])
+        fig.suptitle(literal(version.title), fontsize=10)
+        _legend(ax)
+
+    return _save_versions(fig, versions, label)
 
 
 def per_kernel_rooflines(points: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,
                          top: int = 8, words: dict[str, Any] | None = None) -> list[Path]:
     """Small multiples: each top kernel on its own roof (its precision), with its share of that roof. A kernel
     without FLOPs has no intensity: its panel shows its share of the bandwidth roof as a bar instead."""
-    w = words or words_for()
+    return per_kernel_rooflines_versions(points, ceilings, _one_version(title, directory, stem, words), top)[0]
+
+
+def per_kernel_rooflines_versions(points: pl.DataFrame, ceilings: Ceilings, versions: list[Version], top: int = 8
+                                  ) -> list[list[Path]]:
     chosen = points.head(top)
     cols = 4
     rows_n = max(1, math.ceil(chosen.height / cols))
+    notes: list[tuple[Any, str, dict[str, str]]] = []  # each panel's note: its text, the words' key, the values
     with plt.rc_context({"xtick.labelsize": 6.5, "ytick.labelsize": 6.5}):  # ticks are made when saved
         fig, axes = plt.subplots(rows_n, cols, figsize=(11, 2.6 * rows_n), squeeze=False)
         for ax in axes.flat:
@@ -259,7 +360,8 @@ def per_kernel_rooflines(points: pl.DataFrame, ceilings: Ceilings, title: str, d
                 ax.axvline(100, color="0.25", lw=1)
                 ax.set_xlim(0, max(110, share * 1.1))
                 ax.set_yticks([])
-                ax.text(0.03, 0.85, w["bandwidth_only"].format(pct=f"{share:.0f}"), transform=ax.transAxes, fontsize=7)
+                notes.append((ax.text(0.03, 0.85, "", transform=ax.transAxes, fontsize=7), "bandwidth_only",
+                              {"pct": f"{share:.0f}"}))
                 continue
             peak = ceilings.peak(precision) or ceilings.peak("fp32") or 1.0
             ridge = peak / ceilings.bandwidth
@@ -273,17 +375,26 @@ def per_kernel_rooflines(points: pl.DataFrame, ceilings: Ceilings, title: str, d
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.minorticks_off()  # minor log ticks cost seconds per panel and add nothing here
-            ax.text(0.03, 0.92, w["of_roof"].format(pct=f"{100 * y_point / roof:.0f}", precision=precision),
-                    transform=ax.transAxes, fontsize=7, color="#d62728" if above else "black")
-        fig.suptitle(literal(title))
+            notes.append((ax.text(0.03, 0.92, "", transform=ax.transAxes, fontsize=7,
+                                  color="#d62728" if above else "black"), "of_roof",
+                          {"pct": f"{100 * y_point / roof:.0f}", "precision": precision}))
         fig.subplots_adjust(hspace=0.45, wspace=0.3, top=0.9, left=0.07, right=0.98, bottom=0.06)
-        return _save(fig, directory, stem, fitted=True)
+
+        def label(version: Version) -> None:
+            for text, key, values in notes:
+                text.set_text(version.words[key].format(**values))
+            fig.suptitle(literal(version.title))
+
+        return _save_versions(fig, versions, label)
 
 
 def histograms(kernels: pl.DataFrame, title: str, directory: Path, stem: str, words: dict[str, Any] | None = None,
                cpu_run: bool = False) -> list[Path]:
     """One panel per metric the data supports (launches of the phase; empty metrics are left out)."""
-    w = words or words_for()
+    return histograms_versions(kernels, _one_version(title, directory, stem, words), cpu_run)[0]
+
+
+def histograms_versions(kernels: pl.DataFrame, versions: list[Version], cpu_run: bool = False) -> list[list[Path]]:
     k = kernels.with_columns(
         (pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z")).alias("blocks"),
         (pl.col("block_x") * pl.col("block_y") * pl.col("block_z")).alias("threads_per_block"),
@@ -298,16 +409,16 @@ def histograms(kernels: pl.DataFrame, title: str, directory: Path, stem: str, wo
             values = values[values > 0]
         if values.size:
             key = "duration_cpu" if cpu_run and column == "dur_ns" else "duration" if column == "dur_ns" else column
-            panels.append((values, w[key], log))
-    return _histogram_grid(panels, title, directory, stem, PALETTE[0], w["calls" if cpu_run else "launches"])
+            panels.append((values, key, log))
+    return _histogram_grid(panels, versions, PALETTE[0], "calls" if cpu_run else "launches")
 
 
-def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], title: str, directory: Path, stem: str,
-                    color: tuple, count_label: str) -> list[Path]:
+def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], versions: list[Version], color: tuple,
+                    count_key: str) -> list[list[Path]]:
     """Four histograms a row (fewer when there are fewer panels); a panel whose values span more than 20× gets
-    logarithmic bins."""
+    logarithmic bins. Panels: values, the words' key of their axis label, whether logarithmic bins may do."""
     if not panels:
-        return []
+        return [[] for _ in versions]
     cols = min(4, len(panels))
     rows_n = math.ceil(len(panels) / cols)
     width, height = max(2.9 * cols, 5.5), 2.5 * rows_n + 0.4
@@ -318,19 +429,24 @@ def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], title: str, dire
         _fixed_grid_margins(fig, width, height, rows_n, cols)
         for ax in axes.flat[len(panels):]:
             ax.set_visible(False)
-        for ax, (values, label, log) in zip(axes.flat, panels, strict=False):
+        for ax, (values, _key, log) in zip(axes.flat, panels, strict=False):
             if log and values.min() > 0 and values.max() / values.min() > 20:
                 bins: Any = np.logspace(math.log10(values.min()), math.log10(values.max()), 30)
                 ax.set_xscale("log")
             else:
                 bins = 30
             _bars(ax, *np.histogram(values, bins=bins), color)
-            ax.set_xlabel(label, fontsize=8)
-            ax.set_ylabel(count_label, fontsize=8)
             ax.yaxis.set_major_formatter(ticker.FuncFormatter(_short_count))  # 25k, 1.2M: fits the fixed margin
-        fig.suptitle(literal(title))
         _plain_log_ticks(fig)
-        return _save(fig, directory, stem, fitted=True)
+
+        def label(version: Version) -> None:
+            w = version.words
+            for ax, (_values, key, _log) in zip(axes.flat, panels, strict=False):
+                ax.set_xlabel(w[key], fontsize=8)
+                ax.set_ylabel(w[count_key], fontsize=8)
+            fig.suptitle(literal(version.title))
+
+        return _save_versions(fig, versions, label)
 
 
 def _bars(ax: plt.Axes, counts: np.ndarray, edges: np.ndarray, color: tuple) -> None:
@@ -398,7 +514,10 @@ MEASURED_HISTOGRAMS = [
 def measured_histograms(launches: pl.DataFrame, title: str, directory: Path, stem: str,
                         words: dict[str, Any] | None = None) -> list[Path]:
     """One panel per Nsight Compute metric, over the profiled launches."""
-    w = words or words_for()
+    return measured_histograms_versions(launches, _one_version(title, directory, stem, words))[0]
+
+
+def measured_histograms_versions(launches: pl.DataFrame, versions: list[Version]) -> list[list[Path]]:
     panels = []
     for column, key, log in MEASURED_HISTOGRAMS:
         if column not in launches.columns:
@@ -408,49 +527,64 @@ def measured_histograms(launches: pl.DataFrame, title: str, directory: Path, ste
         if log:
             values = values[values > 0]
         if values.size:
-            panels.append((values, w[key], log))
-    return _histogram_grid(panels, title, directory, stem, PALETTE[1], w["launches"])
+            panels.append((values, key, log))
+    return _histogram_grid(panels, versions, PALETTE[1], "launches")
 
 
 def measured_roofline(by_kernel: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,
                       words: dict[str, Any] | None = None) -> list[Path]:
     """Measured points (FLOPs and DRAM bytes counted by Nsight Compute, over the measured duration) against the
     memory roof and the BF16 and FP32 roofs."""
-    w = words or words_for()
+    return measured_roofline_versions(by_kernel, ceilings, _one_version(title, directory, stem, words))[0]
+
+
+def measured_roofline_versions(by_kernel: pl.DataFrame, ceilings: Ceilings, versions: list[Version]
+                               ) -> list[list[Path]]:
     points = by_kernel.filter(
         (pl.col("flops") > 0) & (pl.col("dram_bytes") > 0) & (pl.col("duration_us") > 0)
     ).with_columns((pl.col("flops") / (pl.col("duration_us") / 1e6)).alias("flops_per_s"))
     if points.height == 0:
-        return []
+        return [[] for _ in versions]
     fig, ax = plt.subplots(figsize=(7.2, 5.0))
     x_lo = max(points["measured_intensity"].min() / 4, 1e-3)
     x_hi = max(points["measured_intensity"].max(), ceilings.ridge("bf16") or 1) * 8
     xs = np.logspace(math.log10(x_lo), math.log10(x_hi), 200)
+    roofs = []
     for i, precision in enumerate(p for p in ("bf16", "fp32") if ceilings.peak(p)):
         peak = ceilings.peak(precision)
-        ax.plot(xs, np.minimum(peak, xs * ceilings.bandwidth), color="0.25", lw=1.2, ls=["-", "--"][i],
-                label=w["roof"].format(precision=precision, peak=f"{peak / 1e12:,.0f}",
-                                       source=_term(w, ceilings.source.get(precision, "?"))))
-    colors = _colors(points["measured_class"].to_list())
-    for cls, color in colors.items():
+        (line,) = ax.plot(xs, np.minimum(peak, xs * ceilings.bandwidth), color="0.25", lw=1.2, ls=["-", "--"][i])
+        roofs.append((line, precision, peak))
+    classes = []
+    for cls, color in _colors(points["measured_class"].to_list()).items():
         g = points.filter(pl.col("measured_class") == cls)
-        ax.scatter(g["measured_intensity"], g["flops_per_s"], s=40, color=color, edgecolors="black",
-                   linewidths=0.4, label=_term(w, cls), alpha=0.8)
+        classes.append((ax.scatter(g["measured_intensity"], g["flops_per_s"], s=40, color=color, edgecolors="black",
+                                   linewidths=0.4, alpha=0.8), cls))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(w["measured_intensity"])
-    ax.set_ylabel(w["measured_flops"])
-    ax.set_title(literal(title))
     ax.grid(True, which="major", color="0.9")
-    _legend(ax)
-    fig.text(0.01, 0.01, w["measured_caption"].format(bandwidth=f"{ceilings.bandwidth / 1e12:.2f}",
-                                                      source=_term(w, ceilings.source.get("bandwidth", "?"))),
-             fontsize=6.5, color="0.3", wrap=True)
+    caption = fig.text(0.01, 0.01, "", fontsize=6.5, color="0.3", wrap=True)
     fig.subplots_adjust(left=0.1, right=0.98, top=0.93, bottom=0.14)
     _plain_log_ticks(fig)
-    place_labels(ax, [(r["measured_intensity"], r["flops_per_s"], _short(r["label"]))
-                      for r in points.head(6).iter_rows(named=True)])
-    return _save(fig, directory, stem, fitted=True)
+    named = [(r["measured_intensity"], r["flops_per_s"], _short(r["label"])) for r in points.head(6).iter_rows(named=True)]
+    placed: list[Any] = []
+
+    def label(version: Version) -> None:
+        w = version.words
+        for line, precision, peak in roofs:
+            line.set_label(w["roof"].format(precision=precision, peak=f"{peak / 1e12:,.0f}",
+                                            source=_term(w, ceilings.source.get(precision, "?"))))
+        _label_groups(classes, w, None)
+        ax.set_xlabel(w["measured_intensity"])
+        ax.set_ylabel(w["measured_flops"])
+        ax.set_title(literal(version.title))
+        _legend(ax)
+        caption.set_text(w["measured_caption"].format(bandwidth=f"{ceilings.bandwidth / 1e12:.2f}",
+                                                      source=_term(w, ceilings.source.get("bandwidth", "?"))))
+        for text in placed:  # placed anew: where the names fit depends on the legend, whose size on the words
+            text.remove()
+        placed[:] = place_labels(ax, named)
+
+    return _save_versions(fig, versions, label)
 
 
 def compare_bars(mix: pl.DataFrame, labels: list[str], column: str, title: str, directory: Path, stem: str,
@@ -518,3 +652,10 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
     ax.set_ylim(0, totals.max() * 1.1 if totals.max() > 0 else 1)
     ax.legend(loc="upper right", fontsize=7, frameon=False)
     return _save(fig, directory, stem)
+
+
+# Figures drawn once for several languages (figure_jobs; their names in figure_jobs.VERSIONED): each function's
+# name to its form that takes versions. Their arguments end with title, directory and stem, then the words.
+VERSIONED = {"histograms": histograms_versions, "measured_histograms": measured_histograms_versions,
+             "roofline_physical": roofline_physical_versions, "roofline_normalized": roofline_normalized_versions,
+             "per_kernel_rooflines": per_kernel_rooflines_versions, "measured_roofline": measured_roofline_versions}

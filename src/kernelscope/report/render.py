@@ -94,7 +94,9 @@ def render_report(
         tables = report_tables(run, ceilings, kernels=kernels)
         out_dir.mkdir(parents=True, exist_ok=True)
         written = _write_csvs(tables, out_dir / "tables")
-        charts = {lang: _chart_jobs(tables, figure_dir, device, lang, words) for lang, words in figure_words.items()}
+        points = _roofline_points(tables)  # one table per phase for every language: drawn together (figure_jobs)
+        charts = {lang: _chart_jobs(tables, figure_dir, device, lang, words, points)
+                  for lang, words in figure_words.items()}
         drawing.submit([job for jobs in charts.values() for job in jobs])
         jobs = {lang: histograms[lang] + charts[lang] for lang in figure_words}
         # The reports are written while the figures are drawn, linking the files each figure is expected to
@@ -502,7 +504,7 @@ def _job(key: str, function: str, args: tuple[Any, ...], directory: Path, lang: 
     """A figure of `lang`: English figures are named <key>.png, the others <key>.<lang>.png."""
     stem = key if lang == "en" else f"{key}.{lang}"
     return FigureJob(f"{key}@{lang}", function, (*args, directory, stem), {"words": words, **kwargs}, lang,
-                     words["fonts"], tuple(figure_formats.figure_files(directory, stem)))
+                     words["fonts"], tuple(figure_formats.figure_files(directory, stem)), figure=key)
 
 
 def _phase_label(words: dict[str, Any], phase: str, device: str) -> str:
@@ -532,16 +534,22 @@ def _histogram_jobs(launches: dict[str, pl.DataFrame], directory: Path, device: 
     return jobs
 
 
-def _chart_jobs(tables: ReportTables, directory: Path, device: str, lang: str,
-                words: dict[str, Any]) -> list[FigureJob]:
-    """Roofline charts per phase when the device has ceilings; Nsight Compute figures when measurements exist."""
+def _roofline_points(tables: ReportTables) -> dict[str, pl.DataFrame]:
+    """Per phase with roofline points, the points with their kernels' shares of the roofs."""
+    return {phase: _with_roof_shares(phase_tables.roofline_points, phase_tables.roofline_kernels)
+            for phase, phase_tables in tables.by_phase.items()
+            if phase_tables.roofline_points is not None and phase_tables.roofline_points.height}
+
+
+def _chart_jobs(tables: ReportTables, directory: Path, device: str, lang: str, words: dict[str, Any],
+                roofline_points: dict[str, pl.DataFrame] | None = None) -> list[FigureJob]:
+    """Roofline charts per phase when the device has ceilings; Nsight Compute figures when measurements exist.
+    `roofline_points`: _roofline_points(tables), where the caller shares them between languages."""
     jobs: list[FigureJob] = []
     ceilings = tables.ceilings
-    for phase, phase_tables in tables.by_phase.items():
-        points = phase_tables.roofline_points
-        if points is None or points.height == 0 or ceilings is None:
+    for phase, points in (roofline_points if roofline_points is not None else _roofline_points(tables)).items():
+        if ceilings is None:
             continue
-        points = _with_roof_shares(points, phase_tables.roofline_kernels)
         label = _phase_label(words, phase, device)
         for key, function, title in (("roofline", "roofline_physical", "roofline_title"),
                                      ("roofline_normalized", "roofline_normalized", "normalized_title"),
