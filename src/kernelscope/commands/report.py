@@ -21,12 +21,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, steps) -> int:
+    from kernelscope.contracts.run_files import RUN_JSON
+
+    if (args.run / RUN_JSON).is_file():
+        from kernelscope.report.figure_jobs import warm_up_helper
+
+        # The figure helpers' fork server loads matplotlib while this process loads the run's modules and tables:
+        # started first thing (its start costs this process a few milliseconds), where a run directory may be.
+        warm_up_helper()
     from kernelscope.load.rundir import read_run_info
 
     read_run_info(args.run)  # a bad run directory fails before any progress display
-    from kernelscope.report.figure_jobs import warm_up_helper
-
-    warm_up_helper()  # the figure helpers' fork server loads matplotlib while the run's modules and tables load
     from kernelscope.pipeline import rerender
 
     with steps.step("Rendering the report"):

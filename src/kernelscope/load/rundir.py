@@ -25,21 +25,22 @@ import msgspec
 import polars as pl
 
 from kernelscope.contracts.run import Run
+from kernelscope.contracts.run_files import (  # noqa: F401  (read elsewhere as rundir.TRACE, …)
+    KERNELS,
+    NCU,
+    NCU_DIR,
+    NCU_METRICS,
+    OPS,
+    REPORT_DIR,
+    RUN_JSON,
+    SUMMARY_JSON,
+    TRACE,
+    TRACES_DIR,
+)
 from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.errors import UserError
 from kernelscope.workers import signals_held
-
-RUN_JSON = "run.json"
-SUMMARY_JSON = "summary.json"
-KERNELS = "kernels.parquet"
-OPS = "ops.parquet"
-TRACE = "trace.json.gz"
-TRACES_DIR = "traces"  # runs of several ranks: one trace per rank
-NCU = "ncu.parquet"
-NCU_METRICS = "ncu_metrics.parquet"
-NCU_DIR = "ncu"
-REPORT_DIR = "report"
 
 
 def rank_report_dir(rank: int) -> str:
