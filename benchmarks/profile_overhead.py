@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -44,6 +45,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="result JSON")
     parser.add_argument("--figure-helpers", type=int, help="most figure helper processes (figure_jobs.MAX_HELPERS)")
+    parser.add_argument("--keep-report", type=Path, metavar="DIR",
+                        help="copy the profile's report (report/, run.json, summary.json) to DIR, a new folder")
     args, rest = parser.parse_known_args()
     started = time.perf_counter()
     if args.figure_helpers is not None:
@@ -58,7 +61,12 @@ def main() -> int:
         options = ProfileOptions.from_args(build_parser().parse_args(["profile", *rest, "--out", f"{tmp}/run"]))
         steps = TimedSteps()
         run_profile(options, steps)
-    total = time.perf_counter() - started
+        total = time.perf_counter() - started
+        if args.keep_report is not None:
+            args.keep_report.mkdir(parents=True)
+            shutil.copytree(Path(tmp) / "run" / "report", args.keep_report / "report")
+            for name in ("run.json", "summary.json"):
+                shutil.copy2(Path(tmp) / "run" / name, args.keep_report / name)
     model = sum(t for name, t in steps.times if name.startswith(MODEL_RUNS))
     result = {
         "commit": commit(), "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
