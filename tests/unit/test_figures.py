@@ -307,3 +307,17 @@ def test_helpers_draw_both_languages_as_this_process_draws_them(tables, tmp_path
     assert sorted(drawn) == sorted(alone) == sorted(job.key for job in jobs)
     for key, paths in drawn.items():
         assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in alone[key]], key
+
+
+def test_a_language_without_a_font_is_told_before_its_set_is_drawn(tables, tmp_path, monkeypatch):
+    """The report writes its pages while the figures are drawn, on what it has heard: a Chinese figure that cannot
+    be drawn is reported before the English one of its set is drawn, so the Chinese page links the English figure
+    at once instead of being written a second time."""
+    monkeypatch.setattr(figures, "cjk_font", lambda families: None)
+    jobs = figure_jobs.job_sets(_report_jobs(tables, tmp_path))[0]
+    outcomes = figure_jobs._draw_set(jobs, ("png",))
+    key, paths = next(outcomes)
+    assert key.endswith("@zh") and paths is None
+    assert not list(tmp_path.iterdir())  # nothing drawn yet
+    (english_key, english),  = list(outcomes)
+    assert english_key.endswith("@en") and all(p.is_file() for p in english)

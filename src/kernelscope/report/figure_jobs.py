@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -74,21 +75,23 @@ _DRAWN, _NO_FONT, _FAILED = "drawn", "no font", "failed"
 
 
 def _draw(job: FigureJob, formats: tuple[str, ...]) -> tuple[str, list[Path] | None]:
-    return _draw_set((job,), formats)[0]
+    return next(_draw_set((job,), formats))
 
 
-def _draw_set(jobs: tuple[FigureJob, ...], formats: tuple[str, ...]) -> list[tuple[str, list[Path] | None]]:
-    """Each job's key and files (None: its language needs a font this machine lacks); a set of several jobs
-    (job_sets) is drawn once and saved per language."""
+def _draw_set(jobs: tuple[FigureJob, ...], formats: tuple[str, ...]) -> Iterator[tuple[str, list[Path] | None]]:
+    """Each job's key and files (None: its language needs a font this machine lacks), as soon as known: the jobs
+    without a font first (the report plans its pages on what it has heard, FigureDrawing.expected), then the
+    others; a set of several jobs (job_sets) is drawn once and saved per language."""
     import matplotlib.pyplot as plt
 
     from kernelscope.report import figures
 
     fonts = {job.key: figures.cjk_font(list(job.fonts)) if job.fonts else None for job in jobs}
+    missing = [job for job in jobs if job.fonts and not fonts[job.key]]
+    yield from ((job.key, None) for job in missing)
     drawable = [job for job in jobs if not job.fonts or fonts[job.key]]
-    outcomes: dict[str, list[Path] | None] = {job.key: None for job in jobs}
     if not drawable:
-        return list(outcomes.items())
+        return
     first = drawable[0]
     token = figure_formats.chosen.set(formats)
     # A CJK font often comes in one weight only (WenQuanYi: 500); matplotlib says so on every text it lays out.
@@ -98,16 +101,15 @@ def _draw_set(jobs: tuple[FigureJob, ...], formats: tuple[str, ...]) -> list[tup
         # (superscript digits, −).
         with plt.rc_context({"font.family": [fonts[first.key], "DejaVu Sans"]} if fonts[first.key] else {}):
             if len(drawable) == 1:
-                outcomes[first.key] = getattr(figures, first.function)(*first.args, **first.kwargs)
+                drawn = [getattr(figures, first.function)(*first.args, **first.kwargs)]
             else:
                 versions = [figures.Version(*job.args[-3:], words=job.kwargs["words"], font=fonts[job.key])
                             for job in drawable]
                 options = {k: v for k, v in first.kwargs.items() if k != "words"}
                 drawn = figures.VERSIONED[first.function](*first.args[:-3], versions, **options)
-                outcomes.update(zip((job.key for job in drawable), drawn, strict=True))
     finally:
         figure_formats.chosen.reset(token)
-    return list(outcomes.items())
+    yield from zip((job.key for job in drawable), drawn, strict=True)
 
 
 def main_module_importable() -> bool:
@@ -279,14 +281,14 @@ def _helper(jobs: Any, results: Connection, formats: tuple[str, ...]) -> None:
     # drawing time, measured on the figures of a 340 MB trace's report).
     gc.freeze()
     while (jobs_of_set := jobs.get()) is not None:
+        sent = set()
         try:
-            outcomes = _draw_set(jobs_of_set, formats)
+            # Each outcome sent as soon as known: a language without a font is heard of before the set is drawn.
+            for key, paths in _draw_set(jobs_of_set, formats):
+                results.send((key, _DRAWN if paths is not None else _NO_FONT, paths))
+                sent.add(key)
         except Exception:
-            outcomes = None
-        if outcomes is None:
             for job in jobs_of_set:
-                results.send((job.key, _FAILED, None))
-            continue
-        for key, paths in outcomes:
-            results.send((key, _DRAWN if paths is not None else _NO_FONT, paths))
+                if job.key not in sent:
+                    results.send((job.key, _FAILED, None))
     results.close()
