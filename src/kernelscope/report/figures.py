@@ -221,9 +221,7 @@ def roofline_physical_versions(points: pl.DataFrame, ceilings: Ceilings, version
 
     def label(version: Version) -> None:
         w = version.words
-        for line, precision, peak in roofs:
-            line.set_label(w["roof"].format(precision=precision, peak=f"{peak / 1e12:,.0f}",
-                                            source=_term(w, ceilings.source.get(precision, "?"))))
+        _label_roofs(roofs, w, ceilings)
         for annotation, ridge in ridges:
             annotation.set_text(w["ridge"].format(value=f"{ridge:.0f}"))
         _label_groups(groups, w, ringed)
@@ -251,6 +249,13 @@ def _group_points(ax: plt.Axes, rows: pl.DataFrame, x: str, y: str) -> list[tupl
         out.append((ax.scatter(g[x], g[y], s=_sizes(g["dur_ns"].to_numpy()), color=color, alpha=0.75,
                                edgecolors="black", linewidths=0.4), group))
     return out
+
+
+def _label_roofs(roofs: list[tuple[Any, str, float]], w: dict[str, Any], ceilings: Ceilings) -> None:
+    """Each compute roof's legend entry: its precision, peak and where the peak comes from."""
+    for line, precision, peak in roofs:
+        line.set_label(w["roof"].format(precision=precision, peak=f"{peak / 1e12:,.0f}",
+                                        source=_term(w, ceilings.source.get(precision, "?"))))
 
 
 def _label_groups(groups: list[tuple[Any, str]], w: dict[str, Any], ringed: Any) -> None:
@@ -574,9 +579,7 @@ def measured_roofline_versions(by_kernel: pl.DataFrame, ceilings: Ceilings, vers
 
     def label(version: Version) -> None:
         w = version.words
-        for line, precision, peak in roofs:
-            line.set_label(w["roof"].format(precision=precision, peak=f"{peak / 1e12:,.0f}",
-                                            source=_term(w, ceilings.source.get(precision, "?"))))
+        _label_roofs(roofs, w, ceilings)
         _label_groups(classes, w, None)
         ax.set_xlabel(w["measured_intensity"])
         ax.set_ylabel(w["measured_flops"])
