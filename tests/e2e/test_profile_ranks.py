@@ -60,14 +60,25 @@ def test_each_ranks_rows_are_its_own_trace(two_ranks):
         assert any(name.startswith("c10d::") for name in expected)
 
 
+def _generating_threads(trace: Path) -> set[int]:
+    """The threads that hold kernelscope's phase ranges in a rank's trace (the thread that generates)."""
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    return {e["tid"] for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ks.phase:")}
+
+
 def test_every_rank_is_attributed_to_phases_and_modules(two_ranks):
     kernels = pl.read_parquet(two_ranks / "kernels.parquet")
     for rank in (0, 1):
         mine = kernels.filter(pl.col("rank") == rank)
-        known = mine.filter((pl.col("phase") != "unknown") & pl.col("module").is_not_null())
-        # CPU ops that gloo's own threads run (copies of an all-gather) lie outside the ranges of the thread
-        # that generates; on GPUs every kernel is launched from the ranges.
-        assert known["dur_ns"].sum() / mine["dur_ns"].sum() >= 0.98
+        generating = _generating_threads(two_ranks / "traces" / f"rank{rank}.json.gz")
+        assert len(generating) == 1
+        known = (pl.col("phase") != "unknown") & pl.col("module").is_not_null()
+        # Every op of the generating thread lies in the ranges; CPU ops that gloo's own threads run (copies of
+        # an all-gather) lie outside them (on GPUs every kernel is launched from the ranges). By thread, not by
+        # share of time: the threads' times vary with the machine's load.
+        on_generating = mine.filter(pl.col("tid").is_in(list(generating)))
+        assert on_generating.height > 0.9 * mine.height
+        assert on_generating.filter(~known).height == 0
         assert set(mine["phase"].unique()) >= {"prefill", "decode"}
         assert mine.filter(pl.col("phase") == "decode")["step"].n_unique() == 3  # 4 new tokens: 3 decode steps
 
