@@ -40,8 +40,8 @@ def _known(info: KernelInfo) -> bool:
 # (name, library, category, friendly name). A new kernel family is one rule in kernel_catalog.toml plus
 # one line here; test_every_rule_has_a_line keeps the two in step.
 FAMILIES = [
-    ("Memcpy HtoD (Pageable -> Device)", "CUDA", "memcpy", "Memcpy Host to Device (Pageable → Device)"),
-    ("Memset (Device)", "CUDA", "memset", "Memset (Device)"),
+    ("Memcpy HtoD (Pageable -> Device)", "CUDA / HIP", "memcpy", "Memcpy Host to Device (Pageable → Device)"),
+    ("Memset (Device)", "CUDA / HIP", "memset", "Memset (Device)"),
     ("[CUDA memcpy Device-to-Host]", "CUDA", "memcpy", "Memcpy Device to Host"),
     ("[CUDA memset]", "CUDA", "memset", "Memset"),
     ("ks_rmsnorm_fused_add", "kernelscope engine", "norm", "ks_rmsnorm_fused_add"),
@@ -491,7 +491,7 @@ def test_classify_frame_gives_one_row_per_distinct_name() -> None:
     frame = classify_frame(names)
     assert frame.columns == ["name", *CATALOG_COLUMNS]
     assert frame["name"].to_list() == ["Memset (Device)", "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"]
-    assert frame["library"].to_list() == ["CUDA", "cuBLASLt"]
+    assert frame["library"].to_list() == ["CUDA / HIP", "cuBLASLt"]
 
 
 def test_with_catalog_joins_on_name_and_keeps_rows_and_order() -> None:
