@@ -109,6 +109,24 @@ def _memory_fits(spec: HardwareSpec, memory_bytes: float) -> bool:
     return abs(memory_bytes / 2**30 - spec.memory_bytes / 1e9) <= 0.12 * spec.memory_bytes / 1e9
 
 
+# A warp (NVIDIA) or wavefront (AMD CDNA) as each vendor's data-center GPUs run it: the device properties'
+# warpSize tells the vendor apart where the trace does not name the device.
+WARP_SIZE = {"NVIDIA": 32, "AMD": 64}
+
+
+def identify_spec(sm_count: int | None, memory_bytes: float | None, warp_size: int | None = None
+                  ) -> HardwareSpec | None:
+    """The one spec with this many multiprocessors (AMD: compute units), memory that fits and, where given, the
+    vendor's warp size: for a trace whose device properties do not name the device (vLLM on ROCm writes an empty
+    name). None where no spec or several fit (an MI210 and an MI250 GCD both have 104 CUs and 64 GB)."""
+    if not sm_count or not memory_bytes:
+        return None
+    fits = [s for s in load_specs().values()
+            if s.sm_count == sm_count and _memory_fits(s, memory_bytes)
+            and (warp_size is None or WARP_SIZE.get(s.vendor) == warp_size)]
+    return fits[0] if len(fits) == 1 else None
+
+
 def find_spec(name: str) -> HardwareSpec | None:
     """By key (h100-sxm) or by a device name."""
     return load_specs().get(name.lower()) or match_spec(name)

@@ -31,6 +31,7 @@ def terminal_summary(run_dir: Path) -> str:
     # Names come from the input: control characters (a terminal's escape sequences) are shown as spaces.
     lines = [f"kernelscope: {fmt.one_line(summary.model or 'imported trace')} on "
              f"{fmt.one_line(summary.device or 'an unnamed device')}"
+             + (" (inferred from its properties)" if run.info.hardware.identified_by == "device properties" else "")
              + (" (CPU ops stand in for kernels)" if cpu else "")]
     t = summary.timings
     if t.ttft_ms is not None:

@@ -113,6 +113,9 @@ class Hardware(_Record, kw_only=True):
     driver_version: str | None = None
     # Key of data/hardware.toml the user named (`import --device`): it, not the name, picks the datasheet.
     spec: str | msgspec.UnsetType = msgspec.UNSET
+    # Where the name came from when the input named no device: "device properties" (the one spec they fit,
+    # analyze/hardware.identify_spec) or "--device" (the spec the user named).
+    identified_by: str | msgspec.UnsetType = msgspec.UNSET
     cpu: str | None = None
     cpu_cores: int | None = None
     threads: int | msgspec.UnsetType = msgspec.UNSET  # CPU runs: torch's intra-op threads

@@ -126,7 +126,8 @@ def imported_run_info(inputs: list[Path], hardware: Hardware, trace: TraceInfo, 
     device; the trace's own device name is kept, and the spec's name fills in where the trace has none."""
     if device_spec and not hardware.is_cpu:  # a trace without device activity stays a CPU run
         spec_name = knowledge.hardware()["devices"][device_spec]["name"]
-        hardware = msgspec.structs.replace(hardware, spec=device_spec, name=hardware.name or spec_name)
+        named = {} if hardware.name else {"name": spec_name, "identified_by": "--device"}
+        hardware = msgspec.structs.replace(hardware, spec=device_spec, **named)
     return RunInfo(
         schema_version=SCHEMA_VERSION, source=IMPORT, created=datetime.now(UTC).isoformat(timespec="seconds"),
         inputs=[str(p) for p in inputs], hardware=hardware, software=Software(kernelscope=kernelscope.__version__),

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from kernelscope.analyze.attribution_sources import attribution_info
 from kernelscope.analyze.graph_replays import Recording, attribute_graph_replays
+from kernelscope.analyze.hardware import identify_spec
 from kernelscope.analyze.ranks import combine_ranks, rank_clock_offsets, trace_ranks
 from kernelscope.analyze.recordings import capture_recordings
 from kernelscope.commands.importers.rank_files import read_ranks, read_ranks_on_ray
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import TraceInfo
+from kernelscope.contracts.run_info import Hardware, TraceInfo
 from kernelscope.load import rundir
 from kernelscope.load.sources import hardware_from_properties, imported_run_info, read_trace, trace_file
 from kernelscope.pipeline import write_run_directory
@@ -37,6 +40,8 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
     device_type = "cuda" if kernels.height and kernels["kind"].first() != "cpu_op" else "cpu"
     # A trace without device activity is a CPU run, whatever devices its process could see.
     hardware = hardware_from_properties(first.device_properties if device_type == "cuda" else [], device_type)
+    if device_spec is None:
+        hardware = identified_hardware(hardware, first.device_properties if device_type == "cuda" else [])
     trace = TraceInfo(
         format=first.source_format,
         event_count=sum(m.event_count for m in metas),
@@ -51,6 +56,17 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
     with rundir.staged_directory(target) as tmp:
         write_run_directory(tmp, run, report=report, languages=languages)
     return target.resolve()
+
+
+def identified_hardware(hardware: Hardware, properties: list[dict]) -> Hardware:
+    """The hardware with the name and spec of the one device its properties fit, where the trace names none."""
+    if hardware.name or not properties:
+        return hardware
+    props = properties[0]
+    spec = identify_spec(props.get("numSms"), props.get("totalGlobalMem"), props.get("warpSize"))
+    if spec is None:
+        return hardware
+    return msgspec.structs.replace(hardware, name=spec.name, spec=spec.key, identified_by="device properties")
 
 
 def read_captures(paths: list[Path]) -> list[Recording]:
