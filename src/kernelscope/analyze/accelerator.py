@@ -11,12 +11,16 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.hardware import Ceilings
 from kernelscope.analyze.phases import step_counts
+from kernelscope.analyze.roofline import cost_coverage
 from kernelscope.contracts.run_info import RunInfo, Workload
 
 # Kernel categories a fixed-function block next to the matrix engine could run (no large matrix products).
 FIXED_FUNCTION_CATEGORIES = ["norm", "activation", "rope", "softmax", "sampling", "elementwise", "copy/cast",
                              "concat", "reduction", "index/gather/scatter", "sort/topk"]
 TPOT_TARGETS_MS = [50.0, 20.0, 10.0, 5.0, 2.0]
+# The share of a phase's device time whose kernels have analytic costs below which its bytes and FLOPs say too
+# little to size hardware by (foreign traces of CUDA-graph replays have almost none; kernelscope's own runs all).
+MIN_COST_COVERAGE = 0.5
 TTFT_TARGETS_MS = [500.0, 200.0, 100.0, 50.0]
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
@@ -30,6 +34,9 @@ class AcceleratorNeeds:
     tpot_ms: float | None = None
     ttft_ms: float | None = None
     bandwidth_floor_tpot_ms: float | None = None  # bytes per step at this device's bandwidth
+    # Share of each phase's device time whose kernels have a cost model (the rest count no bytes or FLOPs).
+    decode_cost_coverage: float | None = None
+    prefill_cost_coverage: float | None = None
     requirements: pl.DataFrame = field(default_factory=pl.DataFrame)  # target → bandwidth / compute needed
     fixed_function: pl.DataFrame = field(default_factory=pl.DataFrame)  # category → share of decode time
     fixed_function_pct: float | None = None
@@ -47,6 +54,8 @@ def accelerator_needs(kernels: pl.DataFrame, info: RunInfo, ceilings: Ceilings |
     needs.tpot_ms, needs.ttft_ms = info.plain_timings.tpot_ms, info.plain_timings.ttft_ms
     decode = kernels.filter(pl.col("phase") == ranges.DECODE)
     prefill = kernels.filter(pl.col("phase") == ranges.PREFILL)
+    needs.decode_cost_coverage = cost_coverage(decode) if decode.height else None
+    needs.prefill_cost_coverage = cost_coverage(prefill) if prefill.height else None
     if decode.height:
         steps = step_counts(decode).get(ranges.DECODE, 1)
         needs.decode_bytes_per_step = float(decode["bytes_moved"].sum()) / steps
@@ -67,15 +76,21 @@ def accelerator_needs(kernels: pl.DataFrame, info: RunInfo, ceilings: Ceilings |
     return needs
 
 
+def costs_cover(coverage: float | None) -> bool:
+    return coverage is not None and coverage >= MIN_COST_COVERAGE
+
+
 def _requirements(needs: AcceleratorNeeds) -> pl.DataFrame:
+    """Bandwidth and compute that target latencies need, for the phases whose analytic costs cover enough of
+    their time (costs_cover)."""
     rows = []
-    if needs.decode_bytes_per_step:
+    if needs.decode_bytes_per_step and costs_cover(needs.decode_cost_coverage):
         targets = ([needs.tpot_ms] if needs.tpot_ms else []) + TPOT_TARGETS_MS
         for target in targets:
             rows.append(("decode", "TPOT", target, target == needs.tpot_ms,
                          needs.decode_bytes_per_step / (target / 1e3),
                          needs.decode_flops_per_step / (target / 1e3)))
-    if needs.prefill_flops:
+    if needs.prefill_flops and costs_cover(needs.prefill_cost_coverage):
         targets = ([needs.ttft_ms] if needs.ttft_ms else []) + TTFT_TARGETS_MS
         for target in targets:
             rows.append(("prefill", "TTFT", target, target == needs.ttft_ms,

@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 from jinja2 import Environment
 
+from kernelscope.analyze.accelerator import costs_cover
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.report_tables import ReportTables, report_kernels, report_tables
 from kernelscope.analyze.spread import significant, spread
@@ -208,6 +209,7 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "recommendations": [f for f in findings if f["recommend"]],
         "acc": acc,
         "acc_requirements": table("requirements", acc.requirements if acc else None),
+        "acc_costs_cover": acc is not None and costs_cover(acc.decode_cost_coverage),
         "acc_fixed": table("mix", acc.fixed_function if acc is not None and acc.fixed_function.height else None),
         "acc_layers": table("weights", acc.weights_per_layer if acc is not None and acc.weights_per_layer.height else None),
         "projection": projection_section(tables.projection, lang) if tables.projection is not None else None,

@@ -89,9 +89,24 @@ def _env(lang: str) -> Environment:
                                 cache_namespace=f"whatif-{lang}")
 
 
+# A phase whose device time the model carries at its measured duration (kernels without a cost model: ops without
+# shapes the model reads, or no op at all, as in CUDA-graph replays) for more than this share is not projected:
+# its calibration would hold by construction and every design option would change only the rest.
+MAX_CARRIED_PCT = 50.0
+
+
+def carried_phases(calibration: pl.DataFrame) -> list[str]:
+    """Phases (other than unknown) the model mostly carries rather than projects."""
+    known = calibration.filter((pl.col("phase") != ranges.UNKNOWN) & (pl.col("carried_pct") > MAX_CARRIED_PCT))
+    return known["phase"].to_list()
+
+
 def calibration_holds(calibration: pl.DataFrame) -> bool:
+    """Every phase projected onto the measuring device within the bound, and none of them mostly carried (that
+    would hold whatever the model)."""
     known = calibration.filter(pl.col("phase") != ranges.UNKNOWN)["ratio"].drop_nulls()
-    return bool(known.len()) and bool(((known - 1).abs() <= CALIBRATION_BOUND).all())
+    return (bool(known.len()) and bool(((known - 1).abs() <= CALIBRATION_BOUND).all())
+            and not carried_phases(calibration))
 
 
 def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_path: Path, lang: str) -> dict[str, Any]:
@@ -106,6 +121,7 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
         "decode": decode.row(0, named=True) if decode.height else None,
         "prefill": prefill.row(0, named=True) if prefill.height else None,
         "calibrated": calibration_holds(s.calibration), "bound_pct": 100 * CALIBRATION_BOUND,
+        "carried": carried_phases(s.calibration), "max_carried_pct": MAX_CARRIED_PCT,
         "same_device": s.source.name == s.target.name and s.source.bandwidth == s.target.bandwidth,
         "fit": model.fit, "device_latency": model.device_latency, "parallel": s.parallel,
         "efficiency_above_one": _efficiency_above_one(s.kernels),
@@ -263,7 +279,8 @@ def projection_section(study: WhatIf, lang: str) -> dict[str, Any]:
     tables = _context(study, default_model(), None, Path("."), lang)["tables"]
     return {"calibration": tables["calibration"], "scenarios": tables["scenarios"],
             "requirements": tables["requirements"], "holds": calibration_holds(study.calibration),
-            "bound_pct": 100 * CALIBRATION_BOUND}
+            "bound_pct": 100 * CALIBRATION_BOUND, "carried": carried_phases(study.calibration),
+            "max_carried_pct": MAX_CARRIED_PCT}
 
 
 def _target_rows(source: Target, target: Target) -> list[dict[str, str]]:
@@ -330,6 +347,7 @@ def _key_figures(s: WhatIf, run_path: Path) -> dict[str, Any]:
         "run": str(run_path), "source": target_dict(s.source), "target": target_dict(s.target),
         "options": {"fuse": s.options.fuse, "weight_bits": s.options.weight_bits},
         "calibration_holds": calibration_holds(s.calibration), "calibration_bound": CALIBRATION_BOUND,
+        "carried_phases": carried_phases(s.calibration),
         "phases": {r["phase"]: {k: r[k] for k in ("steps", "measured_per_step_ns", "source_model_ns",
                                                   "target_model_ns", "estimate_ns", "speedup", "calibration_ratio")}
                    for r in s.phases.iter_rows(named=True)},

@@ -1,0 +1,61 @@
+"""Runs whose kernels mostly have no analytic costs (a serving engine's CUDA-graph replays: no op shapes) say so
+instead of sizing hardware or projecting from the few that do: the report's accelerator section and what-if
+projection, and `kernelscope whatif`. Expectations come from the run's own kernels table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from kernelscope.cli import main
+
+PUBLIC = Path(__file__).resolve().parents[1] / "data" / "public" / "tracelens"
+SGLANG = PUBLIC / "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
+CAPTURE = PUBLIC / "sglang_decode__capture_traces__bs_32_rank0.json.gz"
+
+
+@pytest.fixture(scope="module")
+def sglang_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("uncosted") / "run"
+    assert main(["import", str(SGLANG), "--capture", str(CAPTURE), "--out", str(out), "--lang", "en"]) == 0
+    return out
+
+
+def _costed_share(run: Path, phase: str) -> float:
+    kernels = pl.read_parquet(run / "kernels.parquet").filter(pl.col("phase") == phase)
+    return kernels.filter(pl.col("cost_model").is_not_null())["dur_ns"].sum() / kernels["dur_ns"].sum()
+
+
+def test_the_accelerator_section_does_not_size_hardware_from_a_sliver_of_costs(sglang_run):
+    share = _costed_share(sglang_run, "decode")
+    assert 0 < share < 0.5
+    report = (sglang_run / "report" / "report.md").read_text()
+    section = report.split("## Recommendations for accelerator (NPU) design")[1].split("\n## ")[0]
+    assert f"Not estimated: the analytic bytes and FLOPs cover only {100 * share:.1f}% of decode device time" in section
+    assert "One decode step moves" not in section and "| Target |" not in section
+    assert "Working sets" not in section
+    # What needs no costs (the catalog's categories) is still given.
+    assert "Ops a fixed-function unit beside the matrix engine could take" in section
+
+
+def test_the_projection_says_it_would_only_carry_the_run(sglang_run):
+    report = (sglang_run / "report" / "report.md").read_text()
+    section = report.split("### Projection by the what-if model")[1].split("\n## ")[0]
+    assert "The what-if model cannot project this run: more than 50% of the device time of decode" in section
+    assert "so the model explains this run" not in report
+    assert "What each design option alone would buy" not in section
+    # The calibration table stays, its Carried column (the share of projected time held at measured durations)
+    # above the bound.
+    row = next(line for line in section.splitlines() if line.startswith("| decode |"))
+    assert float(row.rstrip(" |").split("|")[-1].strip().rstrip("%")) > 50
+
+
+def test_whatif_does_not_call_a_carried_run_calibrated(sglang_run, tmp_path):
+    out = tmp_path / "w"
+    assert main(["whatif", str(sglang_run), "--hw", "mi325x", "--out", str(out), "--lang", "en"]) == 0
+    key = json.loads((out / "whatif.json").read_text())
+    assert key["calibration_holds"] is False and key["carried_phases"] == ["decode"]
+    assert "The model cannot project decode: more than 50% of that device time" in (out / "whatif.md").read_text()
