@@ -1,6 +1,7 @@
 """Runs whose kernels mostly have no analytic costs (a serving engine's CUDA-graph replays: no op shapes) say so
 instead of sizing hardware or projecting from the few that do: the report's accelerator section and what-if
-projection, and `kernelscope whatif`. Expectations come from the run's own kernels table."""
+projection, and `kernelscope whatif`; a run without a decode phase says that. Expectations come from the run's
+own kernels table."""
 
 from __future__ import annotations
 
@@ -59,3 +60,15 @@ def test_whatif_does_not_call_a_carried_run_calibrated(sglang_run, tmp_path):
     key = json.loads((out / "whatif.json").read_text())
     assert key["calibration_holds"] is False and key["carried_phases"] == ["decode"]
     assert "The model cannot project decode: more than 50% of that device time" in (out / "whatif.md").read_text()
+
+
+def test_a_run_without_decode_says_so_rather_than_blaming_costs(tmp_path):
+    trace = PUBLIC / "traces__b200__eager_trace.json.gz"  # one vLLM prefill step
+    out = tmp_path / "run"
+    assert main(["import", str(trace), "--out", str(out), "--lang", "en"]) == 0
+    kernels = pl.read_parquet(out / "kernels.parquet")
+    assert kernels.filter(pl.col("phase") == "decode").height == 0 and kernels.height > 0
+    report = (out / "report" / "report.md").read_text()
+    section = report.split("## Recommendations for accelerator (NPU) design")[1].split("\n## ")[0]
+    assert "Not available: the run has no decode phase" in section
+    assert "no analytic costs" not in section
