@@ -18,11 +18,11 @@ from kernelscope.contracts.run_info import RunInfo, Workload
 FIXED_FUNCTION_CATEGORIES = ["norm", "activation", "rope", "softmax", "sampling", "elementwise", "copy/cast",
                              "concat", "reduction", "index/gather/scatter", "sort/topk"]
 TPOT_TARGETS_MS = [50.0, 20.0, 10.0, 5.0, 2.0]
+TTFT_TARGETS_MS = [500.0, 200.0, 100.0, 50.0]
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # The share of a phase's device time whose kernels have analytic costs below which its bytes and FLOPs say too
 # little to size hardware by (foreign traces of CUDA-graph replays have almost none; kernelscope's own runs all).
 MIN_COST_COVERAGE = 0.5
-TTFT_TARGETS_MS = [500.0, 200.0, 100.0, 50.0]
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 @dataclass

@@ -14,6 +14,7 @@ import polars as pl
 from jinja2 import Environment
 
 from kernelscope import ranges
+from kernelscope.analyze.accelerator import MIN_COST_COVERAGE
 from kernelscope.analyze.projection import ProjectionModel, Target, default_model
 from kernelscope.analyze.whatif import WhatIf, dominant_groups
 from kernelscope.contracts.run_info import Workload
@@ -92,7 +93,8 @@ def _env(lang: str) -> Environment:
 # A phase whose device time the model carries at its measured duration (kernels without a cost model: ops without
 # shapes the model reads, or no op at all, as in CUDA-graph replays) for more than this share is not projected:
 # its calibration would hold by construction and every design option would change only the rest.
-MAX_CARRIED_PCT = 50.0
+# The same bound as the report's hardware sizing (accelerator.MIN_COST_COVERAGE), seen from the carried side.
+MAX_CARRIED_PCT = 100.0 * (1.0 - MIN_COST_COVERAGE)
 
 
 def carried_phases(calibration: pl.DataFrame) -> list[str]:
