@@ -155,6 +155,7 @@ def test_default_workers_within_the_cores_the_chunks_and_the_cap(monkeypatch, co
     import kernelscope.load.kineto.reader as reader
 
     monkeypatch.setattr(reader, "usable_cores", lambda: cores)
+    monkeypatch.setattr(reader, "native_available", lambda: False)  # helper processes
     chunk = 16 << 20
     workers = reader.default_workers(mb << 20, chunk)
     if mb << 20 <= reader.PARALLEL_BYTES:
@@ -163,3 +164,15 @@ def test_default_workers_within_the_cores_the_chunks_and_the_cap(monkeypatch, co
     assert 1 <= workers <= min(cores, reader.MAX_WORKERS)
     assert workers <= max(1, (mb << 20) // (2 * chunk))  # every process finds two chunks or more
     assert workers == min(cores, reader.MAX_WORKERS) or workers == (mb << 20) // (2 * chunk)  # no idle core left
+
+
+@pytest.mark.parametrize("cores", [1, 2, 16, 64])
+@pytest.mark.parametrize("mb", [10, 16, 17, 65, 2000])
+def test_threads_of_the_native_path_one_per_core_and_chunk(monkeypatch, cores, mb):
+    import kernelscope.load.kineto.reader as reader
+
+    monkeypatch.setattr(reader, "usable_cores", lambda: cores)
+    monkeypatch.setattr(reader, "native_available", lambda: True)
+    chunk = 16 << 20
+    chunks = -(-(mb << 20) // chunk)
+    assert reader.default_workers(mb << 20, chunk) == min(cores, reader.MAX_WORKERS, chunks)

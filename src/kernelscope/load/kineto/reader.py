@@ -22,6 +22,7 @@ from kernelscope.load.kineto.chunks import (
 )
 from kernelscope.load.kineto.document import EventArray, locate_events, open_trace_text
 from kernelscope.load.kineto.events import decode_chunk
+from kernelscope.load.kineto.native_tables import available as native_available
 from kernelscope.load.names import bounded
 from kernelscope.workers import usable_cores
 
@@ -54,8 +55,12 @@ MAX_WORKERS = 8  # beyond this, starting helpers and collecting their tables cos
 
 
 def default_workers(length: int, chunk_bytes: int) -> int:
-    """Processes for one array of `length` bytes: one for small arrays; else one per usable core, at most
-    MAX_WORKERS and at most one per two chunks (a helper that starts late finds nothing left to take)."""
+    """Decoders for one array of `length` bytes. With the native fast path they are threads, which cost nothing
+    to start: one per usable core, at most MAX_WORKERS and at most one per chunk. Without it they are processes:
+    one for arrays up to PARALLEL_BYTES, else one per usable core, at most MAX_WORKERS and at most one per two
+    chunks (a helper that starts late finds nothing left to take)."""
+    if native_available():
+        return max(1, min(usable_cores(), MAX_WORKERS, -(-length // chunk_bytes)))
     if length <= PARALLEL_BYTES:
         return 1
     return max(1, min(usable_cores(), MAX_WORKERS, length // (2 * chunk_bytes)))
