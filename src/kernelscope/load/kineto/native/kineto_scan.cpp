@@ -75,16 +75,6 @@ struct Ids {
 
 enum Category : uint8_t { kOther = 0, kKernel = 1, kRuntime = 2, kOp = 3, kUnread = 4, kPython = 5 };
 
-struct Event {
-  std::string_view ph, cat, name;
-  bool has_ph = false, has_cat = false, has_name = false;
-  int64_t pid = 0, tid = 0;
-  uint8_t pid_kind = 0, tid_kind = 0;  // defaults: 0 (the msgspec struct's default is the integer 0)
-  std::string_view pid_text, tid_text;
-  bool has_ts = false, ts_null = true, has_dur = false, dur_null = true;
-  double ts = 0, dur = 0;
-  std::string_view args;  // raw; empty: absent
-};
 
 struct Common {  // columns every table has
   std::vector<uint32_t> name, cat;
@@ -113,6 +103,24 @@ struct OpArgs {
   bool external_id_ok = false, external_id_old_ok = false, sequence_ok = false;
   int64_t external_id = 0, external_id_old = 0, sequence = 0;
   uint32_t dims = kNull, dims_old = kNull, types = kNull, concrete = kNull;  // codes among the raw texts
+};
+
+struct Event {
+  std::string_view ph, cat, name;
+  bool has_ph = false, has_cat = false, has_name = false;
+  int64_t pid = 0, tid = 0;
+  uint8_t pid_kind = 0, tid_kind = 0;  // defaults: 0 (the msgspec struct's default is the integer 0)
+  std::string_view pid_text, tid_text;
+  bool has_ts = false, ts_null = true, has_dur = false, dur_null = true;
+  double ts = 0, dur = 0;
+  Category code = kOther;  // known once `cat` is read
+  bool code_known = false;
+  // Args read where they stand (the category was known by then), or their raw text to read once it is.
+  bool args_read = false, args_fit = true;
+  KernelArgs kernel;
+  RuntimeArgs runtime;
+  OpArgs op;
+  std::string_view args;  // raw; empty: absent
 };
 
 struct Chunk {
@@ -247,18 +255,8 @@ struct Seen {
   }
 };
 
-// One typed args struct from its raw text; `parser` re-walks the text (it lies inside the padded input, so the
-// padding simdjson needs is there).
 template <typename Fields>
-bool read_args(ondemand::parser& parser, std::string_view text, const char* end, Fields&& fields) {
-  if (text.empty()) return true;  // absent: the struct's defaults
-  ondemand::document doc;
-  check(parser.iterate(text.data(), text.size(), static_cast<size_t>(end - text.data())).get(doc));
-  ondemand::json_type type;
-  check(doc.type().get(type));
-  if (type != ondemand::json_type::object) return false;
-  ondemand::object object;
-  check(doc.get_object().get(object));
+bool read_fields(ondemand::object& object, Fields&& fields) {
   Seen seen;
   bool fits = true;
   for (auto field_result : object) {
@@ -267,14 +265,121 @@ bool read_args(ondemand::parser& parser, std::string_view text, const char* end,
     std::string_view key;
     check(field.unescaped_key().get(key));
     ondemand::value value = field.value();
-    if (!fields(key, value, seen)) fits = false;
+    if (!fields(key, value, seen)) fits = false;  // keep reading: a key read twice must still be seen
   }
+  return fits;
+}
+
+// One typed args struct from the args value itself, read where the event's category is already known (Kineto
+// writes `cat` before `args`).
+template <typename Source, typename Fields>
+bool read_args_from(Source& source, Fields&& fields) {
+  ondemand::json_type type;
+  check(source.type().get(type));
+  if (type != ondemand::json_type::object) return false;
+  ondemand::object object;
+  check(source.get_object().get(object));
+  return read_fields(object, fields);
+}
+
+// ... or from its raw text, kept where the category came after the args; `parser` re-walks the text (it lies
+// inside the padded input, so the padding simdjson needs is there).
+template <typename Fields>
+bool read_args_text(ondemand::parser& parser, std::string_view text, const char* end, Fields&& fields) {
+  if (text.empty()) return true;  // absent: the struct's defaults
+  ondemand::document doc;
+  check(parser.iterate(text.data(), text.size(), static_cast<size_t>(end - text.data())).get(doc));
+  return read_args_from(doc, fields);
+}
+
+// Fills `a` as msgspec decodes Kernel args; false: they do not fit (then `a` is left as its defaults).
+template <typename Reader>
+bool kernel_args(KernelArgs& a, Chunk& chunk, Reader&& read) {
+  bool fits = read([&](std::string_view key, ondemand::value& value, Seen& seen) {
+    if (key == "External id") { seen.mark(0); return read_int(value, a.external_id_ok, a.external_id); }
+    if (key == "external id") { seen.mark(1); return read_int(value, a.external_id_old_ok, a.external_id_old); }
+    if (key == "correlation") { seen.mark(2); return read_int(value, a.correlation_ok, a.correlation); }
+    if (key == "device") { seen.mark(3); return read_int(value, a.device_ok, a.device); }
+    if (key == "stream") { seen.mark(4); return read_int(value, a.stream_ok, a.stream); }
+    if (key == "grid") { seen.mark(5); return read_dims(value, a.grid_ok, a.grid); }
+    if (key == "block") { seen.mark(6); return read_dims(value, a.block_ok, a.block); }
+    if (key == "registers per thread") { seen.mark(7); return read_int(value, a.registers_ok, a.registers); }
+    if (key == "shared memory") { seen.mark(8); return read_int(value, a.shared_ok, a.shared); }
+    if (key == "est. achieved occupancy %") { seen.mark(9); return read_float(value, a.occupancy_ok, a.occupancy); }
+    if (key == "bytes") { seen.mark(10); return read_int(value, a.bytes_ok, a.bytes); }
+    if (key == "Collective name") { seen.mark(11); return read_text(value, chunk.strings, a.collective); }
+    if (key == "In msg nelems") { seen.mark(12); return read_int(value, a.in_ok, a.in); }
+    if (key == "Out msg nelems") { seen.mark(13); return read_int(value, a.out_ok, a.out); }
+    if (key == "Group size") { seen.mark(14); return read_int(value, a.group_ok, a.group); }
+    if (key == "dtype") { seen.mark(15); return read_text(value, chunk.strings, a.dtype); }
+    if (key == "Process Group Name") { seen.mark(16); return read_text(value, chunk.strings, a.process_group); }
+    return true;
+  });
+  if (!fits) a = KernelArgs{};
+  return fits;
+}
+
+// Fills `a` as msgspec decodes Runtime args; false: they do not fit (then `a` is left as its defaults).
+template <typename Reader>
+bool runtime_args(RuntimeArgs& a, Chunk& chunk, Reader&& read) {
+  bool fits = read([&](std::string_view key, ondemand::value& value, Seen& seen) {
+    if (key == "External id") { seen.mark(0); return read_int(value, a.external_id_ok, a.external_id); }
+    if (key == "external id") { seen.mark(1); return read_int(value, a.external_id_old_ok, a.external_id_old); }
+    if (key == "correlation") { seen.mark(2); return read_int(value, a.correlation_ok, a.correlation); }
+    if (key == "kernel") { seen.mark(3); return read_text(value, chunk.strings, a.kernel); }
+    return true;
+  });
+  if (!fits) a = RuntimeArgs{};
+  return fits;
+}
+
+// Fills `a` as msgspec decodes Op args; false: they do not fit (then `a` is left as its defaults).
+template <typename Reader>
+bool op_args(OpArgs& a, Chunk& chunk, Reader&& read) {
+  bool fits = read([&](std::string_view key, ondemand::value& value, Seen& seen) {
+    if (key == "External id") { seen.mark(0); return read_int(value, a.external_id_ok, a.external_id); }
+    if (key == "external id") { seen.mark(1); return read_int(value, a.external_id_old_ok, a.external_id_old); }
+    if (key == "Sequence number") { seen.mark(2); return read_int(value, a.sequence_ok, a.sequence); }
+    if (key == "Input Dims") { seen.mark(3); a.dims = chunk.raws.code(raw_text(value)); return true; }
+    if (key == "Input dims") { seen.mark(4); a.dims_old = chunk.raws.code(raw_text(value)); return true; }
+    if (key == "Input type") { seen.mark(5); a.types = chunk.raws.code(raw_text(value)); return true; }
+    if (key == "Concrete Inputs") { seen.mark(6); a.concrete = chunk.raws.code(raw_text(value)); return true; }
+    return true;
+  });
+  if (!fits) a = OpArgs{};
   return fits;
 }
 
 // ---- events
 
-void read_event(ondemand::object& object, Event& event, Interned& strings) {
+struct Scan {  // what reading an event needs besides the event
+  const CategoryTable& categories;
+  std::unordered_map<std::string_view, Category> seen_cats;
+  std::string lowered;
+  Chunk& chunk;
+};
+
+Category event_category(Scan& scan, std::string_view cat) {
+  Category code = category_of(scan.categories, scan.seen_cats, cat, scan.lowered);
+  // Python frames are the category as written exactly (events.py); other spellings are ops with args.
+  if (code == kOp && cat == "python_function") code = kPython;
+  return code;
+}
+
+void read_args_here(Event& event, ondemand::value& value, Chunk& chunk) {
+  auto here = [&](auto&& fields) { return read_args_from(value, fields); };
+  if (event.code == kKernel) {
+    event.args_fit = kernel_args(event.kernel, chunk, here);
+  } else if (event.code == kRuntime) {
+    event.args_fit = runtime_args(event.runtime, chunk, here);
+  } else if (event.code == kOp) {
+    event.args_fit = op_args(event.op, chunk, here);
+  }
+  event.args_read = true;  // (other categories' args are never read)
+}
+
+void read_event(ondemand::object& object, Event& event, Scan& scan) {
+  Interned& strings = scan.chunk.strings;
   Seen seen;
   for (auto field_result : object) {
     ondemand::field field;
@@ -289,6 +394,10 @@ void read_event(ondemand::object& object, Event& event, Interned& strings) {
       std::string_view text;
       check(value.get_string().get(text));  // null or another type: the msgspec path refuses the chunk
       (slot == 0 ? event.ph : slot == 1 ? event.cat : event.name) = text;
+      if (slot == 1) {
+        event.code = event_category(scan, text);
+        event.code_known = true;
+      }
     } else if (key == "pid" || key == "tid") {
       bool pid = key == "pid";
       seen.mark(pid ? 3 : 4);
@@ -333,8 +442,16 @@ void read_event(ondemand::object& object, Event& event, Interned& strings) {
       }
     } else if (key == "args") {
       seen.mark(7);
-      event.args = raw_text(value);
+      if (event.code_known) {
+        read_args_here(event, value, scan.chunk);
+      } else {
+        event.args = raw_text(value);
+      }
     }
+  }
+  if (!event.code_known) {
+    event.code = event_category(scan, event.cat);
+    event.code_known = true;
   }
 }
 
@@ -353,70 +470,6 @@ void add_common(Common& table, const Event& event, Interned& strings) {
   table.tid.kind.push_back(event.tid_kind);
   table.ts.push_back(event.ts);
   table.dur.push_back(event.dur_null ? 0.0 : event.dur);
-}
-
-KernelArgs kernel_args(ondemand::parser& parser, std::string_view text, const char* end, Chunk& chunk) {
-  KernelArgs a;
-  bool fits = read_args(parser, text, end, [&](std::string_view key, ondemand::value& value, Seen& seen) {
-    if (key == "External id") { seen.mark(0); return read_int(value, a.external_id_ok, a.external_id); }
-    if (key == "external id") { seen.mark(1); return read_int(value, a.external_id_old_ok, a.external_id_old); }
-    if (key == "correlation") { seen.mark(2); return read_int(value, a.correlation_ok, a.correlation); }
-    if (key == "device") { seen.mark(3); return read_int(value, a.device_ok, a.device); }
-    if (key == "stream") { seen.mark(4); return read_int(value, a.stream_ok, a.stream); }
-    if (key == "grid") { seen.mark(5); return read_dims(value, a.grid_ok, a.grid); }
-    if (key == "block") { seen.mark(6); return read_dims(value, a.block_ok, a.block); }
-    if (key == "registers per thread") { seen.mark(7); return read_int(value, a.registers_ok, a.registers); }
-    if (key == "shared memory") { seen.mark(8); return read_int(value, a.shared_ok, a.shared); }
-    if (key == "est. achieved occupancy %") { seen.mark(9); return read_float(value, a.occupancy_ok, a.occupancy); }
-    if (key == "bytes") { seen.mark(10); return read_int(value, a.bytes_ok, a.bytes); }
-    if (key == "Collective name") { seen.mark(11); return read_text(value, chunk.strings, a.collective); }
-    if (key == "In msg nelems") { seen.mark(12); return read_int(value, a.in_ok, a.in); }
-    if (key == "Out msg nelems") { seen.mark(13); return read_int(value, a.out_ok, a.out); }
-    if (key == "Group size") { seen.mark(14); return read_int(value, a.group_ok, a.group); }
-    if (key == "dtype") { seen.mark(15); return read_text(value, chunk.strings, a.dtype); }
-    if (key == "Process Group Name") { seen.mark(16); return read_text(value, chunk.strings, a.process_group); }
-    return true;
-  });
-  if (!fits) {
-    ++chunk.malformed[0];
-    return KernelArgs{};
-  }
-  return a;
-}
-
-RuntimeArgs runtime_args(ondemand::parser& parser, std::string_view text, const char* end, Chunk& chunk) {
-  RuntimeArgs a;
-  bool fits = read_args(parser, text, end, [&](std::string_view key, ondemand::value& value, Seen& seen) {
-    if (key == "External id") { seen.mark(0); return read_int(value, a.external_id_ok, a.external_id); }
-    if (key == "external id") { seen.mark(1); return read_int(value, a.external_id_old_ok, a.external_id_old); }
-    if (key == "correlation") { seen.mark(2); return read_int(value, a.correlation_ok, a.correlation); }
-    if (key == "kernel") { seen.mark(3); return read_text(value, chunk.strings, a.kernel); }
-    return true;
-  });
-  if (!fits) {
-    ++chunk.malformed[1];
-    return RuntimeArgs{};
-  }
-  return a;
-}
-
-OpArgs op_args(ondemand::parser& parser, std::string_view text, const char* end, Chunk& chunk) {
-  OpArgs a;
-  bool fits = read_args(parser, text, end, [&](std::string_view key, ondemand::value& value, Seen& seen) {
-    if (key == "External id") { seen.mark(0); return read_int(value, a.external_id_ok, a.external_id); }
-    if (key == "external id") { seen.mark(1); return read_int(value, a.external_id_old_ok, a.external_id_old); }
-    if (key == "Sequence number") { seen.mark(2); return read_int(value, a.sequence_ok, a.sequence); }
-    if (key == "Input Dims") { seen.mark(3); a.dims = chunk.raws.code(raw_text(value)); return true; }
-    if (key == "Input dims") { seen.mark(4); a.dims_old = chunk.raws.code(raw_text(value)); return true; }
-    if (key == "Input type") { seen.mark(5); a.types = chunk.raws.code(raw_text(value)); return true; }
-    if (key == "Concrete Inputs") { seen.mark(6); a.concrete = chunk.raws.code(raw_text(value)); return true; }
-    return true;
-  });
-  if (!fits) {
-    ++chunk.malformed[2];
-    return OpArgs{};
-  }
-  return a;
 }
 
 // Escapes of UTF-16 surrogates (\uD800 … \uDFFF): how each decoder treats a lone one differs, so such text goes
@@ -479,39 +532,45 @@ void scan(Workspace& w, size_t size, const CategoryTable& categories, Chunk& chu
   check(parser.iterate(text, size, size + SIMDJSON_PADDING).get(doc));
   ondemand::array events;
   check(doc.get_array().get(events));
-  std::unordered_map<std::string_view, Category> seen_cats;
+  Scan state{categories, {}, {}, chunk};
   std::string lowered;
   for (auto element : events) {
     ondemand::object object;
     check(element.get_object().get(object));  // not an object: the msgspec path refuses the chunk
     Event event;
-    read_event(object, event, chunk.strings);
+    read_event(object, event, state);
     ++chunk.event_count;
-    Category code = category_of(categories, seen_cats, event.cat, lowered);
+    Category code = event.code;
     if (code == kOther) continue;
     if (code == kUnread) {
       ascii_lower(event.cat, lowered);
       ++chunk.unread[lowered];
       continue;
     }
-    // Python frames are the category as written exactly (events.py); other spellings are ops with args.
-    if (code == kOp && event.cat == "python_function") code = kPython;
     if (event.ph != "X" || event.ts_null) continue;
     if (!usable(event)) {
       ++chunk.unusable;
       continue;
     }
+    // Args not read where they stood (the category came after them) are read from their text now.
+    auto from_text = [&](auto&& fields) { return read_args_text(args_parser, event.args, end, fields); };
     if (code == kKernel) {
       add_common(chunk.k, event, chunk.strings);
-      chunk.ka.push_back(kernel_args(args_parser, event.args, end, chunk));
+      bool fits = event.args_read ? event.args_fit : kernel_args(event.kernel, chunk, from_text);
+      chunk.malformed[0] += fits ? 0 : 1;
+      chunk.ka.push_back(event.kernel);
     } else if (code == kRuntime) {
       add_common(chunk.r, event, chunk.strings);
-      chunk.ra.push_back(runtime_args(args_parser, event.args, end, chunk));
+      bool fits = event.args_read ? event.args_fit : runtime_args(event.runtime, chunk, from_text);
+      chunk.malformed[1] += fits ? 0 : 1;
+      chunk.ra.push_back(event.runtime);
     } else if (code == kPython) {
       add_common(chunk.p, event, chunk.strings);
     } else {
       add_common(chunk.o, event, chunk.strings);
-      chunk.oa.push_back(op_args(args_parser, event.args, end, chunk));
+      bool fits = event.args_read ? event.args_fit : op_args(event.op, chunk, from_text);
+      chunk.malformed[2] += fits ? 0 : 1;
+      chunk.oa.push_back(event.op);
     }
   }
 }
