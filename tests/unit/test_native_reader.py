@@ -200,9 +200,19 @@ _events = st.fixed_dictionaries(
 
 @needs_native
 @settings(max_examples=300, deadline=None)
-@given(st.lists(_events, min_size=1, max_size=6))
+@given(st.lists(_events.flatmap(lambda e: st.permutations(list(e.items()))), min_size=1, max_size=6))
 def test_random_events_are_declined_or_read_the_same(generated):
-    _equal_or_declined(("[" + ", ".join(json.dumps(e) for e in generated) + "]").encode())
+    # Keys in any order: args before cat are read from their text once the category is known.
+    _equal_or_declined(("[" + ", ".join(json.dumps(dict(items)) for items in generated) + "]").encode())
+
+
+@needs_native
+@pytest.mark.parametrize("event", [GOOD, OP, LAUNCH])
+def test_args_before_the_category_are_read_the_same(event):
+    reordered = {"args": event["args"], **{k: v for k, v in event.items() if k != "args"}}
+    broken = {"args": {**event["args"], "External id": "x"}, **{k: v for k, v in event.items() if k != "args"}}
+    fast = _equal_or_declined(_chunk(json.dumps(reordered), json.dumps(broken)))
+    assert fast is not None and fast["dropped"]["malformed args"] == 1
 
 
 @needs_native
