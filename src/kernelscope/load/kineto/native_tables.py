@@ -113,7 +113,7 @@ class _Chunk:
     def _mapped(self, codes: bytes, convert: Any, dtype: pl.DataType) -> pl.Series:
         """convert(string) for each row's string, computed once per distinct string used."""
         index = np.frombuffer(codes, np.uint32)
-        used = np.unique(index)
+        used = np.flatnonzero(np.bincount(index, minlength=len(self.strings)))  # in one pass, no sort
         lookup = np.zeros(len(self.strings), dtype=np.uint32)
         lookup[used] = np.arange(len(used), dtype=np.uint32)
         values = pl.Series([convert(self.strings[i]) for i in used.tolist()], dtype=dtype)
