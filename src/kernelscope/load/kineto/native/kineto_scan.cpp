@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -292,13 +293,32 @@ bool read_args_text(ondemand::parser& parser, std::string_view text, const char*
   return read_args_from(doc, fields);
 }
 
+// The fields every args struct starts with: both spellings of the External id (torch ≥ 1.10 and before), and the
+// launch correlation where the struct has one. -1: `key` is none of them.
+template <typename Args>
+int read_ids(std::string_view key, ondemand::value& value, Seen& seen, Args& a) {
+  if (key == "External id") {
+    seen.mark(0);
+    return read_int(value, a.external_id_ok, a.external_id);
+  }
+  if (key == "external id") {
+    seen.mark(1);
+    return read_int(value, a.external_id_old_ok, a.external_id_old);
+  }
+  if constexpr (!std::is_same_v<Args, OpArgs>) {
+    if (key == "correlation") {
+      seen.mark(2);
+      return read_int(value, a.correlation_ok, a.correlation);
+    }
+  }
+  return -1;
+}
+
 // Fills `a` as msgspec decodes Kernel args; false: they do not fit (then `a` is left as its defaults).
 template <typename Reader>
 bool kernel_args(KernelArgs& a, Chunk& chunk, Reader&& read) {
   bool fits = read([&](std::string_view key, ondemand::value& value, Seen& seen) {
-    if (key == "External id") { seen.mark(0); return read_int(value, a.external_id_ok, a.external_id); }
-    if (key == "external id") { seen.mark(1); return read_int(value, a.external_id_old_ok, a.external_id_old); }
-    if (key == "correlation") { seen.mark(2); return read_int(value, a.correlation_ok, a.correlation); }
+    if (int read = read_ids(key, value, seen, a); read >= 0) return read == 1;
     if (key == "device") { seen.mark(3); return read_int(value, a.device_ok, a.device); }
     if (key == "stream") { seen.mark(4); return read_int(value, a.stream_ok, a.stream); }
     if (key == "grid") { seen.mark(5); return read_dims(value, a.grid_ok, a.grid); }
@@ -323,9 +343,7 @@ bool kernel_args(KernelArgs& a, Chunk& chunk, Reader&& read) {
 template <typename Reader>
 bool runtime_args(RuntimeArgs& a, Chunk& chunk, Reader&& read) {
   bool fits = read([&](std::string_view key, ondemand::value& value, Seen& seen) {
-    if (key == "External id") { seen.mark(0); return read_int(value, a.external_id_ok, a.external_id); }
-    if (key == "external id") { seen.mark(1); return read_int(value, a.external_id_old_ok, a.external_id_old); }
-    if (key == "correlation") { seen.mark(2); return read_int(value, a.correlation_ok, a.correlation); }
+    if (int read = read_ids(key, value, seen, a); read >= 0) return read == 1;
     if (key == "kernel") { seen.mark(3); return read_text(value, chunk.strings, a.kernel); }
     return true;
   });
@@ -337,8 +355,7 @@ bool runtime_args(RuntimeArgs& a, Chunk& chunk, Reader&& read) {
 template <typename Reader>
 bool op_args(OpArgs& a, Chunk& chunk, Reader&& read) {
   bool fits = read([&](std::string_view key, ondemand::value& value, Seen& seen) {
-    if (key == "External id") { seen.mark(0); return read_int(value, a.external_id_ok, a.external_id); }
-    if (key == "external id") { seen.mark(1); return read_int(value, a.external_id_old_ok, a.external_id_old); }
+    if (int read = read_ids(key, value, seen, a); read >= 0) return read == 1;
     if (key == "Sequence number") { seen.mark(2); return read_int(value, a.sequence_ok, a.sequence); }
     if (key == "Input Dims") { seen.mark(3); a.dims = chunk.raws.code(raw_text(value)); return true; }
     if (key == "Input dims") { seen.mark(4); a.dims_old = chunk.raws.code(raw_text(value)); return true; }
