@@ -3,11 +3,13 @@
 //
 // It decodes only what it can decode exactly as the msgspec path (events.py) would; anything else (a type the
 // msgspec path would refuse or treat specially, integers beyond int64, duplicate keys that are read, lone
-// surrogate escapes, categories that are not ASCII) makes scan() return None and events.py decodes the chunk
+// surrogate escapes, categories that are not ASCII, nesting deeper than 256) makes scan() return None and
+// events.py decodes the chunk
 // itself. So the tables are the same either way; this path only makes the common case fast.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -50,23 +52,17 @@ struct Interned {
   }
 };
 
-struct Ints {  // nullable int64
-  std::vector<int64_t> values;
+template <typename T>
+struct Nullable {  // a nullable column: values, and whether each is there
+  std::vector<T> values;
   std::vector<uint8_t> valid;
-  void push(bool ok, int64_t value) {
-    values.push_back(ok ? value : 0);
+  void push(bool ok, T value) {
+    values.push_back(ok ? value : T{});
     valid.push_back(ok ? 1 : 0);
   }
 };
-
-struct Floats {  // nullable float64
-  std::vector<double> values;
-  std::vector<uint8_t> valid;
-  void push(bool ok, double value) {
-    values.push_back(ok ? value : 0.0);
-    valid.push_back(ok ? 1 : 0);
-  }
-};
+using Ints = Nullable<int64_t>;
+using Floats = Nullable<double>;
 
 // A process or thread id as written: an integer, null, or text (its code among the chunk's strings).
 struct Ids {
@@ -172,49 +168,54 @@ std::string_view raw_text(ondemand::value& value) {
   return text;
 }
 
-// Field kinds of a typed args struct. `false`: the args do not fit (the msgspec path counts them malformed).
-bool read_int(ondemand::value& value, bool& ok, int64_t& out) {
+ondemand::json_type type_of(ondemand::value& value) {
   ondemand::json_type type;
   check(value.type().get(type));
-  if (type == ondemand::json_type::null) {
-    check(value.is_null().error());
-    ok = false;
-    return true;
-  }
-  if (type != ondemand::json_type::number) return false;
+  return type;
+}
+
+// Where a field's value stands before it is read: null (read as missing), of another JSON type than the field's
+// (the args do not fit), or one to read.
+enum class Field { missing, misfit, read };
+
+Field field_of(ondemand::value& value, ondemand::json_type expected) {
+  auto type = type_of(value);
+  if (type == ondemand::json_type::null) return Field::missing;
+  return type == expected ? Field::read : Field::misfit;
+}
+
+ondemand::number_type number_kind(ondemand::value& value) {
   ondemand::number_type kind;
   check(value.get_number_type().get(kind));
-  if (kind == ondemand::number_type::floating_point_number) return false;
-  if (kind != ondemand::number_type::signed_integer) throw Bail{};  // beyond int64: msgspec keeps it, polars nulls it
-  check(value.get_int64().get(out));
+  return kind;
+}
+
+// Field kinds of a typed args struct (a null reads as missing in each). `false`: the args do not fit (the msgspec
+// path counts them malformed). Numbers: int64_t takes integers only (msgspec's int), double any number (its
+// float); an integer beyond what the field holds goes to the msgspec path (it keeps it, polars then nulls it).
+template <typename Number>
+bool read_number(ondemand::value& value, bool& ok, Number& out) {
+  ok = false;
+  if (auto field = field_of(value, ondemand::json_type::number); field != Field::read) return field == Field::missing;
+  auto kind = number_kind(value);
+  if (kind == ondemand::number_type::big_integer) throw Bail{};
+  if constexpr (std::is_same_v<Number, int64_t>) {
+    if (kind == ondemand::number_type::floating_point_number) return false;
+    if (kind != ondemand::number_type::signed_integer) throw Bail{};
+    check(value.get_int64().get(out));
+  } else {
+    check(value.get_double().get(out));
+  }
   ok = true;
   return true;
 }
 
-bool read_float(ondemand::value& value, bool& ok, double& out) {
-  ondemand::json_type type;
-  check(value.type().get(type));
-  if (type == ondemand::json_type::null) {
-    ok = false;
-    return true;
-  }
-  if (type != ondemand::json_type::number) return false;
-  ondemand::number_type kind;
-  check(value.get_number_type().get(kind));
-  if (kind == ondemand::number_type::big_integer) throw Bail{};
-  check(value.get_double().get(out));
-  ok = true;
-  return true;
-}
+bool read_int(ondemand::value& value, bool& ok, int64_t& out) { return read_number(value, ok, out); }
+bool read_float(ondemand::value& value, bool& ok, double& out) { return read_number(value, ok, out); }
 
 bool read_text(ondemand::value& value, Interned& strings, uint32_t& out) {
-  ondemand::json_type type;
-  check(value.type().get(type));
-  if (type == ondemand::json_type::null) {
-    out = kNull;
-    return true;
-  }
-  if (type != ondemand::json_type::string) return false;
+  out = kNull;
+  if (auto field = field_of(value, ondemand::json_type::string); field != Field::read) return field == Field::missing;
   std::string_view text;
   check(value.get_string().get(text));
   out = strings.code(text);
@@ -222,13 +223,8 @@ bool read_text(ondemand::value& value, Interned& strings, uint32_t& out) {
 }
 
 bool read_dims(ondemand::value& value, bool& ok, int64_t (&out)[3]) {
-  ondemand::json_type type;
-  check(value.type().get(type));
-  if (type == ondemand::json_type::null) {
-    ok = false;
-    return true;
-  }
-  if (type != ondemand::json_type::array) return false;
+  ok = false;
+  if (auto field = field_of(value, ondemand::json_type::array); field != Field::read) return field == Field::missing;
   ondemand::array items;
   check(value.get_array().get(items));
   size_t count = 0;
@@ -314,11 +310,22 @@ int read_ids(std::string_view key, ondemand::value& value, Seen& seen, Args& a) 
   return -1;
 }
 
+// One args struct through `read` (where the args stand, or from their text): the shared ids, then `fields`, the
+// struct's own keys. Args that do not fit leave `a` as its defaults.
+template <typename Args, typename Reader, typename Fields>
+bool read_struct(Args& a, Reader&& read, Fields&& fields) {
+  bool fits = read([&](std::string_view key, ondemand::value& value, Seen& seen) {
+    if (int got = read_ids(key, value, seen, a); got >= 0) return got == 1;
+    return fields(key, value, seen);
+  });
+  if (!fits) a = Args{};
+  return fits;
+}
+
 // Fills `a` as msgspec decodes Kernel args; false: they do not fit (then `a` is left as its defaults).
 template <typename Reader>
 bool kernel_args(KernelArgs& a, Chunk& chunk, Reader&& read) {
-  bool fits = read([&](std::string_view key, ondemand::value& value, Seen& seen) {
-    if (int read = read_ids(key, value, seen, a); read >= 0) return read == 1;
+  return read_struct(a, read, [&](std::string_view key, ondemand::value& value, Seen& seen) {
     if (key == "device") { seen.mark(3); return read_int(value, a.device_ok, a.device); }
     if (key == "stream") { seen.mark(4); return read_int(value, a.stream_ok, a.stream); }
     if (key == "grid") { seen.mark(5); return read_dims(value, a.grid_ok, a.grid); }
@@ -335,27 +342,21 @@ bool kernel_args(KernelArgs& a, Chunk& chunk, Reader&& read) {
     if (key == "Process Group Name") { seen.mark(16); return read_text(value, chunk.strings, a.process_group); }
     return true;
   });
-  if (!fits) a = KernelArgs{};
-  return fits;
 }
 
 // Fills `a` as msgspec decodes Runtime args; false: they do not fit (then `a` is left as its defaults).
 template <typename Reader>
 bool runtime_args(RuntimeArgs& a, Chunk& chunk, Reader&& read) {
-  bool fits = read([&](std::string_view key, ondemand::value& value, Seen& seen) {
-    if (int read = read_ids(key, value, seen, a); read >= 0) return read == 1;
+  return read_struct(a, read, [&](std::string_view key, ondemand::value& value, Seen& seen) {
     if (key == "kernel") { seen.mark(3); return read_text(value, chunk.strings, a.kernel); }
     return true;
   });
-  if (!fits) a = RuntimeArgs{};
-  return fits;
 }
 
 // Fills `a` as msgspec decodes Op args; false: they do not fit (then `a` is left as its defaults).
 template <typename Reader>
 bool op_args(OpArgs& a, Chunk& chunk, Reader&& read) {
-  bool fits = read([&](std::string_view key, ondemand::value& value, Seen& seen) {
-    if (int read = read_ids(key, value, seen, a); read >= 0) return read == 1;
+  return read_struct(a, read, [&](std::string_view key, ondemand::value& value, Seen& seen) {
     if (key == "Sequence number") { seen.mark(2); return read_int(value, a.sequence_ok, a.sequence); }
     if (key == "Input Dims") { seen.mark(3); a.dims = chunk.raws.code(raw_text(value)); return true; }
     if (key == "Input dims") { seen.mark(4); a.dims_old = chunk.raws.code(raw_text(value)); return true; }
@@ -363,8 +364,6 @@ bool op_args(OpArgs& a, Chunk& chunk, Reader&& read) {
     if (key == "Concrete Inputs") { seen.mark(6); a.concrete = chunk.raws.code(raw_text(value)); return true; }
     return true;
   });
-  if (!fits) a = OpArgs{};
-  return fits;
 }
 
 // ---- events
@@ -397,14 +396,8 @@ void read_args_here(Event& event, ondemand::value& value, Chunk& chunk) {
 
 void read_event(ondemand::object& object, Event& event, Scan& scan) {
   Interned& strings = scan.chunk.strings;
-  Seen seen;
-  for (auto field_result : object) {
-    ondemand::field field;
-    check(std::move(field_result).get(field));
-    std::string_view key;
-    check(field.unescaped_key().get(key));
-    ondemand::value value = field.value();
-    if (key.size() > 4) continue;
+  read_fields(object, [&](std::string_view key, ondemand::value& value, Seen& seen) {
+    if (key.size() > 4) return true;
     if (key == "ph" || key == "cat" || key == "name") {
       int slot = key == "ph" ? 0 : key == "cat" ? 1 : 2;
       seen.mark(slot);
@@ -420,20 +413,16 @@ void read_event(ondemand::object& object, Event& event, Scan& scan) {
       seen.mark(pid ? 3 : 4);
       int64_t& number = pid ? event.pid : event.tid;
       uint8_t& kind = pid ? event.pid_kind : event.tid_kind;
-      ondemand::json_type type;
-      check(value.type().get(type));
+      // An integer, null or text (msgspec: int | str | None); anything else refuses the chunk there.
+      auto type = type_of(value);
       if (type == ondemand::json_type::null) {
-        check(value.is_null().error());
         kind = 1;
       } else if (type == ondemand::json_type::string) {
         std::string_view text;
         check(value.get_string().get(text));
         number = strings.code(text);
         kind = 2;
-      } else if (type == ondemand::json_type::number) {
-        ondemand::number_type nt;
-        check(value.get_number_type().get(nt));
-        if (nt != ondemand::number_type::signed_integer) throw Bail{};
+      } else if (type == ondemand::json_type::number && number_kind(value) == ondemand::number_type::signed_integer) {
         check(value.get_int64().get(number));
         kind = 0;
       } else {
@@ -442,21 +431,10 @@ void read_event(ondemand::object& object, Event& event, Scan& scan) {
     } else if (key == "ts" || key == "dur") {
       bool ts = key == "ts";
       seen.mark(ts ? 5 : 6);
-      ondemand::json_type type;
-      check(value.type().get(type));
-      bool& is_null = ts ? event.ts_null : event.dur_null;
-      if (type == ondemand::json_type::null) {
-        check(value.is_null().error());
-        is_null = true;
-      } else if (type == ondemand::json_type::number) {
-        ondemand::number_type nt;
-        check(value.get_number_type().get(nt));
-        if (nt == ondemand::number_type::big_integer) throw Bail{};
-        check(value.get_double().get(ts ? event.ts : event.dur));
-        is_null = false;
-      } else {
-        throw Bail{};
-      }
+      // A number or null (msgspec: float | None); anything else refuses the chunk there.
+      bool present = false;
+      if (!read_float(value, present, ts ? event.ts : event.dur)) throw Bail{};
+      (ts ? event.ts_null : event.dur_null) = !present;
     } else if (key == "args") {
       seen.mark(7);
       if (event.code_known) {
@@ -465,7 +443,8 @@ void read_event(ondemand::object& object, Event& event, Scan& scan) {
         event.args = raw_text(value);
       }
     }
-  }
+    return true;
+  });
   if (!event.code_known) {
     event.code = event_category(scan, event.cat);
     event.code_known = true;
@@ -661,80 +640,75 @@ PyObject* common_dict(const Common& table) {
 
 using IntField = std::pair<bool, int64_t>;
 
-PyObject* kernels_dict(const Chunk& chunk) {
-  PyObject* dict = common_dict(chunk.k);
-  if (!dict) return nullptr;
-  const auto& a = chunk.ka;
-  int failed =
-      put_ints(dict, "external_id", a, [](const KernelArgs& x) { return IntField{x.external_id_ok, x.external_id}; }) ||
-      put_ints(dict, "external_id_old", a,
-               [](const KernelArgs& x) { return IntField{x.external_id_old_ok, x.external_id_old}; }) ||
-      put_ints(dict, "correlation", a, [](const KernelArgs& x) { return IntField{x.correlation_ok, x.correlation}; }) ||
-      put_ints(dict, "device", a, [](const KernelArgs& x) { return IntField{x.device_ok, x.device}; }) ||
-      put_ints(dict, "stream", a, [](const KernelArgs& x) { return IntField{x.stream_ok, x.stream}; }) ||
-      put_ints(dict, "grid_x", a, [](const KernelArgs& x) { return IntField{x.grid_ok, x.grid[0]}; }) ||
-      put_ints(dict, "grid_y", a, [](const KernelArgs& x) { return IntField{x.grid_ok, x.grid[1]}; }) ||
-      put_ints(dict, "grid_z", a, [](const KernelArgs& x) { return IntField{x.grid_ok, x.grid[2]}; }) ||
-      put_ints(dict, "block_x", a, [](const KernelArgs& x) { return IntField{x.block_ok, x.block[0]}; }) ||
-      put_ints(dict, "block_y", a, [](const KernelArgs& x) { return IntField{x.block_ok, x.block[1]}; }) ||
-      put_ints(dict, "block_z", a, [](const KernelArgs& x) { return IntField{x.block_ok, x.block[2]}; }) ||
-      put_ints(dict, "registers_per_thread", a,
-               [](const KernelArgs& x) { return IntField{x.registers_ok, x.registers}; }) ||
-      put_ints(dict, "shared_memory_bytes", a, [](const KernelArgs& x) { return IntField{x.shared_ok, x.shared}; }) ||
-      put_ints(dict, "bytes", a, [](const KernelArgs& x) { return IntField{x.bytes_ok, x.bytes}; }) ||
-      put_ints(dict, "msg_in_elems", a, [](const KernelArgs& x) { return IntField{x.in_ok, x.in}; }) ||
-      put_ints(dict, "msg_out_elems", a, [](const KernelArgs& x) { return IntField{x.out_ok, x.out}; }) ||
-      put_ints(dict, "group_size", a, [](const KernelArgs& x) { return IntField{x.group_ok, x.group}; }) ||
-      put_codes(dict, "collective", a, [](const KernelArgs& x) { return x.collective; }) ||
-      put_codes(dict, "msg_dtype", a, [](const KernelArgs& x) { return x.dtype; }) ||
-      put_codes(dict, "process_group", a, [](const KernelArgs& x) { return x.process_group; });
-  if (!failed) {
-    Floats occupancy;
-    for (const KernelArgs& x : a) occupancy.push(x.occupancy_ok, x.occupancy);
-    failed = put(dict, "est_occupancy_pct", Py_BuildValue("(NN)", column(occupancy.values), column(occupancy.valid)));
+// The id columns every args struct has (read_ids).
+template <typename Args>
+int put_ids(PyObject* dict, const std::vector<Args>& a) {
+  int failed = put_ints(dict, "external_id", a, [](const Args& x) { return IntField{x.external_id_ok, x.external_id}; }) ||
+               put_ints(dict, "external_id_old", a,
+                        [](const Args& x) { return IntField{x.external_id_old_ok, x.external_id_old}; });
+  if constexpr (!std::is_same_v<Args, OpArgs>) {
+    failed = failed ||
+             put_ints(dict, "correlation", a, [](const Args& x) { return IntField{x.correlation_ok, x.correlation}; });
   }
-  if (failed) {
+  return failed;
+}
+
+// A table's columns: those every table has, its ids, then `put_fields`' (nullptr, and no dict, where one fails).
+template <typename Args, typename Put>
+PyObject* table_dict(const Common& table, const std::vector<Args>& a, Put&& put_fields) {
+  PyObject* dict = common_dict(table);
+  if (!dict) return nullptr;
+  if (put_ids(dict, a) || put_fields(dict)) {
     Py_DECREF(dict);
     return nullptr;
   }
   return dict;
+}
+
+PyObject* kernels_dict(const Chunk& chunk) {
+  const auto& a = chunk.ka;
+  return table_dict(chunk.k, a, [&](PyObject* dict) {
+    Floats occupancy;
+    for (const KernelArgs& x : a) occupancy.push(x.occupancy_ok, x.occupancy);
+    return put_ints(dict, "device", a, [](const KernelArgs& x) { return IntField{x.device_ok, x.device}; }) ||
+           put_ints(dict, "stream", a, [](const KernelArgs& x) { return IntField{x.stream_ok, x.stream}; }) ||
+           put_ints(dict, "grid_x", a, [](const KernelArgs& x) { return IntField{x.grid_ok, x.grid[0]}; }) ||
+           put_ints(dict, "grid_y", a, [](const KernelArgs& x) { return IntField{x.grid_ok, x.grid[1]}; }) ||
+           put_ints(dict, "grid_z", a, [](const KernelArgs& x) { return IntField{x.grid_ok, x.grid[2]}; }) ||
+           put_ints(dict, "block_x", a, [](const KernelArgs& x) { return IntField{x.block_ok, x.block[0]}; }) ||
+           put_ints(dict, "block_y", a, [](const KernelArgs& x) { return IntField{x.block_ok, x.block[1]}; }) ||
+           put_ints(dict, "block_z", a, [](const KernelArgs& x) { return IntField{x.block_ok, x.block[2]}; }) ||
+           put_ints(dict, "registers_per_thread", a,
+                    [](const KernelArgs& x) { return IntField{x.registers_ok, x.registers}; }) ||
+           put_ints(dict, "shared_memory_bytes", a,
+                    [](const KernelArgs& x) { return IntField{x.shared_ok, x.shared}; }) ||
+           put_ints(dict, "bytes", a, [](const KernelArgs& x) { return IntField{x.bytes_ok, x.bytes}; }) ||
+           put_ints(dict, "msg_in_elems", a, [](const KernelArgs& x) { return IntField{x.in_ok, x.in}; }) ||
+           put_ints(dict, "msg_out_elems", a, [](const KernelArgs& x) { return IntField{x.out_ok, x.out}; }) ||
+           put_ints(dict, "group_size", a, [](const KernelArgs& x) { return IntField{x.group_ok, x.group}; }) ||
+           put_codes(dict, "collective", a, [](const KernelArgs& x) { return x.collective; }) ||
+           put_codes(dict, "msg_dtype", a, [](const KernelArgs& x) { return x.dtype; }) ||
+           put_codes(dict, "process_group", a, [](const KernelArgs& x) { return x.process_group; }) ||
+           put(dict, "est_occupancy_pct",
+               Py_BuildValue("(NN)", column(occupancy.values), column(occupancy.valid)));
+  });
 }
 
 PyObject* launches_dict(const Chunk& chunk) {
-  PyObject* dict = common_dict(chunk.r);
-  if (!dict) return nullptr;
-  const auto& a = chunk.ra;
-  int failed =
-      put_ints(dict, "external_id", a, [](const RuntimeArgs& x) { return IntField{x.external_id_ok, x.external_id}; }) ||
-      put_ints(dict, "external_id_old", a,
-               [](const RuntimeArgs& x) { return IntField{x.external_id_old_ok, x.external_id_old}; }) ||
-      put_ints(dict, "correlation", a, [](const RuntimeArgs& x) { return IntField{x.correlation_ok, x.correlation}; }) ||
-      put_codes(dict, "kernel_name", a, [](const RuntimeArgs& x) { return x.kernel; });
-  if (failed) {
-    Py_DECREF(dict);
-    return nullptr;
-  }
-  return dict;
+  return table_dict(chunk.r, chunk.ra, [&](PyObject* dict) {
+    return put_codes(dict, "kernel_name", chunk.ra, [](const RuntimeArgs& x) { return x.kernel; });
+  });
 }
 
 PyObject* ops_dict(const Chunk& chunk) {
-  PyObject* dict = common_dict(chunk.o);
-  if (!dict) return nullptr;
   const auto& a = chunk.oa;
-  int failed =
-      put_ints(dict, "external_id", a, [](const OpArgs& x) { return IntField{x.external_id_ok, x.external_id}; }) ||
-      put_ints(dict, "external_id_old", a,
-               [](const OpArgs& x) { return IntField{x.external_id_old_ok, x.external_id_old}; }) ||
-      put_ints(dict, "sequence_number", a, [](const OpArgs& x) { return IntField{x.sequence_ok, x.sequence}; }) ||
-      put_codes(dict, "input_dims", a, [](const OpArgs& x) { return x.dims; }) ||
-      put_codes(dict, "input_dims_old", a, [](const OpArgs& x) { return x.dims_old; }) ||
-      put_codes(dict, "input_types", a, [](const OpArgs& x) { return x.types; }) ||
-      put_codes(dict, "concrete_inputs", a, [](const OpArgs& x) { return x.concrete; });
-  if (failed) {
-    Py_DECREF(dict);
-    return nullptr;
-  }
-  return dict;
+  return table_dict(chunk.o, a, [&](PyObject* dict) {
+    return put_ints(dict, "sequence_number", a, [](const OpArgs& x) { return IntField{x.sequence_ok, x.sequence}; }) ||
+           put_codes(dict, "input_dims", a, [](const OpArgs& x) { return x.dims; }) ||
+           put_codes(dict, "input_dims_old", a, [](const OpArgs& x) { return x.dims_old; }) ||
+           put_codes(dict, "input_types", a, [](const OpArgs& x) { return x.types; }) ||
+           put_codes(dict, "concrete_inputs", a, [](const OpArgs& x) { return x.concrete; });
+  });
 }
 
 PyObject* result_of(const Chunk& chunk) {
