@@ -4,8 +4,8 @@
 // It decodes only what it can decode exactly as the msgspec path (events.py) would; anything else (a type the
 // msgspec path would refuse or treat specially, integers beyond int64, duplicate keys that are read, lone
 // surrogate escapes, categories that are not ASCII, nesting deeper than 256) makes scan() return None and
-// events.py decodes the chunk
-// itself. So the tables are the same either way; this path only makes the common case fast.
+// events.py decodes the chunk itself. So the tables are the same either way; this path only makes the common
+// case fast.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
