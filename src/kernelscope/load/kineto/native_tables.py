@@ -30,7 +30,7 @@ if os.environ.get(NATIVE_ENV) == "0":
 
 _NULL_CODE = 0xFFFFFFFF
 # The extension's category codes (kineto_scan.cpp, enum Category).
-_OTHER, _KERNEL, _RUNTIME, _OP, _UNREAD = 0, 1, 2, 3, 4
+_KERNEL, _RUNTIME, _OP, _UNREAD = 1, 2, 3, 4  # 0: any other category
 
 
 def _category_codes() -> dict[str, int]:
@@ -73,8 +73,7 @@ class _Chunk:
         self.scanned = scanned
         self.strings: list[str] = scanned["strings"]
         self.dropped: dict[str, int] = {}
-        self._bounded: pl.Series | None = None
-        self._cut: np.ndarray | None = None
+        self._names_bounded: tuple[pl.Series, np.ndarray] | None = None  # the strings bounded; which were cut
 
     def tables(self) -> dict[str, Any]:
         s = self.scanned
@@ -99,16 +98,15 @@ class _Chunk:
 
     def _names(self, codes: bytes) -> pl.Series:
         """Names bounded as events._names bounds them, counting the rows cut."""
-        if self._bounded is None:
-            self._cut = np.fromiter((len(text) > MAX_NAME for text in self.strings), dtype=bool,
-                                    count=len(self.strings))
-            self._bounded = pl.Series([bounded(text) for text in self.strings] if self._cut.any() else self.strings,
-                                      dtype=pl.String)
+        if self._names_bounded is None:
+            cut = np.fromiter((len(text) > MAX_NAME for text in self.strings), dtype=bool, count=len(self.strings))
+            names = [bounded(text) for text in self.strings] if cut.any() else self.strings
+            self._names_bounded = pl.Series(names, dtype=pl.String), cut
+        names, cut = self._names_bounded
         index = np.frombuffer(codes, np.uint32)
-        assert self._cut is not None
-        if self._cut.any():
-            self._count("name cut to the length limit", int(self._cut[index].sum()))
-        return self._bounded.gather(pl.Series(index, dtype=pl.UInt32))
+        if cut.any():
+            self._count("name cut to the length limit", int(cut[index].sum()))
+        return names.gather(pl.Series(index, dtype=pl.UInt32))
 
     def _mapped(self, codes: bytes, convert: Any, dtype: pl.DataType) -> pl.Series:
         """convert(string) for each row's string, computed once per distinct string used."""
