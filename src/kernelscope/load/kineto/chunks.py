@@ -1,5 +1,5 @@
-"""Split the event array between top-level events and decode the pieces, in bounded memory; big traces also in a
-helper process.
+"""Split the event array between top-level events and decode the pieces, in bounded memory; big traces by several
+threads (the native fast path) or helper processes (msgspec alone).
 
 Split points are `}` `,` `{` with any whitespace between, found by one regex search per chunk (any separator
 style: compact, `}, {`, newlines, indentation). A search cannot know whether a match sits between top-level
@@ -103,9 +103,10 @@ Decode = Callable[[bytes | bytearray, bool], dict[str, Any]]
 def decode_chunks(decode: Decode, plain: Path, data: mmap.mmap, chunks: list[Chunk], workers: int,
                   final: bool = False) -> list[dict]:
     """decode(text, final) → that chunk's tables, for every chunk in order; `final`: the one chunk of an exactly
-    located array (a decoding error is then the file's, not a split point's). With workers > 1 the parent takes
-    chunks from the front and helper processes from the back until they meet (a shared counter pair), so a
-    helper that starts late simply takes fewer. Helpers map the file themselves: no chunk text crosses
+    located array (a decoding error is then the file's, not a split point's). Each chunk goes to the native fast
+    path first (decode only where it declines). With workers > 1 and the fast path built, a pool of threads
+    shares the chunks. Without it, the parent takes chunks from the front and helper processes from the back
+    until they meet (a shared counter pair), so a helper that starts late simply takes fewer. Helpers map the file themselves: no chunk text crosses
     processes, only finished tables come back (as Arrow IPC files the parent maps)."""
     try:
         return _decode_all(decode, plain, data, chunks, workers, final)
@@ -193,7 +194,6 @@ def _helper_chunks(decode: Decode, plain: str, chunks: list[Chunk], spool: str) 
                     value.drop(list(empty)).write_ipc(file, compression="uncompressed")
                     tables[name] = (file, empty, value.columns)
             done[index] = tables
-    release_native()
     return done
 
 

@@ -31,7 +31,7 @@ _COLUMNS = {"kernels": TRACE_KERNEL_COLUMNS, "launches": TRACE_LAUNCH_COLUMNS, "
 
 def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None = None) -> TraceTables:
     """Read one Kineto trace. The event array is decoded in chunks (bounded memory); with workers > 1 (default:
-    default_workers) helper processes decode part of the chunks.
+    default_workers) threads (native fast path) or helper processes (msgspec alone) share the chunks.
     A chunk that does not decode means the text search misplaced the array or a split point: the exactly
     located array is then decoded in one piece (and errors name the file)."""
     decode = functools.partial(decode_chunk, str(path))
