@@ -12,6 +12,7 @@ import sys
 import threading
 
 from kernelscope import __version__, workers
+from kernelscope.allocator import configure_polars_allocator
 from kernelscope.errors import UserError
 from kernelscope.workers import Terminated
 
@@ -95,6 +96,7 @@ def entry() -> None:
     """The program (console script and `python -m kernelscope`): main(), then the exit. A signal that arrives
     once the command is over (its output whole, helpers and fork server being shut down) no longer changes the
     outcome: the exit status is the command's."""
+    configure_polars_allocator()
     code = main()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(ValueError, OSError):

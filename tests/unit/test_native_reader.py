@@ -18,6 +18,7 @@ from kernelscope.load.kineto import events, native_tables
 from kernelscope.load.kineto.chunks import chunk_ranges, chunk_text
 from kernelscope.load.kineto.document import locate_events, open_trace_text
 from kernelscope.load.kineto.reader import load_kineto
+from kernelscope.load.native_reader import NATIVE_ENV, native_reader_built
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRACES = sorted(p for folder in ("kineto", "public", "multi_gpu", "foreign") for p in (DATA / folder).rglob("*.json*")
@@ -31,6 +32,13 @@ def test_the_fast_path_is_built_where_the_machine_can_build_it():
     if os.environ.get("KERNELSCOPE_REQUIRE_NATIVE") != "1":
         pytest.skip("KERNELSCOPE_REQUIRE_NATIVE is not set")
     assert native_tables.available()
+
+
+def test_knowing_whether_it_is_built_needs_no_loading(monkeypatch):
+    # Commands decide early, from the file alone, whether a large trace needs helper processes.
+    assert native_reader_built() == native_tables.available()
+    monkeypatch.setenv(NATIVE_ENV, "0")
+    assert not native_reader_built()
 
 
 def _both(text: bytes) -> tuple[dict | None, dict | Exception]:

@@ -16,6 +16,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.intervals import NestedIntervals, gather_rows
+from kernelscope.analyze.joins import beside
 from kernelscope.contracts.tables import conform_kernels, conform_ops
 from kernelscope.contracts.trace import TraceTables
 
@@ -27,7 +28,7 @@ def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
     have every column of their schema (contracts.tables)."""
     ops = tables.ops.with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
     threads = _thread_codes(ops, tables.launches)
-    ops = _beside(ops, threads, ["pid", "tid"])  # beside, not joined: the ops table is not copied
+    ops = beside(ops, threads, ["pid", "tid"])  # beside, not joined: the ops table is not copied
     span = _span(ops, tables.kernels, tables.launches)
 
     is_cpu_op = pl.col("cat") == "cpu_op"
@@ -148,7 +149,7 @@ def _with_launches(
         pl.col("start_ns").alias("launch_start_ns"),
         pl.col("dur_ns").alias("launch_dur_ns"),
     )
-    joined = _beside(kernels, launch_cols, ["correlation"])
+    joined = beside(kernels, launch_cols, ["correlation"])
     missing = joined.filter(pl.col("launch_start_ns").is_null() & pl.col("external_id").is_not_null())
     if missing.height:
         # Kernels without a launch record: use the CPU op that carries the kernel's External id.
@@ -162,19 +163,12 @@ def _with_launches(
                 pl.col("start_ns").alias("op_start_ns"),
             )
         )
-        joined = _beside(joined, by_external, ["external_id"]).with_columns(
+        joined = beside(joined, by_external, ["external_id"]).with_columns(
             pl.coalesce("pid", "op_pid").alias("pid"),
             pl.coalesce("tid", "op_tid").alias("tid"),
             pl.coalesce("launch_start_ns", "op_start_ns").alias("launch_start_ns"),
         ).drop("op_pid", "op_tid", "op_start_ns")
-    return _beside(joined, threads, ["pid", "tid"])
-
-
-def _beside(table: pl.DataFrame, other: pl.DataFrame, on: list[str]) -> pl.DataFrame:
-    """A left join on keys unique in `other`, without copying `table`: only the key columns are joined, and the
-    columns found are set beside the table's own (a full join would gather every column of a wide table)."""
-    found = table.select(on).join(other, on=on, how="left", maintain_order="left", nulls_equal=False)
-    return table.with_columns(found.drop(on).get_columns())
+    return beside(joined, threads, ["pid", "tid"])
 
 
 def _cpu_self_time_kernels(cpu: pl.DataFrame, index: NestedIntervals) -> pl.DataFrame:

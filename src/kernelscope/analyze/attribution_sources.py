@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.joins import beside
 from kernelscope.analyze.python_frames import Launches, inside_function, module_frames, source_lines
 from kernelscope.analyze.step_inference import infer_steps
 from kernelscope.contracts.run_info import AttributionInfo, LevelSource, StepInfo
@@ -75,7 +76,7 @@ def _clock(kernels: pl.DataFrame, ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.D
     """Thread codes shared by ops and kernels' launches, and a span above every time."""
     pairs = pl.concat([ops.select("pid", "tid"), kernels.select("pid", "tid")]).drop_nulls().unique().sort("pid", "tid")
     threads = pairs.with_row_index("thread").with_columns(pl.col("thread").cast(pl.Int64))
-    ops = ops.join(threads, on=["pid", "tid"], how="left")
+    ops = beside(ops, threads, ["pid", "tid"])
     coded = kernels.select("pid", "tid", "launch_start_ns").join(threads, on=["pid", "tid"], how="left",
                                                                  maintain_order="left")
     time = coded["launch_start_ns"].fill_null(-1).to_numpy()

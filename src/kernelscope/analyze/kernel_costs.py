@@ -7,6 +7,7 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.joins import beside
 from kernelscope.analyze.naming import with_kernel_catalog
 from kernelscope.analyze.op_costs import MODELS, op_cost
 from kernelscope.analyze.op_groups import FOLLOWER_NAME
@@ -20,8 +21,9 @@ DECLARED_MODEL = "declared"
 def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
     """op_id, flops, bytes, precision, cost_model for every CPU op with a model (computed once per distinct
     name + shapes + scalars)."""
-    cpu = ops.filter((pl.col("cat") == "cpu_op") & pl.col("name").is_in(list(MODELS)))
     keys = ["name", "input_dims", "input_types", "concrete_inputs"]
+    # Only the columns the models read (the ops table is wide and long).
+    cpu = ops.select("op_id", "cat", *keys).filter((pl.col("cat") == "cpu_op") & pl.col("name").is_in(list(MODELS)))
     distinct = cpu.select(keys).unique()
     rows = []
     for name, dims, types, concrete in distinct.iter_rows():
@@ -57,7 +59,7 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
             break
         target[climb] = parent[target[climb]]
     with_op = kernels.with_columns(pl.Series("cost_op_id", target).replace(-1, None))
-    with_op = with_op.join(costs.rename({"op_id": "cost_op_id"}), on="cost_op_id", how="left")
+    with_op = beside(with_op, costs.rename({"op_id": "cost_op_id", "bytes": "bytes_right"}), ["cost_op_id"])
     share = pl.col("dur_ns") / pl.col("dur_ns").sum().over("cost_op_id")
     count_share = 1.0 / pl.len().over("cost_op_id")
     split = pl.when(pl.col("dur_ns").sum().over("cost_op_id") > 0).then(share).otherwise(count_share)

@@ -100,8 +100,13 @@ def _warm_up_helpers(args: argparse.Namespace) -> None:
     """Start the fork server now, loading the readers, while this process loads its own libraries: helpers that
     read files (several files) or chunks of one (large files) then start at once instead of a second late, when
     half of their share would already be done here."""
+    from kernelscope.load.native_reader import native_reader_built
+
     several = len(args.files) > 1 and args.jobs != 1 and args.cluster is None
-    large = any(path.is_file() and path.stat().st_size > 64 << 20 for path in args.files)
+    # The native reader decodes a large file by threads: a fork server would only take a core from it (~10% of a
+    # 340 MB import on 2 cores), unless a report's figures will need one.
+    large = (not native_reader_built() or not args.no_report) and any(
+        path.is_file() and path.stat().st_size > 64 << 20 for path in args.files)
     if not (several or large):
         return
     from kernelscope.report.figure_jobs import start_fork_server

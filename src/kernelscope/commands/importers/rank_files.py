@@ -54,9 +54,11 @@ def read_rank(path: str, workers: int | None = None) -> RankTables:
     """Read one trace file and attribute its kernels (top-level, so that helper processes and Ray tasks can run it
     by name). workers: processes the reader may use for this one file."""
     tables = read_trace(Path(path), workers=workers)
+    meta = tables.meta
     kernels, ops = attribute(tables)
+    del tables  # the trace's own tables (launches, kernels before sorting) go before the next step's peak
     kernels, sources = infer_attribution(kernels, ops)
-    return RankTables(kernels=kernels, ops=ops, sources=sources, meta=tables.meta)
+    return RankTables(kernels=kernels, ops=ops, sources=sources, meta=meta)
 
 
 def read_rank_or_error(path: str) -> RankTables | UserError:

@@ -18,8 +18,7 @@ import polars as pl
 from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
 from kernelscope.load.kineto import events
 from kernelscope.load.names import MAX_NAME, bounded
-
-NATIVE_ENV = "KERNELSCOPE_NATIVE_READER"  # "0": decode every chunk with msgspec (to compare, or to rule it out)
+from kernelscope.load.native_reader import NATIVE_ENV
 
 try:
     from kernelscope.load.kineto import _kineto_scan

@@ -1,0 +1,47 @@
+"""The allocator setting: made before Polars loads, never over the user's own, never too late."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from kernelscope.allocator import POLARS_ALLOCATOR_CONF, POLARS_ALLOCATOR_ENV
+
+
+def _in_fresh_interpreter(code: str, env_value: str | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != POLARS_ALLOCATOR_ENV}
+    if env_value is not None:
+        env[POLARS_ALLOCATOR_ENV] = env_value
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return done.stdout.strip()
+
+
+_REPORT = (
+    "import os\n"
+    "from kernelscope.allocator import configure_polars_allocator\n"
+    "{before}"
+    "print(configure_polars_allocator(), os.environ.get('{env}'))\n"
+)
+
+
+def test_set_before_polars_loads() -> None:
+    out = _in_fresh_interpreter(_REPORT.format(before="", env=POLARS_ALLOCATOR_ENV))
+    assert out == f"True {POLARS_ALLOCATOR_CONF}"
+
+
+def test_users_own_setting_is_kept() -> None:
+    out = _in_fresh_interpreter(_REPORT.format(before="", env=POLARS_ALLOCATOR_ENV), env_value="narenas:1")
+    assert out == "False narenas:1"
+
+
+def test_not_set_once_polars_is_loaded() -> None:
+    out = _in_fresh_interpreter(_REPORT.format(before="import polars\n", env=POLARS_ALLOCATOR_ENV))
+    set_, value = out.split(" ", 1)
+    assert set_ == "False" and POLARS_ALLOCATOR_CONF not in value
+
+
+def test_the_cli_loads_no_polars_before_setting_it() -> None:
+    # entry() sets the allocator first: importing the command-line module must not have loaded Polars already.
+    out = _in_fresh_interpreter("import sys\nimport kernelscope.cli\nprint('polars' in sys.modules)")
+    assert out == "False"
