@@ -5,9 +5,9 @@ Polars allocates through jemalloc and, when it loads, sets jemalloc to keep free
 (pola-rs/polars issue 18088). An import allocates and frees whole-table columns within a few seconds, so those
 pages pile up: on a 1 GB trace the peak resident memory was 1.12 GB, 0.13 GB above what returning them gives.
 Here muzzy pages are returned at once, by a background thread (not on the thread doing the work): 0.99 GB on that
-trace, in the same time, and reports (many small tables) as fast as before; returning dirty pages after 100 ms as
-well saved 0.07 GB more but made reports slower (more page faults), and returning every page at once (decay 0)
-made imports ~15% slower. jemalloc reads the options once, when Polars loads: they only apply if Polars has not
+trace, in the same time. Returning dirty pages after 100 ms as well saved 0.07 GB more but cost page faults, and
+returning every page at once (decay 0) made imports ~15% slower. Only the commands that hold whole traces
+(import, profile; cli.py) set it: a report, made of many small tables, spent ~0.1 s more in the kernel with it. jemalloc reads the options once, when Polars loads: they only apply if Polars has not
 been imported yet, and options the user set (the same variable) are kept as they are.
 """
 

@@ -96,7 +96,6 @@ def entry() -> None:
     """The program (console script and `python -m kernelscope`): main(), then the exit. A signal that arrives
     once the command is over (its output whole, helpers and fork server being shut down) no longer changes the
     outcome: the exit status is the command's."""
-    configure_polars_allocator()
     code = main()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(ValueError, OSError):
@@ -104,8 +103,14 @@ def entry() -> None:
     raise SystemExit(code)
 
 
+# Commands that hold whole traces in memory: Polars' allocator returns their freed pages sooner (allocator.py).
+_TRACE_COMMANDS = frozenset({"import", "profile"})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in _TRACE_COMMANDS:
+        configure_polars_allocator()
     from kernelscope.progress import SILENT, Steps
 
     # Progress only on a terminal: a log keeps nothing but the result or the one error line.

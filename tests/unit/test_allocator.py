@@ -45,3 +45,18 @@ def test_the_cli_loads_no_polars_before_setting_it() -> None:
     # entry() sets the allocator first: importing the command-line module must not have loaded Polars already.
     out = _in_fresh_interpreter("import sys\nimport kernelscope.cli\nprint('polars' in sys.modules)")
     assert out == "False"
+
+
+def test_only_commands_that_hold_traces_set_it() -> None:
+    code = ("import os, sys\nfrom kernelscope import cli\n"
+            "try:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            f"print(os.environ.get('{POLARS_ALLOCATOR_ENV}', 'unset'))")
+    env = {k: v for k, v in os.environ.items() if k != POLARS_ALLOCATOR_ENV}
+
+    def after(*argv: str) -> str:
+        done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env)
+        return done.stdout.strip().splitlines()[-1]
+
+    # A missing file ends either command at once: what is set is what main() chose (and Polars' own defaults).
+    assert after("import", "no-such-trace.json") == POLARS_ALLOCATOR_CONF
+    assert POLARS_ALLOCATOR_CONF not in after("report", "no-such-run")

@@ -117,18 +117,47 @@ def report_kernels(run: Run, ceilings: Ceilings | None = None) -> pl.DataFrame:
     return place_on_roofline(with_costs_and_names(run).kernels, ceilings)
 
 
-def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFrame | None = None) -> ReportTables:
+@dataclass
+class RooflineTables:
+    """One phase's kernels on the roofline: their points (named) and the per-kernel roofline table."""
+
+    points: pl.DataFrame
+    kernels: pl.DataFrame
+
+
+def roofline_tables(kernels: pl.DataFrame, labels: pl.DataFrame, ceilings: Ceilings | None
+                    ) -> dict[str, RooflineTables]:
+    """Per phase, its roofline tables (none without ceilings). Made before the other report tables, so that the
+    roofline figures can be drawn while those are computed."""
+    if ceilings is None:
+        return {}
+    names = _label_columns(labels).select("name", "label")
+    return {phase: _roofline_of(kernels.filter(pl.col("phase") == phase), names, ceilings)
+            for phase in kernels["phase"].unique(maintain_order=True).to_list()}
+
+
+def _roofline_of(subset: pl.DataFrame, names: pl.DataFrame, ceilings: Ceilings) -> RooflineTables:
+    points = kernel_points(subset.with_columns(pl.col("category").fill_null("other")), "category")
+    points = points.join(names, on="name", how="left", maintain_order="left")
+    return RooflineTables(points=points, kernels=kernel_roofline_table(points, ceilings))
+
+
+def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFrame | None = None,
+                  labels: pl.DataFrame | None = None, roofline: dict[str, RooflineTables] | None = None
+                  ) -> ReportTables:
     """kernels: report_kernels(run, ceilings), where the caller has it already (the run's own kernels are then not
-    read: costs, names and roofline places are made once)."""
+    read: costs, names and roofline places are made once); labels (kernel_labels) and roofline (roofline_tables)
+    likewise."""
     if kernels is None:
         run = with_costs_and_names(run)
         kernels = place_on_roofline(run.kernels, ceilings)
     phases = phase_table(kernels)
-    labels = kernel_labels(kernels)
+    labels = kernel_labels(kernels) if labels is None else labels
+    roofline = roofline if roofline is not None else {}
     tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,
                           missing_ceilings=missing_ceilings(kernels, ceilings), labels=labels, generations=generation_table(kernels, phases["phase"].to_list(), run.info))
     for phase in phases["phase"]:
-        tables.by_phase[phase] = _phase_tables(run, kernels, phase, phases, labels, ceilings)
+        tables.by_phase[phase] = _phase_tables(run, kernels, phase, phases, labels, ceilings, roofline.get(phase))
     tables.every_step = _every_step(kernels, run)
     link = ceilings.spec.interconnect if ceilings is not None and ceilings.spec is not None else None
     tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None,
@@ -175,7 +204,7 @@ def _label_columns(labels: pl.DataFrame) -> pl.DataFrame:
 
 
 def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFrame, labels: pl.DataFrame,
-                  ceilings: Ceilings | None) -> PhaseTables:
+                  ceilings: Ceilings | None, roofline: RooflineTables | None = None) -> PhaseTables:
     subset = kernels.filter(pl.col("phase") == phase)
     label_of = _label_columns(labels)
     names = label_of.select("name", "label")
@@ -203,9 +232,8 @@ def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFr
         tables.per_layer = per_layer_times(subset, layer_types, steps).drop("phase")
     if ceilings is not None:
         tables.classes = class_table(subset)
-        points = kernel_points(subset.with_columns(pl.col("category").fill_null("other")), "category")
-        tables.roofline_points = points.join(names, on="name", how="left", maintain_order="left")
-        tables.roofline_kernels = kernel_roofline_table(tables.roofline_points, ceilings)
+        roofline = roofline if roofline is not None else _roofline_of(subset, names, ceilings)
+        tables.roofline_points, tables.roofline_kernels = roofline.points, roofline.kernels
     return tables
 
 

@@ -14,7 +14,14 @@ from jinja2 import Environment
 
 from kernelscope.analyze.accelerator import costs_cover
 from kernelscope.analyze.hardware import Ceilings, classification_rule
-from kernelscope.analyze.report_tables import ReportTables, report_kernels, report_tables
+from kernelscope.analyze.naming import kernel_labels
+from kernelscope.analyze.report_tables import (
+    ReportTables,
+    RooflineTables,
+    report_kernels,
+    report_tables,
+    roofline_tables,
+)
 from kernelscope.analyze.spread import significant, spread
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
@@ -92,14 +99,19 @@ def render_report(
         histograms = {lang: _histogram_jobs(launches, figure_dir, device, run.info.is_cpu, lang, words)
                       for lang, words in figure_words.items()}
         drawing.submit([job for jobs in histograms.values() for job in jobs])
-        tables = report_tables(run, ceilings, kernels=kernels)
+        # The roofline figures need only their own tables: drawn while the others are computed.
+        labels = kernel_labels(kernels)
+        roofline = roofline_tables(kernels, labels, ceilings)
+        points = _points_with_shares(roofline)  # one table per phase for every language: drawn together
+        rooflines = {lang: _roofline_jobs(points, ceilings, figure_dir, device, lang, words)
+                     for lang, words in figure_words.items()}
+        drawing.submit([job for jobs in rooflines.values() for job in jobs])
+        tables = report_tables(run, ceilings, kernels=kernels, labels=labels, roofline=roofline)
         out_dir.mkdir(parents=True, exist_ok=True)
         written = _write_csvs(tables, out_dir / "tables")
-        points = _roofline_points(tables)  # one table per phase for every language: drawn together (figure_jobs)
-        charts = {lang: _chart_jobs(tables, figure_dir, device, lang, words, points)
-                  for lang, words in figure_words.items()}
-        drawing.submit([job for jobs in charts.values() for job in jobs])
-        jobs = {lang: histograms[lang] + charts[lang] for lang in figure_words}
+        measured = {lang: _measured_jobs(tables, figure_dir, device, lang, words) for lang, words in figure_words.items()}
+        drawing.submit([job for jobs in measured.values() for job in jobs])
+        jobs = {lang: histograms[lang] + rooflines[lang] + measured[lang] for lang in figure_words}
         # The reports are written while the figures are drawn, linking the files each figure is expected to
         # have; a language whose figures came out otherwise (nothing to draw, no font) is written again below.
         expected = _figure_paths(drawing.expected(), jobs)
@@ -543,22 +555,42 @@ def _roofline_points(tables: ReportTables) -> dict[str, pl.DataFrame]:
             if phase_tables.roofline_points is not None and phase_tables.roofline_points.height}
 
 
+def _points_with_shares(roofline: dict[str, RooflineTables]) -> dict[str, pl.DataFrame]:
+    """_roofline_points from the roofline tables alone (before the other report tables exist)."""
+    return {phase: _with_roof_shares(tables.points, tables.kernels) for phase, tables in roofline.items()
+            if tables.points.height}
+
+
 def _chart_jobs(tables: ReportTables, directory: Path, device: str, lang: str, words: dict[str, Any],
                 roofline_points: dict[str, pl.DataFrame] | None = None) -> list[FigureJob]:
     """Roofline charts per phase when the device has ceilings; Nsight Compute figures when measurements exist.
     `roofline_points`: _roofline_points(tables), where the caller shares them between languages."""
+    points = roofline_points if roofline_points is not None else _roofline_points(tables)
+    return (_roofline_jobs(points, tables.ceilings, directory, device, lang, words)
+            + _measured_jobs(tables, directory, device, lang, words))
+
+
+def _roofline_jobs(roofline_points: dict[str, pl.DataFrame], ceilings: Ceilings | None, directory: Path,
+                   device: str, lang: str, words: dict[str, Any]) -> list[FigureJob]:
+    """The three roofline charts of each phase with points, when the device has ceilings."""
     jobs: list[FigureJob] = []
-    ceilings = tables.ceilings
-    for phase, points in (roofline_points if roofline_points is not None else _roofline_points(tables)).items():
-        if ceilings is None:
-            continue
+    if ceilings is None:
+        return jobs
+    for phase, points in roofline_points.items():
         label = _phase_label(words, phase, device)
         for key, function, title in (("roofline", "roofline_physical", "roofline_title"),
                                      ("roofline_normalized", "roofline_normalized", "normalized_title"),
                                      ("roofline_top", "per_kernel_rooflines", "top_title")):
             jobs.append(_job(f"{key}_{phase}", function, (points, ceilings, words[title].format(label=label)),
                              directory, lang, words))
-    measured = tables.measured
+    return jobs
+
+
+def _measured_jobs(tables: ReportTables, directory: Path, device: str, lang: str, words: dict[str, Any]
+                   ) -> list[FigureJob]:
+    """The Nsight Compute figures, when the run has measurements."""
+    jobs: list[FigureJob] = []
+    measured, ceilings = tables.measured, tables.ceilings
     if measured is not None and measured.kernels.height:
         phase_word = words["terms"].get(measured.phase, measured.phase)
         jobs.append(_job("ncu_histograms", "measured_histograms",
