@@ -176,3 +176,14 @@ def test_threads_of_the_native_path_one_per_core_and_chunk(monkeypatch, cores, m
     chunk = 16 << 20
     chunks = -(-(mb << 20) // chunk)
     assert reader.default_workers(mb << 20, chunk) == min(cores, reader.MAX_WORKERS, chunks)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_chunks_are_smaller_where_threads_keep_parser_buffers(monkeypatch, native):
+    # Each native decoding thread keeps simdjson's buffers, several times its chunk: its chunks are half the size.
+    import kernelscope.load.kineto.reader as reader
+
+    monkeypatch.setattr(reader, "native_available", lambda: native)
+    expected = reader.NATIVE_CHUNK_BYTES if native else reader.CHUNK_BYTES
+    assert reader.default_chunk_bytes() == expected
+    assert reader.NATIVE_CHUNK_BYTES < reader.CHUNK_BYTES
