@@ -16,7 +16,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.intervals import NestedIntervals, gather_rows
-from kernelscope.analyze.joins import beside
+from kernelscope.analyze.wide_tables import beside, time_where
 from kernelscope.contracts.tables import conform_kernels, conform_ops
 from kernelscope.contracts.trace import TraceTables
 
@@ -105,7 +105,7 @@ def attribution_coverage(kernels: pl.DataFrame) -> float:
     total = kernels["dur_ns"].sum()
     if not total:
         return 0.0
-    known = kernels.filter((pl.col("phase") != ranges.UNKNOWN) & pl.col("module").is_not_null())["dur_ns"].sum()
+    known = time_where(kernels, (pl.col("phase") != ranges.UNKNOWN) & pl.col("module").is_not_null())
     return float(known / total)
 
 

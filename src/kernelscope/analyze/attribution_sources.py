@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.joins import beside
 from kernelscope.analyze.python_frames import Launches, inside_function, module_frames, source_lines
 from kernelscope.analyze.step_inference import infer_steps
+from kernelscope.analyze.wide_tables import beside, time_where
 from kernelscope.contracts.run_info import AttributionInfo, LevelSource, StepInfo
 
 OWN_RANGES = "kernelscope ranges"
@@ -93,7 +93,7 @@ def attribution_info(kernels: pl.DataFrame, per_rank: list[Sources], graph_note:
     total = float(kernels["dur_ns"].sum() or 0)
 
     def share(known: pl.Expr) -> float:
-        return float(kernels.filter(known)["dur_ns"].sum()) / total if total else 0.0
+        return float(time_where(kernels, known)) / total if total else 0.0
 
     def source(name: str) -> str:
         return " / ".join(dict.fromkeys(getattr(s, name) for s in per_rank)) if per_rank else NONE

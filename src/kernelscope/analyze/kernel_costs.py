@@ -7,10 +7,10 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.joins import beside
 from kernelscope.analyze.naming import with_kernel_catalog
 from kernelscope.analyze.op_costs import MODELS, op_cost
 from kernelscope.analyze.op_groups import FOLLOWER_NAME
+from kernelscope.analyze.wide_tables import beside
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.tables import COST_COLUMNS, conform_kernels
 

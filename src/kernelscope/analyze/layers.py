@@ -11,6 +11,7 @@ import polars as pl
 
 from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.ranks import rank_count
+from kernelscope.analyze.wide_tables import beside
 
 OUTSIDE = "outside layers"
 LAYER_ITSELF = "(layer)"
@@ -27,9 +28,13 @@ def with_layer_columns(kernels: pl.DataFrame, layer_types: dict[int, str]) -> pl
         {"layer": list(layer_types), "layer_type": list(layer_types.values())},
         schema={"layer": pl.Int64, "layer_type": pl.String},
     )
-    within = module_in_layer()
+    # The name within the layer, worked out once per distinct module (a regex over every kernel row was most of
+    # this function's time on big runs).
+    modules = kernels.select(pl.col("module").unique().drop_nulls()).with_columns(module_in_layer().alias("_within"))
+    within = pl.col("_within")
+    # beside, not joined: the wide kernels table is not copied
     return (
-        kernels.join(types, on="layer", how="left")
+        beside(beside(kernels, types, ["layer"]), modules, ["module"])
         .with_columns(
             pl.when(pl.col("layer").is_null())
             .then(pl.lit(OUTSIDE))
@@ -40,6 +45,7 @@ def with_layer_columns(kernels: pl.DataFrame, layer_types: dict[int, str]) -> pl
             .otherwise(pl.when(within == "").then(pl.lit(LAYER_ITSELF)).otherwise(within))
             .alias("layer_module"),
         )
+        .drop("_within")
     )
 
 

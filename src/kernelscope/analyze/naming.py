@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.catalog import with_catalog
+from kernelscope.analyze.wide_tables import time_where
 from kernelscope.load import knowledge
 
 
@@ -60,5 +61,5 @@ def kernel_labels(kernels: pl.DataFrame) -> pl.DataFrame:
 def catalog_coverage(kernels: pl.DataFrame) -> float:
     """Share of device time whose kernel has a known library and category."""
     total = kernels["dur_ns"].sum()
-    known = kernels.filter((pl.col("library") != "unknown") & (pl.col("category") != "other"))["dur_ns"].sum()
+    known = time_where(kernels, (pl.col("library") != "unknown") & (pl.col("category") != "other"))
     return float(known / total) if total else 0.0

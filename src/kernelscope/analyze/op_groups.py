@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.launch_counts import launches
+from kernelscope.contracts.tables import INSTANCES
 
 FOLLOWER_NAME = r"splitKreduce|splitkv_combine|_combine_kernel|[Ss]tage_?2|stage2"
 FOLLOWER_CATEGORIES = ["attention-combine"]
@@ -34,9 +35,16 @@ def assign_groups(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+# What grouping reads of a kernels table (friendly_name may be set by the caller).
+GROUP_COLUMNS = ("kind", "name", "category", "stream", "rank", "start_ns", "top_op_id", "top_op", "friendly_name",
+                 "dur_ns", INSTANCES)
+
+
 def op_group_table(kernels: pl.DataFrame) -> pl.DataFrame:
     """Per group signature (outermost op + its kernels in launch order): instances, kernels per instance,
     total time, share of the phase and time per instance. Sorted by total time."""
+    # Only the columns grouping reads, before filtering and sorting (each would copy every column of a wide table).
+    kernels = kernels.select(c for c in GROUP_COLUMNS if c in kernels.columns)
     grouped = assign_groups(kernels.filter(pl.col("kind") == "kernel"))
     instances = grouped.group_by("group_id", maintain_order=True).agg(
         pl.col("top_op").first().fill_null("(no framework op)").alias("op"),

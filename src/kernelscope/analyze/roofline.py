@@ -19,6 +19,7 @@ import polars as pl
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.launch_counts import launch_count
+from kernelscope.analyze.wide_tables import time_where
 
 CLASSES = ["memory-bound", "compute-bound", "balanced", "latency-bound", "unclassified"]
 
@@ -80,7 +81,9 @@ class MissingCeiling:
 def missing_ceilings(kernels: pl.DataFrame, ceilings: Ceilings | None) -> list[MissingCeiling]:
     """Which roofs the run needs (costed kernels: bandwidth; kernels with FLOPs: their precision's peak) and the
     device's ceilings do not give, largest time first."""
-    costed = kernels.filter(pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
+    # The four columns read, before filtering: a filter copies every column of the wide kernels table.
+    costed = kernels.select("dur_ns", "bytes_moved", "flops", "precision").filter(
+        pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
     total = float(kernels["dur_ns"].sum() or 0)
     if not costed.height or not total:
         return []
@@ -125,7 +128,7 @@ def cost_coverage(kernels: pl.DataFrame) -> float:
     total = kernels["dur_ns"].sum()
     if not total:
         return 0.0
-    return float(kernels.filter(pl.col("cost_model").is_not_null())["dur_ns"].sum() / total)
+    return float(time_where(kernels, pl.col("cost_model").is_not_null()) / total)
 
 
 def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:

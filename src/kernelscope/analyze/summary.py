@@ -8,6 +8,7 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.attribution import attribution_coverage
 from kernelscope.analyze.phases import phase_table
+from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.summary import KeyTimings, PhaseSummary, Summary
 
@@ -16,7 +17,7 @@ CPU_OP = "cpu_op"  # the kind of kernels rows on CPU-only runs
 
 def _share(kernels: pl.DataFrame, condition: pl.Expr) -> float:
     total = kernels["dur_ns"].sum()
-    return float(kernels.filter(condition)["dur_ns"].sum() / total) if total else 0.0
+    return float(time_where(kernels, condition) / total) if total else 0.0
 
 
 def _us(ns: float | None) -> float | None:

@@ -1,0 +1,18 @@
+"""Work on the wide kernels and ops tables that touches only the columns it needs: a join or a filter of the whole
+table would copy every column (tens of them, hundreds of MB on a 2 GB trace)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def beside(table: pl.DataFrame, other: pl.DataFrame, on: list[str]) -> pl.DataFrame:
+    """A left join on keys unique in `other`, without copying `table`: only the key columns are joined, and the
+    columns found are set beside the table's own, in the table's row order."""
+    found = table.select(on).join(other, on=on, how="left", maintain_order="left", nulls_equal=False)
+    return table.with_columns(found.drop(on).get_columns())
+
+
+def time_where(kernels: pl.DataFrame, condition: pl.Expr) -> int:
+    """Device time (dur_ns summed) of the rows where `condition` holds (null counts as not holding)."""
+    return int(kernels.select(pl.col("dur_ns").filter(condition).sum()).item() or 0)
