@@ -284,7 +284,7 @@ def _helper(jobs: Any, results: Connection, formats: tuple[str, ...]) -> None:
     # Drawing yields the cores to the report's own tables, which are what the report waits for on big runs: with
     # cores short (2), a 2 GB trace's report took 6.3-6.4 s instead of 6.8-6.9 s; a 340 MB trace's, whose figures
     # are what it waits for, the same 3.0-3.3 s either way.
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, AttributeError):  # (no os.nice outside POSIX)
         os.nice(HELPER_NICENESS)
     while (jobs_of_set := jobs.get()) is not None:
         sent = set()
