@@ -23,7 +23,7 @@ from kernelscope.analyze.ncu_measurements import (
     measured_by_kernel,
     measured_class_table,
 )
-from kernelscope.analyze.op_groups import GROUP_COLUMNS, op_group_table
+from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.analyze.phases import phase_table, step_table, steps_of_every_phase
 from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
 from kernelscope.analyze.ranks import rank_table
@@ -222,8 +222,7 @@ def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFr
         tables.unknown_kernels = kernel_summary(unknown).head(10)
     # Op groups need launch order or framework ops; kernel summaries (nsys stats imports) have neither.
     if has_timeline(kernels) or kernels["top_op_id"].is_not_null().any():
-        grouping = subset.select(c for c in GROUP_COLUMNS if c in subset.columns and c != "friendly_name")
-        labelled = beside(grouping, names, ["name"])
+        labelled = beside(subset, names, ["name"])  # op_group_table reads only the columns it groups by
         tables.op_groups = op_group_table(labelled.with_columns(pl.col("label").alias("friendly_name")))
     if kernels["module"].is_not_null().any() and phase != ranges.UNKNOWN:
         steps = {row["phase"]: row["steps"] for row in phases.iter_rows(named=True)}

@@ -78,10 +78,9 @@ def default_workers(length: int, chunk_bytes: int) -> int:
     return max(1, min(usable_cores(), MAX_WORKERS, length // (2 * chunk_bytes)))
 
 
-def _decode(decode, plain: Path, data, array: EventArray, workers: int, chunk_bytes: int | None,
+def _decode(decode, plain: Path, data, array: EventArray, workers: int, chunk_bytes: int,
             final: bool = False) -> list[dict]:
-    kwargs = {"chunk_bytes": chunk_bytes} if chunk_bytes else {}
-    chunks = chunk_ranges(data, array.offset, array.length, closed=not array.unclosed, **kwargs)
+    chunks = chunk_ranges(data, array.offset, array.length, chunk_bytes, closed=not array.unclosed)
     release(data)  # finding the split points read the whole file; decoding reads it again chunk by chunk
     return decode_chunks(decode, plain, data, chunks, workers, final=final)
 
