@@ -12,9 +12,12 @@ import polars as pl
 from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.ranks import rank_count
 from kernelscope.analyze.wide_tables import beside
+from kernelscope.contracts.tables import INSTANCES
 
 OUTSIDE = "outside layers"
 LAYER_ITSELF = "(layer)"
+# What the layer tables read of a kernels table: selected first, so that filters and joins copy only these.
+LAYER_INPUT_COLUMNS = ("phase", "layer", "module", "name", "dur_ns", "start_ns", INSTANCES, "rank")
 
 
 def module_in_layer() -> pl.Expr:
@@ -53,18 +56,15 @@ def layer_breakdown(kernels: pl.DataFrame, layer_types: dict[int, str], steps: d
     """Rows: phase, layer_type, layer_module, kernel name → per_layer_step_ns (time per layer per step),
     launches_per_layer_step, layers (how many layers of the type), total_ns. Ordered as executed. A run of
     several ranks gives both per rank (its sums divided by `ranks`): what one GPU spends, as per-GPU tables do."""
-    k = with_layer_columns(kernels, layer_types)
+    kernels = _layer_inputs(kernels)
     ranks = rank_count(kernels)
+    k = with_layer_columns(_per_module_and_name(kernels), layer_types)
     layer_counts = _layer_counts(k, layer_types)
     step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
                                schema={"phase": pl.String, "steps": pl.Int64})
     rows = (
         k.group_by("phase", "layer_type", "layer_module", "name")
-        .agg(
-            pl.col("dur_ns").sum().alias("total_ns"),
-            launch_count().alias("launches"),
-            pl.col("start_ns").min().alias("_first"),
-        )
+        .agg(pl.col("total_ns").sum(), pl.col("launches").sum(), pl.col("_first").min())
         .join(layer_counts, on="layer_type", how="left")
         .join(step_counts, on="phase", how="left")
         .with_columns(pl.col("layers").fill_null(1), pl.col("steps").fill_null(1), pl.lit(ranks).alias("ranks"))
@@ -105,17 +105,39 @@ def layer_type_totals(breakdown: pl.DataFrame) -> pl.DataFrame:
 
 def per_layer_times(kernels: pl.DataFrame, layer_types: dict[int, str], steps: dict[str, int]) -> pl.DataFrame:
     """Per phase and layer index: device time per step (per rank, in a run of several) and its type."""
-    k = with_layer_columns(kernels.filter(pl.col("layer").is_not_null()), layer_types)
+    kernels = _layer_inputs(kernels)
     ranks = rank_count(kernels)
+    per_layer = (kernels.filter(pl.col("layer").is_not_null())
+                 .group_by("phase", "layer")
+                 .agg(pl.col("dur_ns").sum().alias("total_ns"), launch_count().alias("launches"))
+                 .with_columns(pl.lit(None, dtype=pl.String).alias("module")))
+    k = with_layer_columns(per_layer, layer_types)
     step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
                                schema={"phase": pl.String, "steps": pl.Int64})
     return (
-        k.group_by("phase", "layer", "layer_type")
-        .agg(pl.col("dur_ns").sum().alias("total_ns"), launch_count().alias("launches"))
+        k.select("phase", "layer", "layer_type", "total_ns", "launches")
         .join(step_counts, on="phase", how="left")
         .with_columns(pl.col("steps").fill_null(1), pl.lit(ranks).alias("ranks"))
         .with_columns((pl.col("total_ns") / (pl.col("steps") * ranks)).alias("per_step_ns"))
         .sort("phase", "layer")
+    )
+
+
+def _layer_inputs(kernels: pl.DataFrame) -> pl.DataFrame:
+    return kernels.select(c for c in LAYER_INPUT_COLUMNS if c in kernels.columns)
+
+
+def _per_module_and_name(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per phase, layer, module and kernel name: total_ns, launches and the first start (_first). The text keys are
+    grouped as categories (grouping by text columns was most of the layer tables' time on big runs); the few rows
+    left get their layer columns after."""
+    text = ("phase", "module", "name")
+    return (
+        kernels.with_columns(pl.col(c).cast(pl.Categorical) for c in text)
+        .group_by("phase", "layer", "module", "name")
+        .agg(pl.col("dur_ns").sum().alias("total_ns"), launch_count().alias("launches"),
+             pl.col("start_ns").min().alias("_first"))
+        .with_columns(pl.col(c).cast(pl.String) for c in text)
     )
 
 
@@ -129,7 +151,7 @@ def _layer_counts(k: pl.DataFrame, layer_types: dict[int, str]) -> pl.DataFrame:
     else:
         known = pl.DataFrame(schema={"layer_type": pl.String, "layers": pl.Int64})
     observed = (
-        k.filter(pl.col("layer").is_not_null())
+        k.select("layer", "layer_type").filter(pl.col("layer").is_not_null())
         .group_by("layer_type")
         .agg(pl.col("layer").n_unique().cast(pl.Int64).alias("observed"))
     )

@@ -19,17 +19,18 @@ FOLLOWER_CATEGORIES = ["attention-combine"]
 
 
 def assign_groups(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Adds group_id: the same value for the kernels of one op instance."""
+    """Adds group_id (the same value for the kernels of one op instance) and _label (the kernel's friendly name, else
+    its name), sorted by start."""
     k = kernels.sort("start_ns", nulls_last=True)
     follower = pl.col("name").str.contains(FOLLOWER_NAME) | pl.col("category").is_in(FOLLOWER_CATEGORIES).fill_null(False)
     # Without an op instance: start a new group unless this kernel follows another on its stream.
     other_lane = (pl.col("stream") != pl.col("stream").shift(1)) | (pl.col("rank") != pl.col("rank").shift(1))
     starts = (~follower | other_lane | pl.col("start_ns").is_null()).fill_null(True)
     fallback = starts.cast(pl.Int64).cum_sum()
+    # A pair of numbers, not a string per kernel: formatting one was most of the time of this table on big runs.
+    by_op = pl.col("top_op_id").is_not_null()
     return k.with_columns(
-        pl.when(pl.col("top_op_id").is_not_null())
-        .then(pl.format("op{}", pl.col("top_op_id")))
-        .otherwise(pl.format("seq{}", fallback))
+        pl.struct(by_op.alias("by_op"), pl.when(by_op).then(pl.col("top_op_id")).otherwise(fallback).alias("id"))
         .alias("group_id"),
         pl.coalesce("friendly_name", "name").alias("_label"),
     )
@@ -46,21 +47,32 @@ def op_group_table(kernels: pl.DataFrame) -> pl.DataFrame:
     # Only the columns grouping reads, before filtering and sorting (each would copy every column of a wide table).
     kernels = kernels.select(c for c in GROUP_COLUMNS if c in kernels.columns)
     grouped = assign_groups(kernels.filter(pl.col("kind") == "kernel"))
+    # A signature is first a list of label numbers; only the distinct ones are spelled out (joining the names of
+    # every instance's kernels made a string per instance).
+    grouped = grouped.with_columns(pl.col("_label").rank("dense").cast(pl.UInt32).alias("_label_id"))
+    spelled = grouped.select("_label_id", "_label").unique("_label_id")
+    label_of = dict(zip(spelled["_label_id"].to_list(), spelled["_label"].to_list(), strict=True))
     instances = grouped.group_by("group_id", maintain_order=True).agg(
         pl.col("top_op").first().fill_null("(no framework op)").alias("op"),
-        pl.col("_label").str.join(" + ").alias("kernels"),
+        pl.col("_label_id").alias("signature"),
         pl.len().alias("kernel_count"),  # kernels in one instance of the group
         pl.col("dur_ns").sum().alias("group_ns"),
         launches().max().alias("occurrences"),  # 1, or the launches of a summary row
     )
     total = instances["group_ns"].sum() or 1
-    return (
-        instances.group_by("op", "kernels")
+    table = (
+        instances.group_by("op", "signature")
         .agg(
             pl.col("occurrences").sum().alias("instances"),
             pl.col("kernel_count").first().alias("kernels_per_instance"),
             pl.col("group_ns").sum().alias("total_ns"),
         )
+    )
+    kernel_names = pl.Series("kernels", [" + ".join(label_of[i] for i in ids if i is not None)
+                              for ids in table["signature"].to_list()],
+                             dtype=pl.String)
+    return (
+        table.select("op", kernel_names, "instances", "kernels_per_instance", "total_ns")
         .with_columns((pl.col("total_ns") / pl.col("instances")).alias("per_instance_ns"))
         .with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"))
         .sort(["total_ns", "op", "kernels"], descending=[True, False, False])  # ties in a fixed order

@@ -149,10 +149,10 @@ class AlikeRows:
 _ALIKE = ["phase", "group", "precision", "modelled", "bytes_used", "flops", "instances"]
 
 
-def merge_alike(inputs: pl.DataFrame | AlikeRows) -> AlikeRows:
+def merge_alike(inputs: pl.DataFrame | AlikeRows, steps: dict[str, int] | None = None) -> AlikeRows:
     """`inputs` (projection_inputs) with the rows that project alike merged: the same phase totals, kinds of work and
     bounds from far fewer rows (a few hundred for a trace of 100k launches), for what projects a run many times
-    (scenarios, requirements, sweeps)."""
+    (scenarios, requirements, sweeps). steps: step_counts(inputs), where the caller has it."""
     if isinstance(inputs, AlikeRows):
         return inputs
     keys = [f"_{c}" for c in _ALIKE]
@@ -163,7 +163,7 @@ def merge_alike(inputs: pl.DataFrame | AlikeRows) -> AlikeRows:
                  pl.col("dur_ns").sum(), *first)
             .rename({f"_{c}": c for c in _ALIKE if c not in ("bytes_used", "flops", "instances")})
             .drop("_bytes_used", "_flops", "_instances"))
-    return AlikeRows(rows, step_counts(inputs))
+    return AlikeRows(rows, step_counts(inputs) if steps is None else steps)
 
 
 def project(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options = Options(),
@@ -237,10 +237,10 @@ def _resident_share(k: pl.DataFrame, target: Target, source_l2: float | None, we
     return min(1.0, extra / per_step) if per_step > 0 else 0.0
 
 
-def phase_projection(projected: pl.DataFrame) -> pl.DataFrame:
+def phase_projection(projected: pl.DataFrame, steps: dict[str, int] | None = None) -> pl.DataFrame:
     """Per phase: measured and projected device time per step, their ratio, and the share of projected time
-    that is carried over unmodelled."""
-    steps = step_counts(projected)
+    that is carried over unmodelled. steps: step_counts(projected), where the caller has it."""
+    steps = step_counts(projected) if steps is None else steps
     table = projected.group_by("phase").agg(
         pl.col("dur_ns").sum().cast(pl.Float64).alias("measured_ns"),
         pl.col("projected_ns").sum(),

@@ -209,13 +209,14 @@ def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFr
     subset = kernels.filter(pl.col("phase") == phase)
     label_of = _label_columns(labels)
     names = label_of.select("name", "label")
+    summary = kernel_summary(subset)
     tables = PhaseTables(
-        kernels=kernel_summary(subset).join(label_of, on="name", how="left", maintain_order="left"),
+        kernels=summary.join(label_of, on="name", how="left", maintain_order="left"),
         cost_coverage=cost_coverage(subset),
         catalog_coverage=catalog_coverage(subset),
         categories=mix_table(subset, "category"),
         libraries=mix_table(subset, "library"),
-        longest=longest_launches(subset, 15).join(label_of, on="name", how="left", maintain_order="left"),
+        longest=longest_launches(subset, 15, summary).join(label_of, on="name", how="left", maintain_order="left"),
     )
     unknown = subset.filter((pl.col("library") == "unknown") | (pl.col("category") == "other"))
     if unknown.height:

@@ -70,12 +70,15 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
             source_l2_bytes: float | None, info: RunInfo,
             sweeps: list[tuple[str, list[float]]] | None = None, parallel: ParallelRequest | None = None) -> WhatIf:
     settings = whatif_settings()
-    on_source = project(inputs, source, model, Options(), source_l2_bytes)
-    on_target = project(inputs, target, model, options, source_l2_bytes)
-    calibration = phase_projection(on_source)
-    phases = _phase_table(calibration, phase_projection(on_target))
+    steps = step_counts(inputs)  # once: every per-step table divides by them
+    on_source = project(inputs, source, model, Options(), source_l2_bytes, steps)
+    # The run on its own device (the report's what-if) is projected once.
+    same = target == source and options == Options()
+    on_target = on_source if same else project(inputs, target, model, options, source_l2_bytes, steps)
+    calibration = phase_projection(on_source, steps)
+    phases = _phase_table(calibration, calibration if same else phase_projection(on_target, steps))
     timings = _timings(info, calibration)
-    alike = merge_alike(inputs)  # scenarios, requirements and sweeps project the run many times
+    alike = merge_alike(inputs, steps)  # scenarios, requirements and sweeps project the run many times
     requirements = _requirements(alike, target, model, options, source_l2_bytes, phases, settings)
     chosen = sweeps if sweeps is not None else default_sweeps(target, settings)
     sweep_tables = [sweep(alike, target, model, options, parameter, values, source_l2_bytes,
@@ -83,7 +86,7 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
                     for parameter, values in chosen]
     return WhatIf(
         source=source, target=target, options=options, calibration=calibration, phases=phases,
-        groups=group_projection(on_target), kernels=_kernel_table(on_target, settings["kernels"]["top"]),
+        groups=group_projection(on_target, steps), kernels=_kernel_table(on_target, settings["kernels"]["top"], steps),
         scenarios=_scenarios(alike, target, model, options, source_l2_bytes, settings),
         requirements=requirements,
         sweeps=pl.concat(sweep_tables, how="vertical_relaxed") if sweep_tables else pl.DataFrame(),
@@ -133,13 +136,13 @@ def _timings(info: RunInfo, calibration: pl.DataFrame) -> MeasuredLatency:
 FAR = 2.0
 
 
-def _kernel_table(projected: pl.DataFrame, top: int) -> pl.DataFrame:
+def _kernel_table(projected: pl.DataFrame, top: int, steps: dict[str, int] | None = None) -> pl.DataFrame:
     """Per phase and kernel name on the target: the projection and its terms (per step: latency, memory and
     compute terms, bytes and FLOPs; per launch: the fitted latency; the efficiencies of its kind of work), the
     report's label of the kernel (names sharing a friendly name numbered #2, #3 as in the main report), and
     `why` where the projection is more than FAR× from the measured time: "latency" when the kind's fitted
     per-kernel latency decides it, "memory" or "compute" when that term does."""
-    counts = step_counts(projected)
+    counts = step_counts(projected) if steps is None else steps
     steps = pl.DataFrame({"phase": list(counts), "steps": list(counts.values())},
                          schema={"phase": pl.String, "steps": pl.Int64})
     labels = _labels(projected)
