@@ -51,7 +51,7 @@ def rerender(run_dir: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LAN
     is complete. Returns report.md. With `rank`: the report of that rank alone, into report-rank<k>/ (every
     section over that rank's rows; the run's own report and summary stay as they are)."""
     _start_figure_helpers()
-    run = with_costs_and_names(rundir.read_run(run_dir))
+    run = with_costs_and_names(rundir.read_run(run_dir, ops=False))
     if rank is None:
         with rundir.updating_run(run_dir) as staging:
             _report_into(staging, run, top_n, languages)
@@ -91,7 +91,7 @@ def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFram
     """Nsight Compute results into a run: ncu.parquet (the run's kernels joined with the measured launches),
     ncu_metrics.parquet, run.json's `ncu` section, `files` (name → file) under ncu/, the summary and the report,
     all swapped in together once everything is written."""
-    stored = with_costs_and_names(rundir.read_run(run_dir))
+    stored = with_costs_and_names(rundir.read_run(run_dir, ops=False))
     run = Run(info=stored.info.replace(ncu=ncu), kernels=stored.kernels, ops=stored.ops, ncu=measured)
     with rundir.updating_run(run_dir) as staging:
         measured.write_parquet(staging / rundir.NCU)

@@ -12,7 +12,7 @@ from kernelscope.analyze.op_costs import MODELS, op_cost
 from kernelscope.analyze.op_groups import FOLLOWER_NAME
 from kernelscope.analyze.wide_tables import beside
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.tables import COST_COLUMNS, conform_kernels
+from kernelscope.contracts.tables import COST_COLUMNS, conform_kernels, costs_stored
 
 # cost_model of a kernel whose launch declared its own cost (the engine's kernels).
 DECLARED_MODEL = "declared"
@@ -117,7 +117,7 @@ def with_costs_and_names(run: Run) -> Run:
     older runs and fresh captures get them computed here. CPU ops are always named again: their categories
     come from a small data file (data/cpu_ops.toml) that may have grown since the run was written."""
     kernels = run.kernels
-    if kernels.height and kernels["flops"].is_null().all() and kernels["cost_model"].is_null().all():
+    if not costs_stored(kernels):
         kernels = kernel_costs(kernels, run.ops)
     if kernels.height and (kernels["library"].is_null().any() or (kernels["kind"] == "cpu_op").any()):
         kernels = with_kernel_catalog(kernels)

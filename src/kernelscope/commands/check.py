@@ -50,11 +50,11 @@ def run(args: argparse.Namespace, steps) -> int:
     from kernelscope.load.rundir import new_file, read_run
     from kernelscope.report.check import render_verdict
 
-    candidate = read_run(args.run)
+    candidate = read_run(args.run, ops=False)
     baseline_dirs, baseline_label = _baseline_dirs(args)
     candidate_dir = args.run.resolve()
     baseline_dirs = [d for d in baseline_dirs if d.resolve() != candidate_dir] or baseline_dirs
-    baselines = [figures(d.name, read_run(d)) for d in baseline_dirs]
+    baselines = [figures(d.name, read_run(d, ops=False)) for d in baseline_dirs]
     verdict = check(combine(baseline_label, baselines), figures(args.run.name, candidate), args.max_slowdown)
     text = render_verdict(verdict, str(args.run), baseline_label)
     print(text, end="")

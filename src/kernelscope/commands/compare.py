@@ -59,7 +59,7 @@ def compare_runs(paths: list[Path], labels: list[str] | None, out: Path | None, 
 
     if len(paths) < 2:
         raise UserError("compare: give at least two run directories")
-    runs = [rundir.read_run(p) for p in paths]
+    runs = [rundir.read_run(p, ops=False) for p in paths]
     summaries = [rundir.read_summary(p) for p in paths]
     for path, run in zip(paths, runs, strict=True):
         if run.kernels.height == 0:

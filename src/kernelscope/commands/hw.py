@@ -160,7 +160,7 @@ def _fit_run(path: Path, model):
     from kernelscope.load import rundir
     from kernelscope.pipeline import run_ceilings
 
-    run = rundir.read_run(path)
+    run = rundir.read_run(path, ops=False)
     ceilings = run_ceilings(run.info)
     if ceilings is None or not ceilings.bandwidth or run.info.is_cpu:
         raise UserError(f"{path}: not a GPU run with known ceilings; cannot fit on it")

@@ -69,7 +69,7 @@ def run_ncu(run_path: Path, top: int = 20, phase: str = ranges.DECODE, launches:
     from kernelscope.progress import SILENT
 
     steps = steps or SILENT
-    run = rundir.read_run(run_path)
+    run = rundir.read_run(run_path, ops=False)
     plan = _plan(run_path, run, top, phase, launches)
     ncu = nc.find_ncu()
     metrics = nc.choose_metrics(nc.available_metrics(ncu))

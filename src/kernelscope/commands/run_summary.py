@@ -24,7 +24,7 @@ def plural(n: int, word: str, words: str | None = None) -> str:
 def terminal_summary(run_dir: Path) -> str:
     """The closing lines of a command that wrote the run `run_dir`."""
     run_dir = run_dir.resolve()
-    run = with_costs_and_names(rundir.read_run(run_dir))
+    run = with_costs_and_names(rundir.read_run(run_dir, ops=False))
     summary = rundir.read_summary(run_dir)
     cpu = run.info.is_cpu
     unit, time_word = ("CPU ops", "CPU op time") if cpu else ("kernels", "device time")

@@ -72,7 +72,7 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
     from kernelscope.pipeline import run_ceilings
     from kernelscope.report.whatif import render_whatif
 
-    run = rundir.read_run(run_dir)
+    run = rundir.read_run(run_dir, ops=False)
     kernels = run.kernels
     if run.info.is_cpu or (kernels.height and kernels["kind"][0] == "cpu_op"):
         raise UserError(f"{run_dir}: a CPU run: whatif projects GPU kernels (profile or import a GPU run)")

@@ -78,6 +78,8 @@ def conform(table: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFram
     """`table` with every column of `columns` in that order and dtype (missing ones filled with their default or
     null), then any other columns it has; in one chunk per column (Polars' eager group_by and join copy every
     column of a frame in several chunks into one, on every call: a copy of the whole table each time)."""
+    if _conforms(table, columns):
+        return table  # a run read back, or conformed before: nothing to cast, fill or gather
     present = set(table.columns)
     exprs = []
     for name, dtype in columns.items():
@@ -86,6 +88,25 @@ def conform(table: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFram
         exprs.append(column.fill_null(default).alias(name) if default is not None else column.alias(name))
     extra = [name for name in table.columns if name not in columns]
     return table.select(*exprs, *extra).rechunk()
+
+
+def _conforms(table: pl.DataFrame, columns: dict[str, pl.DataType]) -> bool:
+    """Whether conform would return `table` as it is: `columns` first, in order and type, defaulted columns without
+    nulls, every column in one chunk."""
+    schema = list(table.schema.items())
+    if schema[: len(columns)] != list(columns.items()):
+        return False
+    if any(table[name].null_count() for name in _DEFAULTS if name in columns):
+        return False
+    return all(count <= 1 for count in table.n_chunks("all"))
+
+
+def costs_stored(kernels: pl.DataFrame) -> bool:
+    """Whether a kernels table carries its analytic costs (runs kernelscope writes do); one without any is costed
+    from its ops table (analyze/kernel_costs). Columns the table lacks count as empty."""
+    if kernels.height == 0:
+        return True
+    return any(c in kernels.columns and not kernels[c].is_null().all() for c in ("flops", "cost_model"))
 
 
 def conform_kernels(kernels: pl.DataFrame) -> pl.DataFrame:

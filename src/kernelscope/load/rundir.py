@@ -39,6 +39,7 @@ from kernelscope.contracts.run_files import (  # noqa: F401  (read elsewhere as 
 )
 from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
 from kernelscope.contracts.summary import Summary
+from kernelscope.contracts.tables import costs_stored
 from kernelscope.errors import UserError
 from kernelscope.workers import signals_held
 
@@ -286,12 +287,14 @@ def read_summary(directory: Path) -> Summary:
 REQUIRED_KERNEL_COLUMNS = ("name", "kind", "dur_ns")
 
 
-def read_run(directory: Path) -> Run:
+def read_run(directory: Path, ops: bool = True) -> Run:
     """The run in `directory`, its tables checked against the run format: required columns present, every known
-    column of its type, durations not negative; a table that fails is named in one line."""
+    column of its type, durations not negative; a table that fails is named in one line. ops=False, for commands
+    that read only the kernels (reports, what-if, compare): the ops table is read only where the kernels need it
+    for their costs (contracts.tables.costs_stored) and is otherwise empty; its file is still checked."""
     info = read_run_info(directory)
     kernels = _read_table(directory / KERNELS)
-    ops = _read_table(directory / OPS)
+    ops_table = _read_table(directory / OPS) if ops or not costs_stored(kernels) else _empty_ops(directory / OPS)
     ncu = _read_table(directory / NCU) if (directory / NCU).is_file() else None
     missing = [c for c in REQUIRED_KERNEL_COLUMNS if c not in kernels.columns]
     if missing:
@@ -299,7 +302,7 @@ def read_run(directory: Path) -> Run:
     if kernels.height == 0:
         raise UserError(f"{directory / KERNELS}: holds no kernels")
     try:
-        run = Run(info=info, kernels=kernels, ops=ops, ncu=ncu)
+        run = Run(info=info, kernels=kernels, ops=ops_table, ncu=ncu)
     except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError, pl.exceptions.SchemaError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{directory}: a table's columns do not have the run format's types ({first})") from None
@@ -315,6 +318,17 @@ def _check_run_directory(directory: Path) -> None:
         raise UserError(f"{directory}: not a directory (expected a kernelscope run directory)")
     if not (directory / RUN_JSON).is_file():
         raise UserError(f"{directory}: not a kernelscope run directory (no {RUN_JSON})")
+
+
+def _empty_ops(path: Path) -> pl.DataFrame:
+    """No rows, after checking that `path` is a readable table (its footer: the rows are not read)."""
+    if not path.is_file():
+        raise UserError(f"{path}: missing from the run directory")
+    try:
+        schema = pl.read_parquet_schema(path)
+    except Exception as exc:  # polars raises several error types for corrupt files
+        raise UserError(f"{path}: unreadable Parquet file ({type(exc).__name__})") from None
+    return pl.DataFrame(schema=schema)
 
 
 def _read_table(path: Path) -> pl.DataFrame:

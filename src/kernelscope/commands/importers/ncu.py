@@ -74,7 +74,7 @@ def _sections(tables: NcuTables) -> list[str]:
 
 
 def _add_to_run(run_path: Path, tables: NcuTables, paths: list[Path], phase: str) -> Path:
-    run = rundir.read_run(run_path)
+    run = rundir.read_run(run_path, ops=False)
     joined = join_measurements(run.kernels, tables.launches, phase).with_columns(
         pl.col("name").is_not_null().alias("top_kernel"))
     if not joined["name"].is_not_null().any():
