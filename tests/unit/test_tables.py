@@ -83,3 +83,13 @@ def test_busy_time_is_the_union_of_kernel_intervals():
     # [0,10) and [5,20) overlap → 20; [30,35) alone → 5; a second device counts on its own.
     df = pl.DataFrame({"device": [0, 0, 0, 1], "start_ns": [0, 5, 30, 0], "dur_ns": [10, 15, 5, 7]})
     assert busy_ns(df) == 20 + 5 + 7
+
+
+def test_busy_time_does_not_depend_on_row_order():
+    from kernelscope.analyze.phases import busy_ns
+
+    # The same intervals as above, rows shuffled (a table not kept in time order): the union is unchanged.
+    df = pl.DataFrame({"device": [0, 1, 0, 0], "start_ns": [30, 0, 5, 0], "dur_ns": [5, 7, 15, 10]})
+    assert busy_ns(df) == 20 + 5 + 7
+    # one interval inside another, listed first
+    assert busy_ns(pl.DataFrame({"device": [0, 0], "start_ns": [10, 0], "dur_ns": [2, 100]})) == 100

@@ -43,6 +43,7 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
         pl.col("start_ns").is_not_null().any().alias("_timeline"),
         pl.col("start_ns").min().alias("first_start_ns"),
         (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last_end_ns"),
+        pl.col("launch_dur_ns").mean().alias("mean_launch_ns"),
     )
     table = table.with_columns(
         pl.when(pl.col("_decode_steps").is_not_null()).then(pl.col("_decode_steps"))
@@ -67,8 +68,9 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
         [(phase, busy_ns(group)) for (phase,), group in timeline.group_by("phase")],
         schema={"phase": pl.String, "busy_ns": pl.Int64}, orient="row",
     )
-    launch = kernels.group_by("phase").agg(pl.col("launch_dur_ns").mean().alias("mean_launch_ns"))
-    table = table.join(busy, on="phase", how="left").join(launch, on="phase", how="left").with_columns(
+    launch = table.select("phase", "mean_launch_ns")  # placed after busy_ns, as the table's columns are ordered
+    table = table.drop("mean_launch_ns").join(busy, on="phase", how="left").join(launch, on="phase", how="left")
+    table = table.with_columns(
         (100.0 * pl.col("busy_ns") / pl.col("span_ns")).alias("busy_pct"),
         ((pl.col("span_ns") - pl.col("busy_ns")) / pl.col("kernel_count")).alias("mean_gap_ns"),
     )
@@ -83,9 +85,11 @@ def busy_ns(kernels: pl.DataFrame) -> int | None:
         return None
     total = 0
     for _, group in kernels.group_by("device"):
-        order = group.sort("start_ns")
-        start = order["start_ns"].to_numpy()
-        end = start + order["dur_ns"].to_numpy()
+        start = group["start_ns"].to_numpy()
+        end = start + group["dur_ns"].to_numpy()
+        if (start[1:] < start[:-1]).any():  # runs keep kernels in time order: sorted only where they are not
+            order = np.argsort(start, kind="stable")
+            start, end = start[order], end[order]
         reach = np.maximum.accumulate(end)
         # A new busy stretch begins where a kernel starts after everything before it has ended.
         breaks = np.flatnonzero(start[1:] > reach[:-1]) + 1
