@@ -106,7 +106,8 @@ def _weights(decode: pl.DataFrame, layer_types: dict[int, str]) -> tuple[pl.Data
     if not decode.height:
         return pl.DataFrame(), None
     steps = step_counts(decode).get(ranges.DECODE, 1)
-    matmul = decode.filter(pl.col("category").is_in(["GEMM", "GEMV"]) & pl.col("bytes_moved").is_not_null())
+    matmul = (decode.select("category", "bytes_moved", "layer")  # the columns read, before a filter copies them
+              .filter(pl.col("category").is_in(["GEMM", "GEMV"]) & pl.col("bytes_moved").is_not_null()))
     total = float(matmul["bytes_moved"].sum()) / steps
     types = pl.DataFrame({"layer": list(layer_types), "layer_type": list(layer_types.values())},
                          schema={"layer": pl.Int64, "layer_type": pl.String})

@@ -15,6 +15,8 @@ from kernelscope.analyze.launch_counts import launches
 from kernelscope.contracts.tables import INSTANCES
 
 STAT_COLUMNS = ["time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns"]
+# What kernel_summary reads of a kernels table besides its `by` keys: select these before filtering a wide table.
+SUMMARY_INPUT_COLUMNS = ("name", "dur_ns", "kind", "min_ns", "max_ns", "med_ns", "stddev_ns", INSTANCES)
 
 
 def kernel_summary(kernels: pl.DataFrame, by: list[str] | None = None) -> pl.DataFrame:
@@ -24,7 +26,7 @@ def kernel_summary(kernels: pl.DataFrame, by: list[str] | None = None) -> pl.Dat
     keys = [*by, "name"]
     # Only the columns read, and text keys grouped as categories: hashing long kernel names twice per row (window and
     # group) was most of this table's time on big runs. They are text again before sorting.
-    read = [*keys, "dur_ns", "kind", "min_ns", "max_ns", "med_ns", "stddev_ns", INSTANCES]
+    read = [*by, *SUMMARY_INPUT_COLUMNS]
     text = [key for key in keys if kernels.schema[key] == pl.String]
     k = kernels.select(c for c in dict.fromkeys(read) if c in kernels.columns).with_columns(
         pl.col(text).cast(pl.Categorical))

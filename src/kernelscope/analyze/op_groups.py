@@ -27,10 +27,10 @@ def assign_groups(kernels: pl.DataFrame) -> pl.DataFrame:
     other_lane = (pl.col("stream") != pl.col("stream").shift(1)) | (pl.col("rank") != pl.col("rank").shift(1))
     starts = (~follower | other_lane | pl.col("start_ns").is_null()).fill_null(True)
     fallback = starts.cast(pl.Int64).cum_sum()
-    # A pair of numbers, not a string per kernel: formatting one was most of the time of this table on big runs.
-    by_op = pl.col("top_op_id").is_not_null()
+    # A number, not a string per kernel (formatting one was most of the time of this table on big runs): op
+    # instances even, runs of kernels without one odd.
     return k.with_columns(
-        pl.struct(by_op.alias("by_op"), pl.when(by_op).then(pl.col("top_op_id")).otherwise(fallback).alias("id"))
+        pl.when(pl.col("top_op_id").is_not_null()).then(2 * pl.col("top_op_id")).otherwise(2 * fallback + 1)
         .alias("group_id"),
         pl.coalesce("friendly_name", "name").alias("_label"),
     )
@@ -49,10 +49,11 @@ def op_group_table(kernels: pl.DataFrame) -> pl.DataFrame:
     grouped = assign_groups(kernels.filter(pl.col("kind") == "kernel"))
     # A signature is first a list of label numbers; only the distinct ones are spelled out (joining the names of
     # every instance's kernels made a string per instance).
-    grouped = grouped.with_columns(pl.col("_label").rank("dense").cast(pl.UInt32).alias("_label_id"))
+    grouped = grouped.with_columns(pl.col("_label").cast(pl.Categorical).to_physical().alias("_label_id"))
     spelled = grouped.select("_label_id", "_label").unique("_label_id")
     label_of = dict(zip(spelled["_label_id"].to_list(), spelled["_label"].to_list(), strict=True))
-    instances = grouped.group_by("group_id", maintain_order=True).agg(
+    # Groups in any order: the table is sorted by keys that are unique per row at the end.
+    instances = grouped.group_by("group_id").agg(
         pl.col("top_op").first().fill_null("(no framework op)").alias("op"),
         pl.col("_label_id").alias("signature"),
         pl.len().alias("kernel_count"),  # kernels in one instance of the group

@@ -13,7 +13,7 @@ from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evalu
 from kernelscope.analyze.generations import generation_table
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.kernel_stats import kernel_summary
+from kernelscope.analyze.kernel_stats import SUMMARY_INPUT_COLUMNS, kernel_summary
 from kernelscope.analyze.launch_counts import has_timeline
 from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
 from kernelscope.analyze.mix import longest_launches, mix_table
@@ -172,7 +172,8 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
     tables.projection = own_device_projection(run.with_kernels(kernels), ceilings)
     tables.metrics = compute_metrics(tables, run.info)
     tables.findings = evaluate(tables.metrics)
-    missing = kernels.filter((pl.col("phase") == ranges.UNKNOWN) | pl.col("module").is_null())
+    missing = (kernels.select("phase", "module", *SUMMARY_INPUT_COLUMNS)  # narrow before the filter copies it
+               .filter((pl.col("phase") == ranges.UNKNOWN) | pl.col("module").is_null()))
     tables.unattributed = (
         kernel_summary(missing).join(_label_columns(labels), on="name", how="left", maintain_order="left")
         if missing.height else None
@@ -218,7 +219,8 @@ def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFr
         libraries=mix_table(subset, "library"),
         longest=longest_launches(subset, 15, summary).join(label_of, on="name", how="left", maintain_order="left"),
     )
-    unknown = subset.filter((pl.col("library") == "unknown") | (pl.col("category") == "other"))
+    unknown = (subset.select("library", "category", *SUMMARY_INPUT_COLUMNS)
+               .filter((pl.col("library") == "unknown") | (pl.col("category") == "other")))
     if unknown.height:
         tables.unknown_kernels = kernel_summary(unknown).head(10)
     # Op groups need launch order or framework ops; kernel summaries (nsys stats imports) have neither.
