@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from kernelscope.allocator import trim_native_heap
 from kernelscope.analyze.attribution import attribute
 from kernelscope.analyze.attribution_sources import Sources, infer_attribution
 from kernelscope.contracts.trace import TraceMeta
@@ -54,9 +55,11 @@ def read_rank(path: str, workers: int | None = None) -> RankTables:
     """Read one trace file and attribute its kernels (top-level, so that helper processes and Ray tasks can run it
     by name). workers: processes the reader may use for this one file."""
     tables = read_trace(Path(path), workers=workers)
+    trim_native_heap()  # what decoding left in glibc's heaps (the reader threads' buffers, NumPy's arrays)
     meta = tables.meta
     kernels, ops = attribute(tables)
     del tables  # the trace's own tables (launches, kernels before sorting) go before the next step's peak
+    trim_native_heap()  # attribution's NumPy arrays
     kernels, sources = infer_attribution(kernels, ops)
     return RankTables(kernels=kernels, ops=ops, sources=sources, meta=meta)
 
