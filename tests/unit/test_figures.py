@@ -129,7 +129,7 @@ def test_without_a_cjk_font_the_chinese_report_shows_the_english_figures(tables,
 
 def _all_jobs(tables, directory: Path) -> tuple[list, list]:
     words = render._figure_words("en")
-    histograms = render._histogram_jobs(render._single_launches(tables.kernels), directory, "NVIDIA H200", False,
+    histograms = render._histogram_jobs(render._histogram_panels(tables.kernels, False), directory, "NVIDIA H200", False,
                                         "en", words)
     return histograms, render._chart_jobs(tables, directory, "NVIDIA H200", "en", words)
 
@@ -220,7 +220,7 @@ def test_a_chinese_report_written_before_its_figures_links_the_english_ones_when
 
 def _report_jobs(tables, directory: Path) -> list:
     """Every figure job of the real run's report, English and Chinese, built as the report builds them."""
-    launches = render._single_launches(tables.kernels)
+    launches = render._histogram_panels(tables.kernels, False)
     points = render._roofline_points(tables)
     jobs = []
     for lang in ("en", "zh"):

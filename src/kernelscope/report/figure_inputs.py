@@ -4,7 +4,12 @@ processes) never loads matplotlib."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+import polars as pl
 
 from kernelscope.report.templating import message_catalog
 
@@ -20,6 +25,73 @@ HISTOGRAMS = [
     ("threads_per_block", 1.0, False),
 ]
 _LAUNCH_SHAPE = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+
+# Nsight Compute's histograms: (measured column, words' key of its axis label, logarithmic bins may do)
+MEASURED_HISTOGRAMS = [
+    ("duration_us", "measured_duration", True), ("sm_throughput_pct", "sm_throughput_pct", False),
+    ("dram_throughput_pct", "dram_throughput_pct", False), ("mem_throughput_pct", "mem_throughput_pct", False),
+    ("l1tex_throughput_pct", "l1tex_throughput_pct", False), ("l2_throughput_pct", "l2_throughput_pct", False),
+    ("l1_hit_rate_pct", "l1_hit_rate_pct", False), ("l2_hit_rate_pct", "l2_hit_rate_pct", False),
+    ("achieved_occupancy_pct", "achieved_occupancy_pct", False),
+    ("theoretical_occupancy_pct", "theoretical_occupancy_pct", False),
+    ("mem_busy_pct", "mem_busy_pct", False), ("dram_bytes", "dram_bytes", True),
+]
+BINS = 30
+
+
+@dataclass(frozen=True)
+class HistogramPanel:
+    """One panel of a histogram grid, binned: what a helper process needs to draw it (a big run's launches would
+    be a hundred megabytes to send; their bins are a few hundred bytes)."""
+
+    counts: np.ndarray
+    edges: np.ndarray
+    key: str  # the words' key of its axis label
+    log_x: bool  # logarithmic bins and axis
+
+
+def binned(values: np.ndarray, key: str, log: bool) -> HistogramPanel:
+    """BINS bins over the values; logarithmic where `log` allows it and the values span more than 20×."""
+    if log and values.min() > 0 and values.max() / values.min() > 20:
+        edges = np.logspace(math.log10(values.min()), math.log10(values.max()), BINS)
+        counts, edges = np.histogram(values, bins=edges)
+        return HistogramPanel(counts, edges, key, True)
+    counts, edges = np.histogram(values, bins=BINS)
+    return HistogramPanel(counts, edges, key, False)
+
+
+def _finite(series: pl.Series, scale: float, log: bool) -> np.ndarray:
+    values = series.drop_nulls().cast(pl.Float64).to_numpy() * scale
+    values = values[np.isfinite(values)]
+    return values[values > 0] if log else values
+
+
+def histogram_panels(kernels: pl.DataFrame, cpu_run: bool = False) -> list[HistogramPanel]:
+    """One panel per metric the launches have values of (HISTOGRAMS), binned."""
+    k = kernels.with_columns(
+        (pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z")).alias("blocks"),
+        (pl.col("block_x") * pl.col("block_y") * pl.col("block_z")).alias("threads_per_block"),
+    )
+    panels = []
+    for column, scale, log in HISTOGRAMS:
+        if column not in k.columns:
+            continue
+        values = _finite(k[column], scale, log)
+        if values.size:
+            key = "duration_cpu" if cpu_run and column == "dur_ns" else "duration" if column == "dur_ns" else column
+            panels.append(binned(values, key, log))
+    return panels
+
+
+def measured_histogram_panels(launches: pl.DataFrame) -> list[HistogramPanel]:
+    """One panel per Nsight Compute metric measured (MEASURED_HISTOGRAMS), binned."""
+    panels = []
+    for column, key, log in MEASURED_HISTOGRAMS:
+        if column in launches.columns:
+            values = _finite(launches[column], 1.0, log)
+            if values.size:
+                panels.append(binned(values, key, log))
+    return panels
 
 
 def words_for(lang: str = "en") -> dict[str, Any]:

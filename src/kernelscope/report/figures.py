@@ -20,7 +20,12 @@ from matplotlib.text import Text  # noqa: E402
 
 from kernelscope.analyze.hardware import Ceilings  # noqa: E402
 from kernelscope.report import figure_formats  # noqa: E402
-from kernelscope.report.figure_inputs import HISTOGRAMS, words_for  # noqa: E402
+from kernelscope.report.figure_inputs import (  # noqa: E402
+    HistogramPanel,
+    histogram_panels,
+    measured_histogram_panels,
+    words_for,
+)
 
 plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 7.5,
                      "svg.fonttype": "none", "figure.dpi": 100})
@@ -400,32 +405,29 @@ def per_kernel_rooflines_versions(points: pl.DataFrame, ceilings: Ceilings, vers
 def histograms(kernels: pl.DataFrame, title: str, directory: Path, stem: str, words: dict[str, Any] | None = None,
                cpu_run: bool = False) -> list[Path]:
     """One panel per metric the data supports (launches of the phase; empty metrics are left out)."""
-    return histograms_versions(kernels, _one_version(title, directory, stem, words), cpu_run)[0]
+    return binned_histograms(histogram_panels(kernels, cpu_run), title, directory, stem, words, cpu_run)
 
 
 def histograms_versions(kernels: pl.DataFrame, versions: list[Version], cpu_run: bool = False) -> list[list[Path]]:
-    k = kernels.with_columns(
-        (pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z")).alias("blocks"),
-        (pl.col("block_x") * pl.col("block_y") * pl.col("block_z")).alias("threads_per_block"),
-    )
-    panels = []
-    for column, scale, log in HISTOGRAMS:
-        if column not in k.columns:
-            continue
-        values = k[column].drop_nulls().cast(pl.Float64).to_numpy() * scale
-        values = values[np.isfinite(values)]
-        if log:
-            values = values[values > 0]
-        if values.size:
-            key = "duration_cpu" if cpu_run and column == "dur_ns" else "duration" if column == "dur_ns" else column
-            panels.append((values, key, log))
+    return binned_histograms_versions(histogram_panels(kernels, cpu_run), versions, cpu_run)
+
+
+def binned_histograms(panels: list[HistogramPanel], title: str, directory: Path, stem: str,
+                      words: dict[str, Any] | None = None, cpu_run: bool = False) -> list[Path]:
+    """histograms() from panels binned beforehand (figure_inputs.histogram_panels): what the report's helper
+    processes are given."""
+    return binned_histograms_versions(panels, _one_version(title, directory, stem, words), cpu_run)[0]
+
+
+def binned_histograms_versions(panels: list[HistogramPanel], versions: list[Version], cpu_run: bool = False
+                               ) -> list[list[Path]]:
     return _histogram_grid(panels, versions, PALETTE[0], "calls" if cpu_run else "launches")
 
 
-def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], versions: list[Version], color: tuple,
+def _histogram_grid(panels: list[HistogramPanel], versions: list[Version], color: tuple,
                     count_key: str) -> list[list[Path]]:
-    """Four histograms a row (fewer when there are fewer panels); a panel whose values span more than 20× gets
-    logarithmic bins. Panels: values, the words' key of their axis label, whether logarithmic bins may do."""
+    """Four histograms a row (fewer when there are fewer panels); a panel binned logarithmically gets a
+    logarithmic axis."""
     if not panels:
         return [[] for _ in versions]
     cols = min(4, len(panels))
@@ -438,20 +440,17 @@ def _histogram_grid(panels: list[tuple[np.ndarray, str, bool]], versions: list[V
         _fixed_grid_margins(fig, width, height, rows_n, cols)
         for ax in axes.flat[len(panels):]:
             ax.set_visible(False)
-        for ax, (values, _key, log) in zip(axes.flat, panels, strict=False):
-            if log and values.min() > 0 and values.max() / values.min() > 20:
-                bins: Any = np.logspace(math.log10(values.min()), math.log10(values.max()), 30)
+        for ax, panel in zip(axes.flat, panels, strict=False):
+            if panel.log_x:
                 ax.set_xscale("log")
-            else:
-                bins = 30
-            _bars(ax, *np.histogram(values, bins=bins), color)
+            _bars(ax, panel.counts, panel.edges, color)
             ax.yaxis.set_major_formatter(ticker.FuncFormatter(_short_count))  # 25k, 1.2M: fits the fixed margin
         _plain_log_ticks(fig)
 
         def label(version: Version) -> None:
             w = version.words
-            for ax, (_values, key, _log) in zip(axes.flat, panels, strict=False):
-                ax.set_xlabel(w[key], fontsize=8)
+            for ax, panel in zip(axes.flat, panels, strict=False):
+                ax.set_xlabel(w[panel.key], fontsize=8)
                 ax.set_ylabel(w[count_key], fontsize=8)
             fig.suptitle(literal(version.title))
 
@@ -509,17 +508,6 @@ def _short(name: str, limit: int = 34) -> str:
     return literal(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
-MEASURED_HISTOGRAMS = [
-    ("duration_us", "measured_duration", True), ("sm_throughput_pct", "sm_throughput_pct", False),
-    ("dram_throughput_pct", "dram_throughput_pct", False), ("mem_throughput_pct", "mem_throughput_pct", False),
-    ("l1tex_throughput_pct", "l1tex_throughput_pct", False), ("l2_throughput_pct", "l2_throughput_pct", False),
-    ("l1_hit_rate_pct", "l1_hit_rate_pct", False), ("l2_hit_rate_pct", "l2_hit_rate_pct", False),
-    ("achieved_occupancy_pct", "achieved_occupancy_pct", False),
-    ("theoretical_occupancy_pct", "theoretical_occupancy_pct", False),
-    ("mem_busy_pct", "mem_busy_pct", False), ("dram_bytes", "dram_bytes", True),
-]
-
-
 def measured_histograms(launches: pl.DataFrame, title: str, directory: Path, stem: str,
                         words: dict[str, Any] | None = None) -> list[Path]:
     """One panel per Nsight Compute metric, over the profiled launches."""
@@ -527,17 +515,7 @@ def measured_histograms(launches: pl.DataFrame, title: str, directory: Path, ste
 
 
 def measured_histograms_versions(launches: pl.DataFrame, versions: list[Version]) -> list[list[Path]]:
-    panels = []
-    for column, key, log in MEASURED_HISTOGRAMS:
-        if column not in launches.columns:
-            continue
-        values = launches[column].drop_nulls().cast(pl.Float64).to_numpy()
-        values = values[np.isfinite(values)]
-        if log:
-            values = values[values > 0]
-        if values.size:
-            panels.append((values, key, log))
-    return _histogram_grid(panels, versions, PALETTE[1], "launches")
+    return _histogram_grid(measured_histogram_panels(launches), versions, PALETTE[1], "launches")
 
 
 def measured_roofline(by_kernel: pl.DataFrame, ceilings: Ceilings, title: str, directory: Path, stem: str,
@@ -663,6 +641,7 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
 
 # Figures drawn once for several languages (figure_jobs; their names in figure_jobs.VERSIONED): each function's
 # name to its form that takes versions. Their arguments end with title, directory and stem, then the words.
-VERSIONED = {"histograms": histograms_versions, "measured_histograms": measured_histograms_versions,
+VERSIONED = {"histograms": histograms_versions, "binned_histograms": binned_histograms_versions,
+             "measured_histograms": measured_histograms_versions,
              "roofline_physical": roofline_physical_versions, "roofline_normalized": roofline_normalized_versions,
              "per_kernel_rooflines": per_kernel_rooflines_versions, "measured_roofline": measured_roofline_versions}

@@ -28,7 +28,7 @@ from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.report import explorer, figure_formats
 from kernelscope.report import formatting as fmt
-from kernelscope.report.figure_inputs import histogram_columns, words_for
+from kernelscope.report.figure_inputs import HistogramPanel, histogram_columns, histogram_panels, words_for
 from kernelscope.report.figure_jobs import FigureDrawing, FigureJob
 from kernelscope.report.html import embed_figures, page_with_figure_links
 from kernelscope.report.languages import LANGUAGES
@@ -95,8 +95,8 @@ def render_report(
     figure_words = {lang: _figure_words(lang) for lang in dict.fromkeys(("en", *languages))}
     with FigureDrawing() as drawing:
         kernels = report_kernels(run, ceilings)
-        launches = _single_launches(kernels)
-        histograms = {lang: _histogram_jobs(launches, figure_dir, device, run.info.is_cpu, lang, words)
+        panels = _histogram_panels(kernels, run.info.is_cpu)  # binned once for every language
+        histograms = {lang: _histogram_jobs(panels, figure_dir, device, run.info.is_cpu, lang, words)
                       for lang, words in figure_words.items()}
         drawing.submit([job for jobs in histograms.values() for job in jobs])
         # The roofline figures need only their own tables: drawn while the others are computed.
@@ -526,24 +526,24 @@ def _phase_label(words: dict[str, Any], phase: str, device: str) -> str:
     return words["on_device"].format(phase=phase_word, device=device) if device else phase_word
 
 
-def _single_launches(kernels: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """Per phase, its single launches (not summary rows) with the columns the histograms read."""
+def _histogram_panels(kernels: pl.DataFrame, cpu_run: bool) -> dict[str, list[HistogramPanel]]:
+    """Per phase, the histograms of its single launches (not summary rows), binned."""
     needed = [c for c in histogram_columns() if c in kernels.columns]
-    launches = kernels.filter(pl.col("instances") == 1).select(needed)
-    return {phase: launches.filter(pl.col("phase") == phase)
+    launches = kernels.select(needed).filter(pl.col("instances") == 1)
+    return {phase: histogram_panels(launches.filter(pl.col("phase") == phase), cpu_run)
             for phase in kernels["phase"].unique(maintain_order=True).to_list()}
 
 
-def _histogram_jobs(launches: dict[str, pl.DataFrame], directory: Path, device: str, cpu_run: bool, lang: str,
+def _histogram_jobs(launches: dict[str, list[HistogramPanel]], directory: Path, device: str, cpu_run: bool, lang: str,
                     words: dict[str, Any]) -> list[FigureJob]:
     """Per phase, the histograms of its single launches; they need no ceilings and no report table, so they are
-    drawn while the tables are computed."""
+    drawn while the tables are computed. Binned here: a helper is sent the bins, not the launches."""
     jobs = []
-    for phase, subset in launches.items():
-        if subset.height:
+    for phase, panels in launches.items():
+        if panels:
             title = words["histograms_title_cpu" if cpu_run else "histograms_title"].format(
                 label=_phase_label(words, phase, device))
-            jobs.append(_job(f"histograms_{phase}", "histograms", (subset, title), directory, lang, words,
+            jobs.append(_job(f"histograms_{phase}", "binned_histograms", (panels, title), directory, lang, words,
                              cpu_run=cpu_run))
     return jobs
 
