@@ -94,6 +94,8 @@ def _with_declared_costs(kernels: pl.DataFrame) -> pl.DataFrame:
     takes the cost its launch declared instead of a model's, split by duration among the kernels of that one
     range (several on the engine's torch backend). A CUDA-graph kernel given the op of its eager twin has no
     op_id: the range's cost is its own."""
+    if not kernels.height or not kernels["op"].str.starts_with(ranges.COST_PREFIX).any():
+        return kernels  # no cost range (every foreign trace): the regexes and windows below would change nothing
     flops = _declared_field("flops").cast(pl.Float64, strict=False)
     nbytes = _declared_field("bytes").cast(pl.Float64, strict=False)
     declared = (pl.col("op").str.starts_with(ranges.COST_PREFIX) & flops.is_not_null() & nbytes.is_not_null()
