@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.launch_counts import launches
+from kernelscope.analyze.wide_tables import as_codes, as_text
 from kernelscope.contracts.tables import INSTANCES
 
 STAT_COLUMNS = ["time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns"]
@@ -24,12 +25,11 @@ def kernel_summary(kernels: pl.DataFrame, by: list[str] | None = None) -> pl.Dat
     the group's device time. stddev is the sample standard deviation (0 for one instance)."""
     by = by or []
     keys = [*by, "name"]
-    # Only the columns read, and text keys grouped as categories: hashing long kernel names twice per row (window and
-    # group) was most of this table's time on big runs. They are text again before sorting.
+    # Only the columns read; text keys as category codes (a window and a group-by per row hashed long kernel names
+    # twice: most of this table's time on big runs).
     read = [*by, *SUMMARY_INPUT_COLUMNS]
     text = [key for key in keys if kernels.schema[key] == pl.String]
-    k = kernels.select(c for c in dict.fromkeys(read) if c in kernels.columns).with_columns(
-        pl.col(text).cast(pl.Categorical))
+    k = kernels.select(c for c in dict.fromkeys(read) if c in kernels.columns).with_columns(as_codes(*text))
     dur = pl.col("dur_ns")
     n = launches()
     single = n == 1
@@ -77,7 +77,7 @@ def kernel_summary(kernels: pl.DataFrame, by: list[str] | None = None) -> pl.Dat
         .when(~pl.col("_std_missing")).then(pooled).alias("stddev_ns"),
     )
     total = pl.col("total_ns").sum().over(by) if by else pl.col("total_ns").sum()
-    stats = stats.with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"), pl.col(text).cast(pl.String))
+    stats = stats.with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"), *as_text(*text))
     return stats.sort([*by, "total_ns", "name"], descending=[False] * len(by) + [True, False]).select(
         *by, "name", "kind", *STAT_COLUMNS
     )

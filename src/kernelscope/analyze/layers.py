@@ -11,7 +11,7 @@ import polars as pl
 
 from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.ranks import rank_count
-from kernelscope.analyze.wide_tables import beside
+from kernelscope.analyze.wide_tables import as_codes, as_text, beside
 from kernelscope.contracts.tables import INSTANCES
 
 OUTSIDE = "outside layers"
@@ -25,24 +25,27 @@ def module_in_layer() -> pl.Expr:
     return pl.col("module").str.replace(r"^(?:.*?\.)?\d+(?:\.|$)", "")
 
 
-def with_layer_columns(kernels: pl.DataFrame, layer_types: dict[int, str]) -> pl.DataFrame:
-    """Adds layer_type and layer_module (the module's name within its layer)."""
+def with_layer_type(kernels: pl.DataFrame, layer_types: dict[int, str]) -> pl.DataFrame:
+    """Adds layer_type: the type of the kernel's layer ("layer" where the run names none), OUTSIDE without one."""
     types = pl.DataFrame(
         {"layer": list(layer_types), "layer_type": list(layer_types.values())},
         schema={"layer": pl.Int64, "layer_type": pl.String},
     )
+    # beside, not joined: the wide kernels table is not copied
+    return beside(kernels, types, ["layer"]).with_columns(
+        pl.when(pl.col("layer").is_null()).then(pl.lit(OUTSIDE)).otherwise(pl.col("layer_type").fill_null("layer"))
+        .alias("layer_type"))
+
+
+def with_layer_columns(kernels: pl.DataFrame, layer_types: dict[int, str]) -> pl.DataFrame:
+    """Adds layer_type (with_layer_type) and layer_module (the module's name within its layer)."""
     # The name within the layer, worked out once per distinct module (a regex over every kernel row was most of
     # this function's time on big runs).
     modules = kernels.select(pl.col("module").unique().drop_nulls()).with_columns(module_in_layer().alias("_within"))
     within = pl.col("_within")
-    # beside, not joined: the wide kernels table is not copied
     return (
-        beside(beside(kernels, types, ["layer"]), modules, ["module"])
+        beside(with_layer_type(kernels, layer_types), modules, ["module"])
         .with_columns(
-            pl.when(pl.col("layer").is_null())
-            .then(pl.lit(OUTSIDE))
-            .otherwise(pl.col("layer_type").fill_null("layer"))
-            .alias("layer_type"),
             pl.when(pl.col("layer").is_null())
             .then(pl.col("module").fill_null("(no module)"))
             .otherwise(pl.when(within == "").then(pl.lit(LAYER_ITSELF)).otherwise(within))
@@ -109,9 +112,8 @@ def per_layer_times(kernels: pl.DataFrame, layer_types: dict[int, str], steps: d
     ranks = rank_count(kernels)
     per_layer = (kernels.filter(pl.col("layer").is_not_null())
                  .group_by("phase", "layer")
-                 .agg(pl.col("dur_ns").sum().alias("total_ns"), launch_count().alias("launches"))
-                 .with_columns(pl.lit(None, dtype=pl.String).alias("module")))
-    k = with_layer_columns(per_layer, layer_types)
+                 .agg(pl.col("dur_ns").sum().alias("total_ns"), launch_count().alias("launches")))
+    k = with_layer_type(per_layer, layer_types)
     step_counts = pl.DataFrame({"phase": list(steps), "steps": list(steps.values())},
                                schema={"phase": pl.String, "steps": pl.Int64})
     return (
@@ -128,16 +130,15 @@ def _layer_inputs(kernels: pl.DataFrame) -> pl.DataFrame:
 
 
 def _per_module_and_name(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Per phase, layer, module and kernel name: total_ns, launches and the first start (_first). The text keys are
-    grouped as categories (grouping by text columns was most of the layer tables' time on big runs); the few rows
-    left get their layer columns after."""
+    """Per phase, layer, module and kernel name: total_ns, launches and the first start (_first), grouped by codes;
+    the few rows left get their layer columns after."""
     text = ("phase", "module", "name")
     return (
-        kernels.with_columns(pl.col(c).cast(pl.Categorical) for c in text)
+        kernels.with_columns(as_codes(*text))
         .group_by("phase", "layer", "module", "name")
         .agg(pl.col("dur_ns").sum().alias("total_ns"), launch_count().alias("launches"),
              pl.col("start_ns").min().alias("_first"))
-        .with_columns(pl.col(c).cast(pl.String) for c in text)
+        .with_columns(as_text(*text))
     )
 
 

@@ -6,15 +6,14 @@ import polars as pl
 
 from kernelscope.analyze.kernel_stats import kernel_summary
 from kernelscope.analyze.launch_counts import launch_count
+from kernelscope.analyze.wide_tables import as_codes, as_text
 from kernelscope.contracts.tables import INSTANCES
 
 
 def mix_table(kernels: pl.DataFrame, column: str) -> pl.DataFrame:
     """Per value of `column` (category or library): kernels (distinct names), launches, device time, share."""
     total = kernels["dur_ns"].sum() or 1
-    # Names counted as category codes: hashing long kernel names was most of this table's time on big runs.
-    read = kernels.select(column, pl.col("name").cast(pl.Categorical), "dur_ns",
-                          *([INSTANCES] if INSTANCES in kernels.columns else []))
+    read = kernels.select(column, "name", "dur_ns", INSTANCES).with_columns(as_codes("name"))  # names counted as codes
     return (
         read.group_by(column)
         .agg(pl.col("name").n_unique().alias("kernels"), launch_count().alias("launches"),
@@ -31,9 +30,9 @@ def longest_launches(kernels: pl.DataFrame, top: int, summary: pl.DataFrame | No
     (analyze.roofline.place_on_roofline)."""
     summary = kernel_summary(kernels) if summary is None else summary
     stats = summary.select("name", "max_ns", "med_ns", "instances")
-    classes = (kernels.select(pl.col("name").cast(pl.Categorical), "roofline_class")  # names hashed once, as codes
+    classes = (kernels.select("name", "roofline_class").with_columns(as_codes("name"))
                .group_by("name").agg(pl.col("roofline_class").first())
-               .with_columns(pl.col("name").cast(pl.String)))
+               .with_columns(as_text("name")))
     return (
         stats.join(classes, on="name", how="left", maintain_order="left")
         .sort("max_ns", descending=True, nulls_last=True, maintain_order=True)

@@ -19,7 +19,7 @@ import polars as pl
 
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.launch_counts import launch_count
-from kernelscope.analyze.wide_tables import time_where
+from kernelscope.analyze.wide_tables import as_codes, as_text, time_where
 from kernelscope.contracts.tables import INSTANCES
 
 CLASSES = ["memory-bound", "compute-bound", "balanced", "latency-bound", "unclassified"]
@@ -135,11 +135,11 @@ def cost_coverage(kernels: pl.DataFrame) -> float:
 def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
     """One roofline point per kernel name: totals of FLOPs, bytes and time, the rates they imply, the class
     that holds most of its time, and a group (category) for colouring."""
-    # Only the columns read, names as category codes (hashed once, not per group-by): text again at the end.
+    # Only the columns read; names as codes for the two group-bys and the join, text again at the end.
     read = ["name", "roofline_class", "dur_ns", "flops", "bytes_moved", INSTANCES, group_column, "precision"]
     placed = (kernels.select(c for c in dict.fromkeys(read) if c in kernels.columns)
               .filter(pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
-              .with_columns(pl.col("name").cast(pl.Categorical)))
+              .with_columns(as_codes("name")))
     dominant = (
         placed.group_by("name", "roofline_class").agg(pl.col("dur_ns").sum().alias("_t"))
         .sort(["_t", "roofline_class"], descending=[True, False]).unique("name", keep="first")
@@ -156,7 +156,7 @@ def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
             (pl.col("flops") / pl.col("bytes_moved")).alias("intensity"),
             (pl.col("flops") / (pl.col("dur_ns") / 1e9)).alias("flops_per_s"),
             (pl.col("bytes_moved") / (pl.col("dur_ns") / 1e9)).alias("bytes_per_s"),
-            pl.col("name").cast(pl.String),
+            *as_text("name"),
         )
         .sort(["dur_ns", "name"], descending=[True, False])  # ties in a fixed order: the same report every time
     )

@@ -33,6 +33,7 @@ from kernelscope.analyze.projection import (
     requirement_solver,
     sweep,
 )
+from kernelscope.analyze.wide_tables import as_codes, as_text
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load import knowledge
 
@@ -148,14 +149,13 @@ def _kernel_table(projected: pl.DataFrame, top: int, steps: dict[str, int] | Non
     labels = _labels(projected)
     per_step = ["latency_ns", "memory_ns", "compute_ns", "bytes_projected", "flops"]
     table = (
-        # names grouped as category codes (hashed once), text again right after
-        projected.with_columns(pl.col("name").cast(pl.Categorical)).group_by("phase", "name")
+        projected.with_columns(as_codes("name")).group_by("phase", "name")
         .agg(pl.col("friendly_name").first(), pl.col("group").first(), pl.col("instances").sum().alias("launches"),
              pl.col("dur_ns").sum().cast(pl.Float64).alias("measured_ns"), pl.col("projected_ns").sum(),
              pl.col("bound").mode().first().alias("bound"), pl.col("latency_per_launch_ns").first(),
              pl.col("memory_efficiency").first(), pl.col("compute_efficiency").first(),
              *(pl.col(c).cast(pl.Float64).sum().alias(c) for c in per_step))
-        .with_columns(pl.col("name").cast(pl.String))
+        .with_columns(as_text("name"))
         .join(steps, on="phase")
         .join(labels, on="name", how="left")
         .with_columns((pl.col("measured_ns") / pl.col("steps")).alias("measured_per_step_ns"),

@@ -16,3 +16,14 @@ def beside(table: pl.DataFrame, other: pl.DataFrame, on: list[str]) -> pl.DataFr
 def time_where(kernels: pl.DataFrame, condition: pl.Expr) -> int:
     """Device time (dur_ns summed) of the rows where `condition` holds (null counts as not holding)."""
     return int(kernels.select(pl.col("dur_ns").filter(condition).sum()).item() or 0)
+
+
+def as_codes(*columns: str) -> list[pl.Expr]:
+    """Text columns as category codes, to group by: Polars hashes a text key in full on every group-by and window,
+    and kernel names run to hundreds of characters; as codes they are hashed once, when cast. `as_text` turns them
+    back before a table is sorted or handed on."""
+    return [pl.col(column).cast(pl.Categorical) for column in columns]
+
+
+def as_text(*columns: str) -> list[pl.Expr]:
+    return [pl.col(column).cast(pl.String) for column in columns]

@@ -32,8 +32,8 @@ MAX_HELPERS = 4  # a report has about 16 figures; more processes would mostly wa
 
 # Drawing functions (figures.py) that draw one figure in several languages at once (figures.VERSIONED). Named
 # here, not taken from figures.py: this process plans the figures without loading matplotlib.
-VERSIONED = frozenset({"histograms", "binned_histograms", "measured_histograms", "roofline_physical",
-                       "roofline_normalized", "per_kernel_rooflines", "measured_roofline"})
+VERSIONED = frozenset({"binned_histograms", "measured_histograms", "roofline_physical", "roofline_normalized",
+                       "per_kernel_rooflines", "measured_roofline"})
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def job_sets(jobs: list[FigureJob]) -> list[tuple[FigureJob, ...]]:
 
 # Relative drawing time of a job by its function (measured: a histogram grid takes two to three times a single
 # roofline chart); each submission is queued dearest first, so the processes finish close together.
-JOB_COST = {"histograms": 3, "binned_histograms": 3, "measured_histograms": 3, "per_kernel_rooflines": 2}
+JOB_COST = {"binned_histograms": 3, "measured_histograms": 3, "per_kernel_rooflines": 2}
 
 _DRAWN, _NO_FONT, _FAILED = "drawn", "no font", "failed"
 

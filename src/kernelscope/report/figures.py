@@ -408,10 +408,6 @@ def histograms(kernels: pl.DataFrame, title: str, directory: Path, stem: str, wo
     return binned_histograms(histogram_panels(kernels, cpu_run), title, directory, stem, words, cpu_run)
 
 
-def histograms_versions(kernels: pl.DataFrame, versions: list[Version], cpu_run: bool = False) -> list[list[Path]]:
-    return binned_histograms_versions(histogram_panels(kernels, cpu_run), versions, cpu_run)
-
-
 def binned_histograms(panels: list[HistogramPanel], title: str, directory: Path, stem: str,
                       words: dict[str, Any] | None = None, cpu_run: bool = False) -> list[Path]:
     """histograms() from panels binned beforehand (figure_inputs.histogram_panels): what the report's helper
@@ -641,7 +637,6 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
 
 # Figures drawn once for several languages (figure_jobs; their names in figure_jobs.VERSIONED): each function's
 # name to its form that takes versions. Their arguments end with title, directory and stem, then the words.
-VERSIONED = {"histograms": histograms_versions, "binned_histograms": binned_histograms_versions,
-             "measured_histograms": measured_histograms_versions,
+VERSIONED = {"binned_histograms": binned_histograms_versions, "measured_histograms": measured_histograms_versions,
              "roofline_physical": roofline_physical_versions, "roofline_normalized": roofline_normalized_versions,
              "per_kernel_rooflines": per_kernel_rooflines_versions, "measured_roofline": measured_roofline_versions}
