@@ -294,7 +294,7 @@ def read_run(directory: Path, ops: bool = True) -> Run:
     for their costs (contracts.tables.costs_stored) and is otherwise empty; its file is still checked."""
     info = read_run_info(directory)
     kernels = _read_table(directory / KERNELS)
-    ops_table = _read_table(directory / OPS) if ops or not costs_stored(kernels) else _empty_ops(directory / OPS)
+    ops_table = _read_table(directory / OPS, rows=ops or not costs_stored(kernels))
     ncu = _read_table(directory / NCU) if (directory / NCU).is_file() else None
     missing = [c for c in REQUIRED_KERNEL_COLUMNS if c not in kernels.columns]
     if missing:
@@ -320,21 +320,11 @@ def _check_run_directory(directory: Path) -> None:
         raise UserError(f"{directory}: not a kernelscope run directory (no {RUN_JSON})")
 
 
-def _empty_ops(path: Path) -> pl.DataFrame:
-    """No rows, after checking that `path` is a readable table (its footer: the rows are not read)."""
+def _read_table(path: Path, rows: bool = True) -> pl.DataFrame:
+    """The table in `path`; rows=False: none of its rows, only its columns, the file checked from its footer."""
     if not path.is_file():
         raise UserError(f"{path}: missing from the run directory")
     try:
-        schema = pl.read_parquet_schema(path)
-    except Exception as exc:  # polars raises several error types for corrupt files
-        raise UserError(f"{path}: unreadable Parquet file ({type(exc).__name__})") from None
-    return pl.DataFrame(schema=schema)
-
-
-def _read_table(path: Path) -> pl.DataFrame:
-    if not path.is_file():
-        raise UserError(f"{path}: missing from the run directory")
-    try:
-        return pl.read_parquet(path)
+        return pl.read_parquet(path) if rows else pl.DataFrame(schema=pl.read_parquet_schema(path))
     except Exception as exc:  # polars raises several error types for corrupt files
         raise UserError(f"{path}: unreadable Parquet file ({type(exc).__name__})") from None
