@@ -453,6 +453,8 @@ def rundir_cases() -> list[Case]:
             pl.col("phase").str.replace("decode", "de/../code"))),
         "kernels-negative-dur": _parquet_edit("kernels.parquet", lambda df: df.with_columns(-pl.col("dur_ns"))),
         "ops-missing": lambda r: (r / "ops.parquet").unlink(),
+        # a report reads no ops (the run stores its costs), but a damaged ops file is still named
+        "ops-garbage": lambda r: (r / "ops.parquet").write_bytes(b"PAR1garbagePAR1"),
         "ncu-garbage": lambda r: (r / "ncu.parquet").write_bytes(b"junk"),
     }
     for column in ("name", "phase", "start_ns", "dur_ns", "layer", "module", "op", "kind", "step", "kernel_id", "grid_x",
@@ -468,6 +470,10 @@ def rundir_cases() -> list[Case]:
                           _edit_run(edits[label]), "k.csv", names=("run",)))
         cases.append(Case(f"rundir-whatif-{label}", ["whatif", "run", "--hw", "h100-sxm", "--out", "w",
                           "--lang", "en"], _edit_run(edits[label]), "w", names=("run",)))
+    # Commands that read no ops rows still refuse a damaged ops file, and name it.
+    for command in (["report", "run", "--lang", "en"], ["whatif", "run", "--hw", "h100-sxm", "--out", "w", "--lang", "en"]):
+        cases.append(Case(f"rundir-{command[0]}-ops-garbage-named", command, _edit_run(edits["ops-garbage"]),
+                          "w" if command[0] == "whatif" else "run", "error", names=("ops.parquet",)))
     for source in SLIM_RUNS:
         cases.append(Case(f"rundir-report-slim-{source.name}", ["report", "run", "--lang", "en"],
                           _copy(source, "run"), "run", "ok"))
