@@ -27,16 +27,26 @@ class NestedIntervals:
     @classmethod
     def build(cls, thread: np.ndarray, start: np.ndarray, dur: np.ndarray, span: int) -> NestedIntervals:
         """thread: small non-negative int codes; start, dur: int64 ns; span > every start + dur."""
-        thread = np.asarray(thread, dtype=np.int64)
-        key_start = thread * span + np.asarray(start, dtype=np.int64)
+        # In place where it can be, each temporary let go once used: on a 2 GB trace's 2.5 million CPU ops each
+        # array is 20 MB, and this index is built at the import's peak.
+        key_start = np.asarray(thread, dtype=np.int64) * span
+        key_start += np.asarray(start, dtype=np.int64)
         # Half-open [start, end); zero-length intervals get 1 ns so that they nest inside their parent.
-        key_end = key_start + np.maximum(np.asarray(dur, dtype=np.int64), 1)
-        order = np.lexsort((-key_end, key_start))
-        starts, ends = key_start[order], key_end[order]
+        key_end = np.maximum(np.asarray(dur, dtype=np.int64), 1)
+        key_end += key_start
+        negated_end = np.negative(key_end)
+        order = np.lexsort((negated_end, key_start))
+        del negated_end
+        starts = key_start[order]
+        del key_start
+        ends = key_end[order]
+        del key_end
         n = len(starts)
-        closed_before = np.searchsorted(np.sort(ends), starts, side="right")
-        depth = np.arange(n, dtype=np.int64) - closed_before
-        depth = np.maximum(depth, 0)
+        sorted_ends = np.sort(ends)
+        depth = np.searchsorted(sorted_ends, starts, side="right")  # intervals closed before each start
+        del sorted_ends
+        np.subtract(np.arange(n, dtype=np.int64), depth, out=depth)
+        np.maximum(depth, 0, out=depth)
         parent = np.full(n, -1, dtype=np.int64)
         root = np.arange(n, dtype=np.int64)
         if n:
@@ -52,7 +62,7 @@ class NestedIntervals:
                 parent[level[valid]] = previous[at[valid]]
                 root[level[valid]] = root[parent[level[valid]]]
                 previous = level
-        return cls(starts, ends, order.astype(np.int64), parent, root, depth, span)
+        return cls(starts, ends, order.astype(np.int64, copy=False), parent, root, depth, span)
 
     def __len__(self) -> int:
         return len(self.starts)
