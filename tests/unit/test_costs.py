@@ -7,7 +7,11 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from kernelscope.analyze.op_costs import op_cost
+from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.kernel_costs import op_costs
+from kernelscope.analyze.op_costs import MODELS, op_cost
+from kernelscope.load.kineto import load_kineto
+from tests.conftest import KINETO
 
 
 def _dims(*tensors):
@@ -111,3 +115,20 @@ def test_convolution_hand_count():
 def test_unknown_or_unreadable_ops_have_no_cost():
     assert op_cost("aten::frobnicate", "[[2, 2]]", '["float"]', None) is None
     assert op_cost("aten::mm", "[[2, 3]]", '["float"]', None) is None  # one operand missing
+
+
+@pytest.mark.parametrize("trace", ["h200-llama-3-8b-p16-n3.trace.json.gz", "h200-deepseek-v3-p16-n3.trace.json.gz"])
+def test_op_costs_give_each_modelled_op_its_own_cost(trace):
+    """op_costs computes each distinct name + shapes + scalars once: every CPU op with a model must still get
+    exactly what op_cost gives its own row (checked row by row in plain Python), and no other op a cost."""
+    _, ops = attribute(load_kineto(KINETO / trace))
+    expected = {}
+    for row in ops.iter_rows(named=True):
+        if row["cat"] == "cpu_op" and row["name"] in MODELS:
+            cost = op_cost(row["name"], row["input_dims"], row["input_types"], row["concrete_inputs"])
+            if cost is not None:
+                expected[row["op_id"]] = (cost.flops, cost.bytes, cost.precision, cost.model)
+    got = {op_id: (flops, nbytes, precision, model)
+           for op_id, flops, nbytes, precision, model in op_costs(ops).iter_rows()}
+    assert len(expected) > 100
+    assert got == expected

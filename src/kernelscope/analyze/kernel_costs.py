@@ -22,22 +22,18 @@ def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
     """op_id, flops, bytes, precision, cost_model for every CPU op with a model (computed once per distinct
     name + shapes + scalars)."""
     keys = ["name", "input_dims", "input_types", "concrete_inputs"]
-    # Only the columns the models read (the ops table is wide and long).
-    cpu = ops.select("op_id", "cat", *keys).filter((pl.col("cat") == "cpu_op") & pl.col("name").is_in(list(MODELS)))
-    distinct = cpu.select(keys).unique()
-    rows = []
-    for name, dims, types, concrete in distinct.iter_rows():
-        cost = op_cost(name, dims, types, concrete)
-        if cost is not None:
-            rows.append((name, dims, types, concrete, cost.flops, cost.bytes, cost.precision, cost.model))
-    table = pl.DataFrame(
-        rows, orient="row",
-        schema={"name": pl.String, "input_dims": pl.String, "input_types": pl.String, "concrete_inputs": pl.String,
-                "flops": pl.Float64, "bytes": pl.Float64, "precision": pl.String, "cost_model": pl.String},
+    # One row per distinct name + shapes + scalars with the ids of its ops: the keys are hashed once (a unique and
+    # a join back on four text columns hashed the ops twice, at the import's peak), only the columns read.
+    distinct = (ops.lazy().filter((pl.col("cat") == "cpu_op") & pl.col("name").is_in(list(MODELS)))
+                .group_by(keys).agg(pl.col("op_id")).collect())
+    costs = [op_cost(name, dims, types, concrete) for name, dims, types, concrete in distinct.select(keys).iter_rows()]
+    table = distinct.select("op_id").with_columns(
+        pl.Series("flops", [c.flops if c else None for c in costs], dtype=pl.Float64),
+        pl.Series("bytes", [c.bytes if c else None for c in costs], dtype=pl.Float64),
+        pl.Series("precision", [c.precision if c else None for c in costs], dtype=pl.String),
+        pl.Series("cost_model", [c.model if c else None for c in costs], dtype=pl.String),
     )
-    return cpu.join(table, on=keys, how="inner", nulls_equal=True).select(
-        "op_id", "flops", "bytes", "precision", "cost_model"
-    )
+    return table.filter(pl.col("cost_model").is_not_null()).explode("op_id")
 
 
 def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
