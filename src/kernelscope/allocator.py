@@ -7,9 +7,12 @@ Polars allocates through jemalloc and, when it loads, sets jemalloc to keep free
 pages pile up: on a 1 GB trace the peak resident memory was 1.12 GB, 0.13 GB above what returning them gives.
 Here muzzy pages are returned at once, by a background thread (not on the thread doing the work): 0.99 GB on that
 trace, in the same time. Returning dirty pages after 100 ms as well saved 0.07 GB more but cost page faults, and
-returning every page at once (decay 0) made imports ~15% slower. Only the commands that hold whole traces
-(import, profile; cli.py) set it: a report, made of many small tables, spent ~0.1 s more in the kernel with it. jemalloc reads the options once, when Polars loads: they only apply if Polars has not
-been imported yet, and options the user set (the same variable) are kept as they are.
+returning every page at once (decay 0) made imports ~15% slower (2026-11-27, again: dirty pages after 50 ms saved
+12% of a 340 MB import's peak for 4% of its time; not taken). The commands that hold whole traces (import, profile;
+cli.py) set this; every other command (a report, made of many small tables, spent ~0.1 s more in the kernel with
+the background thread) returns muzzy pages at once without it: a 2 GB run's report peaked at 1.37 GB instead of
+1.54, in the same time. jemalloc reads the options once, when Polars loads: they only apply if Polars has not been
+imported yet, and options the user set (the same variable) are kept as they are.
 """
 
 from __future__ import annotations
@@ -20,15 +23,16 @@ import sys
 
 # tikv-jemallocator (Polars' allocator on Linux) reads its run-time options from this variable.
 POLARS_ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
-POLARS_ALLOCATOR_CONF = "background_thread:true,muzzy_decay_ms:0"
+POLARS_ALLOCATOR_CONF = "background_thread:true,muzzy_decay_ms:0"  # commands that hold whole traces
+TABLES_ALLOCATOR_CONF = "muzzy_decay_ms:0"  # every other command
 
 
-def configure_polars_allocator() -> bool:
+def configure_polars_allocator(conf: str = POLARS_ALLOCATOR_CONF) -> bool:
     """Set the allocator's options for this process and its helpers; False where it is too late (Polars is
     loaded) or the user chose their own."""
     if "polars" in sys.modules or POLARS_ALLOCATOR_ENV in os.environ:
         return False
-    os.environ[POLARS_ALLOCATOR_ENV] = POLARS_ALLOCATOR_CONF
+    os.environ[POLARS_ALLOCATOR_ENV] = conf
     return True
 
 

@@ -12,7 +12,7 @@ import sys
 import threading
 
 from kernelscope import __version__, workers
-from kernelscope.allocator import configure_polars_allocator
+from kernelscope.allocator import POLARS_ALLOCATOR_CONF, TABLES_ALLOCATOR_CONF, configure_polars_allocator
 from kernelscope.errors import UserError
 from kernelscope.workers import Terminated
 
@@ -103,14 +103,14 @@ def entry() -> None:
     raise SystemExit(code)
 
 
-# Commands that hold whole traces in memory: Polars' allocator returns their freed pages sooner (allocator.py).
+# Commands that hold whole traces in memory: Polars' allocator returns their freed pages from a background thread
+# (allocator.py).
 _TRACE_COMMANDS = frozenset({"import", "profile"})
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in _TRACE_COMMANDS:
-        configure_polars_allocator()
+    configure_polars_allocator(POLARS_ALLOCATOR_CONF if args.command in _TRACE_COMMANDS else TABLES_ALLOCATOR_CONF)
     from kernelscope.progress import SILENT, Steps
 
     # Progress only on a terminal: a log keeps nothing but the result or the one error line.
