@@ -36,12 +36,14 @@ def write_run_directory(directory: Path, run: Run, report: bool = True,
         _start_figure_helpers()
     run = with_costs_and_names(run)
     summary = summarize(run)
-    rundir.write_run(directory, run, summary)
-    if report:  # matplotlib and Jinja are imported only when a report is made
-        from kernelscope.report.render import render_report
+    if not report:
+        rundir.write_run(directory, run, summary)
+        return summary
+    from kernelscope.report.render import render_report  # matplotlib and Jinja are imported only for a report
 
-        render_report(run, summary, directory / rundir.REPORT_DIR, top_n=TOP_N, ceilings=run_ceilings(run.info),
-                      languages=languages)
+    # The run's tables are written while the first figures are drawn (they were the figures' wait).
+    render_report(run, summary, directory / rundir.REPORT_DIR, top_n=TOP_N, ceilings=run_ceilings(run.info),
+                  languages=languages, meanwhile=lambda: rundir.write_run(directory, run, summary))
     return summary
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,11 +86,12 @@ def _layer_type_counts(model: dict[str, Any]) -> dict[str, int]:
 
 def render_report(
     run: Run, summary: Summary, out_dir: Path, top_n: int = TOP_N, ceilings: Ceilings | None = None,
-    languages: tuple[str, ...] = LANGUAGES, html: bool = True,
+    languages: tuple[str, ...] = LANGUAGES, html: bool = True, meanwhile: Callable[[], object] | None = None,
 ) -> list[Path]:
     """Writes the reports, figures/ and tables/*.csv into out_dir (created). Returns the files written. The
-    histograms are drawn by helper processes while the tables are computed, the other figures once the tables
-    are ready (figure_jobs)."""
+    histograms and roofline charts are drawn by helper processes while the tables are computed, the other figures
+    once the tables are ready (figure_jobs). `meanwhile`: the caller's own work (writing the run's tables), done
+    once the first figures are being drawn."""
     figure_dir = out_dir / "figures"
     device = run.info.hardware.name or (ceilings.device if ceilings else "")
     figure_words = {lang: _figure_words(lang) for lang in dict.fromkeys(("en", *languages))}
@@ -106,6 +108,8 @@ def render_report(
         rooflines = {lang: _roofline_jobs(points, ceilings, figure_dir, device, lang, words)
                      for lang, words in figure_words.items()}
         drawing.submit([job for jobs in rooflines.values() for job in jobs])
+        if meanwhile is not None:
+            meanwhile()
         tables = report_tables(run, ceilings, kernels=kernels, labels=labels, roofline=roofline)
         out_dir.mkdir(parents=True, exist_ok=True)
         written = _write_csvs(tables, out_dir / "tables")
