@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Device run, CPU side (the GPU machine's 16 cores): two source trees side by side on one 330 MB Kineto trace —
+# Device run, CPU side (the GPU machine's 16 cores): source trees side by side on one 330 MB Kineto trace —
 # whole-process `import --no-report`, `import` with its report and `report` alone, trees alternating, 3 rounds, each
-# with its peak RSS. OLD_SRC names the second tree's src folder (carried untracked); both trees get the native reader
-# built here from .whl/small/simdjson-src.tar.gz. Writes under $OUT.
+# with its peak RSS. OLD_SRC names the second tree's src folder (carried untracked); TREES (default "$OLD_SRC src")
+# may name more. Every tree gets the native reader built here from .whl/small/simdjson-src.tar.gz. Writes under $OUT.
 set -u -o pipefail
 OUT=${OUT:-device-out}
 OLD_SRC=${OLD_SRC:-bench-old/src}
+TREES=${TREES:-"$OLD_SRC src"}
 mkdir -p "$OUT"
 source benchmarks/device/small_wheels.sh
 unset PYTHONDONTWRITEBYTECODE
@@ -16,7 +17,7 @@ log() { printf '%s %s\n' "$(date +%T)" "$*" | tee -a "$OUT/steps.txt"; }
 mkdir -p /tmp/sj && tar xzf .whl/small/simdjson-src.tar.gz -C /tmp/sj
 SUFFIX=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 INCLUDE=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-for tree in src "$OLD_SRC"; do
+for tree in $TREES; do
   g++ -O2 -std=c++17 -DNDEBUG -fPIC -shared "$tree/kernelscope/load/kineto/native/kineto_scan.cpp" /tmp/sj/simdjson.cpp \
     -I/tmp/sj -I"$INCLUDE" -o "$tree/kernelscope/load/kineto/_kineto_scan$SUFFIX" >> "$OUT/build.txt" 2>&1
   log "built $tree rc=$?"
@@ -38,7 +39,7 @@ print(f"{label} seconds={seconds:.3f} peak_kb={peak_kb} rc={code}")
 PY
 }
 for round in 0 1 2 3; do  # round 0: warm-up (bytecode, page cache), not counted
-  for tree in "$OLD_SRC" src; do
+  for tree in $TREES; do
     rm -rf /tmp/r-$round; timed "round=$round import-no-report" "$tree" import /tmp/big330.json --out /tmp/r-$round --no-report
     rm -rf /tmp/r-$round/report; timed "round=$round report" "$tree" report /tmp/r-$round
     rm -rf /tmp/r-$round; timed "round=$round import-with-report" "$tree" import /tmp/big330.json --out /tmp/r-$round
