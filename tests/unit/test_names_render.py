@@ -8,10 +8,12 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import msgspec
 import pytest
 from markdown_it import MarkdownIt
 
 from kernelscope.analyze.findings import Finding, Metric
+from kernelscope.contracts.run_info import UnattributedReplays
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
@@ -64,3 +66,35 @@ def test_figure_labels_are_not_mathtext():
     shown, is_math = label._preprocess_math(label.get_text())
     plt.close(fig)
     assert (shown, is_math) == ("cost_$x$_$y$", False)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", ["<b>x</b>", "`tick`", "{{ x }}", "a|b", "x\ny"])
+def test_why_a_replay_stayed_unattributed_is_worded_in_the_page_language_with_names_as_code(lang, name):
+    """The reason comes as data (contracts.run_info.UnattributedReplays): the sentence is the page's own, in its
+    language, with the kernel names read from the trace as code, rendered literally."""
+    u = UnattributedReplays(reason="English text of an older run", replays=2, kernels=6, time_ns=5,
+                            kernels_per_replay=3, captures_given=False, eager_steps=True, step=4, kernel=1,
+                            replay_kernel=name, step_kernel="gemm_" + name)
+    line = _unattributed_line(lang, u)
+    assert "English text" not in line and "\\`" not in line
+    assert ("no capture trace given" in line) == (lang == "en") and "`import --capture`" in line
+    codes = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<code>(.*?)</code>", MD.render(line), re.S)]
+    assert codes == ["import --capture", name.replace("\n", " "), "gemm_" + name.replace("\n", " ")]
+    # A run written before the reason was data keeps its own words.
+    old = UnattributedReplays(reason="English text of an older run", replays=2, kernels=6, time_ns=5)
+    assert _unattributed_line(lang, old).endswith("English text of an older run")
+
+
+def _unattributed_line(lang: str, u: UnattributedReplays) -> str:
+    # As the report hands a run's record to its words (render._replays).
+    values = {**msgspec.structs.asdict(u), "share": 0.5}
+    return str(_env(lang).from_string("{{ say('replays_unattributed', u=u) }}").render(u=values))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_name_as_code_in_a_sentence_reads_as_written(name):
+    # Outside tables a code span shows a backslash before a pipe as it is: inline_code leaves pipes alone.
+    sentence = f"Source: {fmt.inline_code(name)}."
+    codes = [html.unescape(c) for c in re.findall(r"<code>(.*?)</code>", MD.render(sentence), re.S)]
+    assert codes == [name.replace("\n", " ")]

@@ -54,11 +54,48 @@ class _Match:
     score: float = 0.0
 
 
+@dataclass(frozen=True)
+class _Departure:
+    """Where a replay first departs from the eager step it was compared with (kernel None: the step ends first)."""
+
+    step: int
+    kernel: int | None = None
+    replay_kernel: str | None = None
+    step_kernel: str | None = None
+
+    def english(self) -> str:
+        if self.kernel is None:
+            return f"step {self.step}: the step ends first"
+        return (f"step {self.step}, kernel {self.kernel}: '{self.replay_kernel}' in the replay, "
+                f"'{self.step_kernel or '(none)'}' in the step")
+
+
+@dataclass(frozen=True)
+class _Miss:
+    """Why a replay got no attribution: no capture holds it in order (or none was given), and no eager step does
+    (or there was none with modules)."""
+
+    kernels: int  # the replay's
+    captures_given: bool
+    closest_capture_share: float | None
+    departure: _Departure | None  # None: no eager step with modules to compare with
+
+    def english(self) -> str:
+        if self.captures_given:
+            captures = (f"the replay's {self.kernels} kernels match no captured graph in order (closest capture "
+                        f"shares {self.closest_capture_share:.0%})")
+        else:
+            captures = "no capture trace given (`import --capture`)"
+        if self.departure is None:
+            return f"{captures} and no eager step with modules to copy from"
+        return f"{captures} and its {self.kernels} kernels appear in order in no eager step ({self.departure.english()})"
+
+
 @dataclass
 class _Outcome:
     copied: list[tuple[int, int, int]] = field(default_factory=list)  # (kernel_id, recording id, row)
     methods: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # method → (kernels, time) per replay
-    reasons: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    misses: dict[_Miss, list[tuple[int, int]]] = field(default_factory=dict)
 
 
 def attribute_graph_replays(kernels: pl.DataFrame, recordings: list[Recording] | None = None
@@ -79,15 +116,15 @@ def attribute_graph_replays(kernels: pl.DataFrame, recordings: list[Recording] |
         pl.col("phase").first(), pl.col("step").first(), pl.col("launch_start_ns").first())
     ordinals = _ordinals(replays)
     outcome = _Outcome()
-    cache: dict[tuple, _Match | str] = {}
+    cache: dict[tuple, _Match | _Miss] = {}
     for i, row in enumerate(replays.iter_rows(named=True)):
         key = (tuple(row["name"]), tuple(row["kind"]), row["generation"], ordinals[i])
         if key not in cache:
             cache[key] = _best_match(row, ordinals[i], recordings, eager)
         found = cache[key]
         time = int(sum(row["dur_ns"]))
-        if isinstance(found, str):
-            outcome.reasons.setdefault(found, []).append((len(row["kernel_id"]), time))
+        if isinstance(found, _Miss):
+            outcome.misses.setdefault(found, []).append((len(row["kernel_id"]), time))
             continue
         matched_time = sum(row["dur_ns"][p] for p, _ in found.pairs)
         outcome.methods.setdefault(found.method, []).append((len(found.pairs), int(matched_time)))
@@ -108,7 +145,7 @@ def _ordinals(replays: pl.DataFrame) -> list[int]:
     return out
 
 
-def _best_match(replay: dict, ordinal: int, recordings: list[Recording], eager: pl.DataFrame) -> _Match | str:
+def _best_match(replay: dict, ordinal: int, recordings: list[Recording], eager: pl.DataFrame) -> _Match | _Miss:
     names, kinds = replay["name"], replay["kind"]
     best: _Match | None = None
     for recording in recordings:
@@ -122,14 +159,13 @@ def _best_match(replay: dict, ordinal: int, recordings: list[Recording], eager: 
     if best is not None and best.method != PARTIAL:
         return best
     from_eager = _from_eager(names, replay["generation"], eager)
-    if not isinstance(from_eager, str):
+    if isinstance(from_eager, _Match):
         return from_eager
     if best is not None:
         return best
-    if recordings:
-        return (f"the replay's {len(names)} kernels match no captured graph in order (closest capture shares "
-                f"{_closest(names, kinds, recordings):.0%}) and {from_eager}")
-    return f"no capture trace given (`import --capture`) and {from_eager}"
+    return _Miss(kernels=len(names), captures_given=bool(recordings),
+                 closest_capture_share=_closest(names, kinds, recordings) if recordings else None,
+                 departure=from_eager)
 
 
 def _against(names: list[str], kinds: list[str], recording: Recording) -> _Match | None:
@@ -165,29 +201,28 @@ def _eager_steps(eager: pl.DataFrame) -> pl.DataFrame:
     return steps.filter("_modules").drop("_modules").sort("step", descending=True)
 
 
-def _from_eager(names: list[str], generation: int | None, steps: pl.DataFrame) -> _Match | str:
-    """The kernels of the latest eager step holding the replay's names in order, or why there are none."""
+def _from_eager(names: list[str], generation: int | None, steps: pl.DataFrame) -> _Match | _Departure | None:
+    """The kernels of the latest eager step holding the replay's names in order; else where the replay departs
+    from the latest step (None: no eager step with modules)."""
     candidates = steps.filter(pl.col("generation").eq_missing(generation))
-    if candidates.height == 0:
-        return "no eager step with modules to copy from"
     n = len(names)
-    closest = ""
+    closest: _Departure | None = None
     for step, step_names, step_ids in candidates.select("step", "name", "kernel_id").iter_rows():
         for offset in range(len(step_names) - n + 1):
             if step_names[offset:offset + n] == names:
                 return _Match(EAGER, [(p, step_ids[offset + p]) for p in range(n)], score=1.0)
         closest = closest or _difference(names, step_names, step)
-    return f"its {n} kernels appear in order in no eager step ({closest})"
+    return closest
 
 
-def _difference(names: list[str], step_names: list[str], step: int) -> str:
+def _difference(names: list[str], step_names: list[str], step: int) -> _Departure:
     """Where a replay first departs from an eager step, aligned at the replay's first kernel."""
     start = step_names.index(names[0]) if names[0] in step_names else 0
     for j, name in enumerate(names):
         other = step_names[start + j] if start + j < len(step_names) else None
         if name != other:
-            return f"step {step}, kernel {j}: '{name}' in the replay, '{other or '(none)'}' in the step"
-    return f"step {step}: the step ends first"
+            return _Departure(step, j, name, other)
+    return _Departure(step)
 
 
 def _copy(kernels: pl.DataFrame, copied: list[tuple[int, int, int]], recordings: list[Recording]) -> pl.DataFrame:
@@ -248,7 +283,16 @@ def _report(graph: pl.DataFrame, replays: int, outcome: _Outcome) -> GraphReplay
         attributed_kernels=sum(m.kernels for m in methods),
         attributed_time_ns=sum(m.time_ns for m in methods),
         methods=methods,
-        unattributed=[UnattributedReplays(reason=reason, replays=len(v), kernels=sum(k for k, _ in v),
-                                          time_ns=sum(t for _, t in v))
-                      for reason, v in outcome.reasons.items()],
+        unattributed=[_unattributed(miss, v) for miss, v in outcome.misses.items()],
     )
+
+
+def _unattributed(miss: _Miss, replays: list[tuple[int, int]]) -> UnattributedReplays:
+    departure = miss.departure
+    return UnattributedReplays(
+        reason=miss.english(), replays=len(replays), kernels=sum(k for k, _ in replays),
+        time_ns=sum(t for _, t in replays), kernels_per_replay=miss.kernels, captures_given=miss.captures_given,
+        closest_capture_share=miss.closest_capture_share, eager_steps=departure is not None,
+        step=departure.step if departure else None, kernel=departure.kernel if departure else None,
+        replay_kernel=departure.replay_kernel if departure else None,
+        step_kernel=departure.step_kernel if departure else None)

@@ -253,10 +253,21 @@ class NcuInfo(_Record, kw_only=True):
 
 
 class UnattributedReplays(_Record, kw_only=True):
+    """Replays that got no attribution for one reason. `reason` says it in English (runs written before the fields
+    below have it alone); the fields say it as data, for the report to word in each language."""
+
     reason: str
     replays: int
     kernels: int
     time_ns: int = 0
+    kernels_per_replay: int | None = None
+    captures_given: bool | None = None  # capture traces were given (`import --capture`)
+    closest_capture_share: float | None = None  # share of the replay's kernels the closest capture holds in order
+    eager_steps: bool | None = None  # an eager step with modules was there to copy from
+    step: int | None = None  # the eager step compared, where the replay first departs from it
+    kernel: int | None = None  # the replay's kernel there (None: the step ends first)
+    replay_kernel: str | None = None
+    step_kernel: str | None = None  # None where the step has no kernel at that place
 
 
 class ReplayMethod(_Record, kw_only=True):

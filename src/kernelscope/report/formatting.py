@@ -100,11 +100,20 @@ def one_line(text: Any) -> str:
 
 
 def code(text: Any) -> Markdown:
-    """A string read from an input as inline code: a fence longer than any run of backticks inside it (so the
-    text cannot close the span and continue as markup), pipes escaped for table cells, kept on one line."""
+    """A string read from an input as inline code in a table cell: a fence longer than any run of backticks inside
+    it (so the text cannot close the span and continue as markup), pipes escaped (a table reads `\\|` inside code
+    as a pipe), kept on one line."""
     if text is None:
         return Markdown("–")
-    text = one_line(text).replace("|", "\\|")
+    return inline_code(one_line(text).replace("|", "\\|"))
+
+
+def inline_code(text: Any) -> Markdown:
+    """A string read from an input as inline code in a sentence, outside tables (where `\\|` would print its
+    backslash): code() without the pipes escaped."""
+    if text is None:
+        return Markdown("–")
+    text = one_line(text)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import polars as pl
 from jinja2 import Environment
 
@@ -273,8 +274,7 @@ def _replays(run: Run) -> dict[str, Any] | None:
             "attributed_share": g.attributed_time_ns / total,
             "methods": [{"method": m.method, "replays": m.replays, "kernels": m.kernels, "share": m.time_ns / total}
                         for m in g.methods],
-            "unattributed": [{"reason": u.reason, "replays": u.replays, "kernels": u.kernels,
-                              "share": u.time_ns / total} for u in g.unattributed]}
+            "unattributed": [{**msgspec.structs.asdict(u), "share": u.time_ns / total} for u in g.unattributed]}
 
 
 def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:

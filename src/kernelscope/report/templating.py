@@ -19,7 +19,7 @@ from jinja2 import (
 
 from kernelscope.filenames import safe_component
 from kernelscope.packaged import packaged_toml
-from kernelscope.report.formatting import Markdown, code, escape_value, markdown_text
+from kernelscope.report.formatting import Markdown, code, escape_value, inline_code, markdown_text
 from kernelscope.report.template_cache import bytecode_cache
 
 
@@ -59,8 +59,8 @@ def template_environment(words: dict[str, Any], filters: dict[str, Any], cache_n
         finalize=escape_value,  # every plain string a template prints is input data: escaped for Markdown
     )
     # Input strings inside code spans or as text, on every page (templates may not put `{{ value }}` in backticks:
-    # escaping does not apply inside a code span).
-    env.filters.update(code=code, text=markdown_text)
+    # escaping does not apply inside a code span): `code` in table cells, `inline_code` in sentences.
+    env.filters.update(code=code, inline_code=inline_code, text=markdown_text)
     env.filters.update(filters)
     compiled: dict[str, Template] = {}
 

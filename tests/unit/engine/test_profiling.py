@@ -133,12 +133,24 @@ def test_mismatched_replay_stays_unattributed_with_the_reason():
     assert entry.replays == 1 and entry.kernels == 2
     assert "appear in order in no eager step" in entry.reason
     assert "kernel 1: 'ks_x' in the replay, 'ks_b' in the step" in entry.reason
+    # The same reason as data, for the report to word in each language.
+    assert (entry.kernels_per_replay, entry.captures_given, entry.closest_capture_share, entry.eager_steps) == (
+        2, False, None, True)
+    assert (entry.step, entry.kernel, entry.replay_kernel, entry.step_kernel) == (0, 1, "ks_x", "ks_b")
+
+
+def test_a_replay_longer_than_the_step_departs_where_the_step_ends():
+    _, info = attribute_graph_replays(_synthetic(["ks_a", "ks_b", "ks_c"], ["ks_a", "ks_b"]))
+    [entry] = info.unattributed
+    assert (entry.step, entry.kernel, entry.replay_kernel, entry.step_kernel) == (0, 2, "ks_c", None)
+    assert "kernel 2: 'ks_c' in the replay, '(none)' in the step" in entry.reason
 
 
 def test_replays_without_an_eager_step_and_runs_without_graphs():
     kernels = _synthetic(["ks_a"], []).with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
     _, info = attribute_graph_replays(kernels)
     assert "no eager step with modules to copy from" in info.unattributed[0].reason
+    assert info.unattributed[0].eager_steps is False and info.unattributed[0].step is None
     eager_only = _synthetic([], ["ks_a"])
     assert attribute_graph_replays(eager_only) == (eager_only, None)
 
