@@ -130,6 +130,19 @@ def test_report_has_the_communication_section(tmp_path):
     assert "all\\_reduce issued by Qwen2" in largest and "\\\\" not in largest
 
 
+def test_one_rank_of_a_group_says_its_waits_cannot_be_told(tmp_path):
+    """One rank's trace of a two-rank run: its collectives (read from the file) have no counterparts to be matched
+    with, and the section says so, in each language, instead of claiming every collective was matched."""
+    assert _nccl(RANKS[0])
+    out = tmp_path / "run"
+    assert main(["-q", "import", str(RANKS[0]), "--out", str(out), "--lang", "en,zh"]) == 0
+    text = (out / "report" / "report.md").read_text()
+    zh = (out / "report" / "report.zh.md").read_text()
+    section = text.split("## Communication across ranks", 1)[1].split("\n## ", 1)[0]
+    assert "One rank's trace" in section and "1 ranks" not in section and "is matched with" not in section
+    assert "只有一个 rank 的剖析数据" in zh.split("## 跨 rank 通信", 1)[1]
+
+
 def test_rank_numbers_come_from_the_traces_when_each_names_a_different_one():
     from kernelscope.analyze.ranks import trace_ranks
 
