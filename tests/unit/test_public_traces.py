@@ -162,3 +162,26 @@ def test_mtia_device_activity_is_read():
     kernels, _ = attribute(read_trace(path))
     ccp = [e for e in read_events(path) if e.get("cat") == "mtia_ccp_events" and e.get("ph") == "X"]
     assert kernels.filter(pl.col("kind") == "kernel").height == len(ccp) > 0
+
+
+def test_report_words_follow_the_trace_one_kernel_and_no_phase_markers(tmp_path):
+    """A public trace with a single kernel reads "1 kernel"; one whose run has no phase markers (run.json says
+    where phases came from: "none") says so in the methodology, in each language, instead of "(here: none)"."""
+    from kernelscope.cli import main
+
+    single = PUBLIC / "hta" / "data__triton_example__triton_example.json.gz"
+    with gzip.open(single, "rt") as f:
+        assert sum(e.get("cat") == "kernel" for e in json.load(f)["traceEvents"]) == 1
+    out = tmp_path / "single"
+    assert main(["-q", "import", str(single), "--out", str(out), "--lang", "en,zh"]) == 0
+    overview = (out / "report" / "report.md").read_text().split("## Setup")[0]
+    assert "1 kernel," in overview and "1 kernels" not in overview
+
+    unmarked = PUBLIC / "hta" / "data__cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz"
+    out = tmp_path / "unmarked"
+    assert main(["-q", "import", str(unmarked), "--out", str(out), "--lang", "en,zh"]) == 0
+    assert json.loads((out / "run.json").read_text())["attribution"]["phase"]["source"] == "none"
+    en = (out / "report" / "report.md").read_text()
+    zh = (out / "report" / "report.zh.md").read_text()
+    assert "this trace has none" in en and "here: none" not in en
+    assert "没有任何此类标记" in zh and "none" not in zh.split("## 附录：方法说明")[1].split("\n- 时延")[0]

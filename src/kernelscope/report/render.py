@@ -293,6 +293,7 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
         "trace": info.get("trace") or {},
         "cpu_run": run.info.is_cpu,
         "unit": "CPU ops" if run.info.is_cpu else "kernels",
+        "unit_one": "CPU op" if run.info.is_cpu else "kernel",  # (English says "1 kernel")
         "config_rows": _config_rows(run.info.model.language_config() if run.info.model is not None else {}),
         **_timing_spread(run, lang),
     }
