@@ -98,3 +98,27 @@ def test_a_name_as_code_in_a_sentence_reads_as_written(name):
     sentence = f"Source: {fmt.inline_code(name)}."
     codes = [html.unescape(c) for c in re.findall(r"<code>(.*?)</code>", MD.render(sentence), re.S)]
     assert codes == [name.replace("\n", " ")]
+
+
+def test_why_events_were_left_out_is_worded_in_the_page_language(tmp_path):
+    """The reader's reasons for leaving out or repairing events are words of the page: a kernel name over the
+    length limit is counted, and each language says why in its own words."""
+    from kernelscope.cli import main
+    from kernelscope.load.names import MAX_NAME
+    from tests.conftest import write_trace
+
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10,
+         "args": {"External id": 1}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
+         "args": {"External id": 1, "correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": "k" * (MAX_NAME + 10), "pid": 0, "tid": 7, "ts": 3, "dur": 4,
+         "args": {"External id": 1, "correlation": 7, "device": 0, "stream": 7}},
+    ]
+    out = tmp_path / "run"
+    assert main(["-q", "import", str(write_trace(tmp_path / "t.json", events)), "--out", str(out),
+                 "--lang", "en,zh"]) == 0
+    en = (out / "report" / "report.md").read_text().split("\n## ")[1]
+    zh = (out / "report" / "report.zh.md").read_text().split("\n## ")[1]
+    assert "1 (name cut to the length limit)" in en
+    assert "1（名称超长被截断）" in zh and "length limit" not in zh
