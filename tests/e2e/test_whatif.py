@@ -91,7 +91,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert kernelscope("profile", "--new-tokens", "2", "--prompt-len", "8", "--repeats", "1", "--warmup", "0",
                        "--no-report", "--out", str(cpu)).returncode == 0
     run = str(RUNS / "h200-qwen2-0.5b-ncu")
+    # A public GPU trace that names no device: the error says how to name it.
+    unnamed = tmp_path / "unnamed"
+    trace = Path(__file__).resolve().parents[1] / "data" / "public" / "hta" / "data__trace_filter__sampled_rank-0.json.gz"
+    assert kernelscope("import", str(trace), "--no-report", "--out", str(unnamed)).returncode == 0
     cases = [
+        (["whatif", str(unnamed)], "name its GPU with `kernelscope import --device NAME`"),
         (["whatif", str(cpu)], "a CPU run"),
         (["whatif", run, "--hw", "tpu-v9"], "no device matches"),
         (["whatif", run, "--set", "bw=3"], "needs a unit"),

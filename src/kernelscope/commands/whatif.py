@@ -79,8 +79,10 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
     model = parse_model(read_model_file(model_file)) if model_file else default_model()
     ceilings = run_ceilings(run.info)
     if ceilings is None or not ceilings.bandwidth:
+        hint = ("; an imported trace: name its GPU with `kernelscope import --device NAME` (see `kernelscope hw list`)"
+                if run.info.source == "import" else "")
         raise UserError(f"{run_dir}: its device ({run.info.hardware.name or 'unknown'}) is neither in the hardware "
-                        f"database nor calibrated: whatif needs the measuring device's ceilings")
+                        f"database nor calibrated: whatif needs the measuring device's ceilings{hint}")
     source = target_from_ceilings(ceilings, model)
     target = _target(hw, source, model)
     quantities, choices = parse_settings(settings)
