@@ -3,6 +3,7 @@ device runs of one workload on an H200 and an H100 (committed run directories)."
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -136,3 +137,33 @@ def test_comparison_page_in_headless_chromium(tmp_path):
     assert errors == []
     assert len(sizes) == 2 and all(w > 0 and h > 0 for w, h in sizes)
     assert tables >= 13 and toc >= 10
+
+
+def test_traces_without_phase_markers_are_compared_whole(tmp_path):
+    """Two public traces that mark no phase (a gpu-only MI210 trace, a Kineto sample on an H100): each whole trace
+    is the one phase compared, with its kinds of work side by side, instead of an empty comparison. The totals are
+    the traces' own device time, summed from the files."""
+    public = Path(__file__).resolve().parents[1] / "data" / "public"
+    traces = {"mi210": public / "tracelens" / "mi210__gpu_only_trace__gpu_only_trace.json.gz",
+              "h100": public / "kineto" / "traces__before_fix_trace.json"}
+    runs = []
+    for label, trace in traces.items():
+        out = tmp_path / label
+        assert kernelscope("import", str(trace), "--no-report", "--out", str(out)).returncode == 0
+        runs.append(str(out))
+    result = kernelscope("compare", *runs, "--labels", "mi210,h100", "--out", str(tmp_path / "cmp"))
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "No run marks its phases" in text and "## Unknown" in text and "outside any phase range" not in text
+    headline = text.split("## Headline", 1)[1].split("\n## ", 1)[0]
+    assert "**h100** spends" in headline
+    phases = pl.read_csv(tmp_path / "cmp" / "tables" / "phases.csv")
+    for label, trace in traces.items():
+        opener = gzip.open if trace.suffix == ".gz" else open
+        with opener(trace, "rt") as f:
+            events = json.load(f)["traceEvents"]
+        total_us = sum(e["dur"] for e in events
+                       if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+        assert abs(phases[f"device_time_ns[{label}]"][0] - total_us * 1000) <= len(events)  # µs → ns rounding
+    categories = pl.read_csv(tmp_path / "cmp" / "tables" / "categories.csv")
+    assert categories["phase"].unique().to_list() == ["unknown"] and categories.height > 1

@@ -97,6 +97,18 @@ class Comparison:
     def baseline(self) -> str:
         return self.labels[0]
 
+    @property
+    def compared_phases(self) -> list[str]:
+        return compared_phases(self.phase_names)
+
+
+def compared_phases(phase_names: list[str]) -> list[str]:
+    """The phases compared kind of work by kind of work: every phase a run marks; the unknown one (time outside
+    every phase range) only where no run marks any (traces of a single forward, or of a script without markers):
+    each run's whole trace is then the one phase compared."""
+    known = [p for p in phase_names if p != ranges.UNKNOWN]
+    return known if known else [p for p in phase_names if p == ranges.UNKNOWN]
+
 
 def col(metric: str, label: str) -> str:
     """Name of a per-run column: per_step_ns[h200]."""
@@ -139,8 +151,8 @@ def compare(views: list[RunView]) -> Comparison:
         setup=setup_table(views),
         timings=timings_table(views),
         phases=phases_table(views, phase_names),
-        layers=layers_table(views),
-        matched=matched_table(views),
+        layers=layers_table(views, compared_phases(phase_names)),
+        matched=matched_table(views, compared_phases(phase_names)),
         categories=mix_table(views, "category"),
         libraries=mix_table(views, "library"),
         changes=pl.DataFrame(),
@@ -289,13 +301,10 @@ def _step_spreads(view: RunView) -> dict[str, Spread | None]:
 LAYER_KEYS = ["phase", "layer_type", "layer_module", "group"]
 
 
-def layers_table(views: list[RunView]) -> pl.DataFrame:
-    """Seed 002's shape: per phase, layer type, module within the layer and kind of work, the kernels each run
-    launches for it and its time per layer per step, side by side."""
-    parts = []
-    for v in views:
-        part = _run_layers(v)
-        parts.append(part)
+def layers_table(views: list[RunView], phases: list[str]) -> pl.DataFrame:
+    """Seed 002's shape: per phase (of `phases`, compared_phases), layer type, module within the layer and kind of
+    work, the kernels each run launches for it and its time per layer per step, side by side."""
+    parts = [_run_layers(v, phases) for v in views]
     labels = [v.label for v in views]
     keys = _ordered_keys(parts, LAYER_KEYS)
     table = _side_by_side(keys, LAYER_KEYS, parts, labels, ["kernels", "per_layer_step_ns", "launches_per_layer_step"])
@@ -303,10 +312,10 @@ def layers_table(views: list[RunView]) -> pl.DataFrame:
     return _with_deltas(_with_ratios(table, labels, "per_layer_step_ns"), labels, "per_layer_step_ns")
 
 
-def _run_layers(v: RunView) -> pl.DataFrame:
+def _run_layers(v: RunView, phases: list[str]) -> pl.DataFrame:
     empty = pl.DataFrame(schema={**dict.fromkeys(LAYER_KEYS, pl.String), "kernels": pl.String,
                                  "per_layer_step_ns": pl.Float64, "launches_per_layer_step": pl.Float64})
-    known = v.kernels.filter((pl.col("phase") != ranges.UNKNOWN) & pl.col("module").is_not_null())
+    known = v.kernels.filter(pl.col("phase").is_in(phases) & pl.col("module").is_not_null())
     if not known.height:
         return empty
     added = ["layer_type", "layer_module", "aligned_layer_type", "group", "match_module"]
@@ -332,12 +341,12 @@ def _run_layers(v: RunView) -> pl.DataFrame:
 MATCH_KEYS = ["phase", "match_module", "group"]
 
 
-def matched_table(views: list[RunView]) -> pl.DataFrame:
+def matched_table(views: list[RunView], phases: list[str]) -> pl.DataFrame:
     """Kernels matched across runs by what they do (module within the layer + kind of work), all layers
-    together: per step time, launches per step, kernel names and framework ops of each run; ratio and delta
+    together, per phase of `phases` (compared_phases): per step time, launches per step, kernel names and framework ops of each run; ratio and delta
     against the baseline. Sorted by the largest per-step time of any run."""
     labels = [v.label for v in views]
-    parts = [_run_matched(v) for v in views]
+    parts = [_run_matched(v, phases) for v in views]
     keys = _ordered_keys(parts, MATCH_KEYS)
     table = _side_by_side(keys, MATCH_KEYS, parts, labels, ["kernels", "ops", "per_step_ns", "launches_per_step"])
     table = _zero_where_phase_ran(table, views, ["per_step_ns", "launches_per_step"])
@@ -347,8 +356,8 @@ def matched_table(views: list[RunView]) -> pl.DataFrame:
         "_largest", descending=True, nulls_last=True).drop("_largest")
 
 
-def _run_matched(v: RunView) -> pl.DataFrame:
-    known = v.kernels.filter(pl.col("phase") != ranges.UNKNOWN)
+def _run_matched(v: RunView, phases: list[str]) -> pl.DataFrame:
+    known = v.kernels.filter(pl.col("phase").is_in(phases))
     steps = pl.DataFrame({"phase": list(v.steps), "steps": list(v.steps.values())},
                          schema={"phase": pl.String, "steps": pl.Int64})
     return (
@@ -414,8 +423,9 @@ def changes_table(matched: pl.DataFrame, views: list[RunView]) -> pl.DataFrame:
               "delta_ns": pl.Float64, "ratio": pl.Float64, "share_of_change_pct": pl.Float64}
     rows = []
     for v in views[1:]:
+        compared = compared_phases(list(dict.fromkeys([*views[0].steps, *v.steps])))
         for phase in v.steps:
-            if phase == ranges.UNKNOWN or phase not in views[0].steps:
+            if phase not in compared or phase not in views[0].steps:
                 continue
             subset = matched.filter(pl.col("phase") == phase)
             base_total = float(subset[col("per_step_ns", base)].fill_null(0).sum())
@@ -473,7 +483,9 @@ def comparability_notes(views: list[RunView], phase_names: list[str]) -> list[No
         notes.append(Note("no_modules", {"runs": ", ".join(no_modules)}))
     unknown = [(v.label, v.phases.filter(pl.col("phase") == ranges.UNKNOWN)["time_pct"].sum()) for v in views]
     unknown = [(label, pct) for label, pct in unknown if pct and pct > 0.0]
-    if unknown:
+    if compared_phases(phase_names) == [ranges.UNKNOWN]:
+        notes.append(Note("whole_traces", {}))
+    elif unknown:
         notes.append(Note("unknown_phase", {"runs": ", ".join(f"{label} ({pct:.1f}%)" for label, pct in unknown)}))
     decode_steps = [v.steps.get(ranges.DECODE) for v in views]
     if len({s for s in decode_steps if s}) > 1:

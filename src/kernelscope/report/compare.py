@@ -15,7 +15,6 @@ from typing import Any
 import polars as pl
 from jinja2 import Environment
 
-from kernelscope import ranges
 from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col, ratio_col, significant_col
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
@@ -52,9 +51,7 @@ def render_comparison(comparison: Comparison, runs: list[ComparedRun], out_dir: 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(comparison, out_dir / "tables")
     figure_links: dict[str, str] = {}
-    for phase in comparison.phase_names:
-        if phase == ranges.UNKNOWN:
-            continue
+    for phase in comparison.compared_phases:
         paths = figures.compare_bars(comparison.categories.filter(pl.col("phase") == phase), comparison.labels,
                                      "category", f"Device time per step by category: {phase}",
                                      out_dir / "figures", f"compare_{phase}")
@@ -103,7 +100,7 @@ class _Words:
 
 def _context(c: Comparison, runs: list[ComparedRun], top_n: int, lang: str) -> dict[str, Any]:
     w = _Words(message_catalog("compare", lang))
-    per_phase = {phase: _phase_context(c, phase, w, top_n) for phase in c.phase_names if phase != ranges.UNKNOWN}
+    per_phase = {phase: _phase_context(c, phase, w, top_n) for phase in c.compared_phases}
     return {
         "labels": c.labels, "base": c.baseline, "others": c.labels[1:], "runs": runs, "lang": lang,
         # Attribute access in the messages (n.models): a namespace, so no value is shadowed by a dict method.
