@@ -37,10 +37,11 @@ def ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
-def signed_duration(ns: float | None) -> str:
+def signed_duration(ns: float | None) -> fmt.Markdown:
+    """A change of time with its sign: our own text, printed as it is (a sentence showed `\\+` escaped as data)."""
     if ns is None:
-        return "–"
-    return ("+" if ns > 0 else "−" if ns < 0 else "±") + fmt.duration(abs(ns))
+        return fmt.Markdown("–")
+    return fmt.Markdown(("+" if ns > 0 else "−" if ns < 0 else "±") + fmt.duration(abs(ns)))
 
 
 def render_comparison(comparison: Comparison, runs: list[ComparedRun], out_dir: Path, top_n: int = TOP_N,
