@@ -1,15 +1,18 @@
-"""Whole-process `kernelscope report RUN` time, two checkouts side by side: median of N alternating runs each.
+"""Whole-process `kernelscope report RUN` time and peak memory, two checkouts side by side: median of N alternating
+runs each.
 
     python benchmarks/report/report_speed.py RUN --old /path/to/old/src --new src --repeats 5 --out result.json
 
 Each run renders into a fresh copy of RUN (the report replaces RUN/report); the time is the wall clock of the
-whole process (start-up, imports, tables, figures, HTML), as a user sees it. The new tree is also timed with an empty
-compiled-template cache (report/template_cache.py), as on the first report after an install."""
+whole process (start-up, imports, tables, figures, HTML), as a user sees it, and the memory its peak resident set
+(the process and its helpers, sampled every 20 ms). The new tree is also timed with an empty compiled-template cache
+(report/template_cache.py), as on the first report after an install."""
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _provenance import commit  # noqa: E402
 
@@ -29,8 +34,9 @@ _PYCACHE = Path(tempfile.mkdtemp(prefix="report-speed-pycache-"))
 atexit.register(shutil.rmtree, _PYCACHE, True)
 
 
-def _once(src: Path, run: Path, extra: list[str], cache: Path | None = None) -> float:
-    """One whole `report` process; `cache`: its compiled-template cache folder (None: a new, empty one)."""
+def _once(src: Path, run: Path, extra: list[str], cache: Path | None = None) -> tuple[float, int]:
+    """One whole `report` process: seconds and peak RSS in bytes (with its children); `cache`: its
+    compiled-template cache folder (None: a new, empty one)."""
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "run"
         shutil.copytree(run, copy, ignore=shutil.ignore_patterns("report"))
@@ -38,9 +44,18 @@ def _once(src: Path, run: Path, extra: list[str], cache: Path | None = None) -> 
                "PYTHONPYCACHEPREFIX": str(_PYCACHE / str(abs(hash(str(src.resolve())))))}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "kernelscope", "-q", "report", str(copy), *extra], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
-        return time.perf_counter() - start
+        process = psutil.Popen([sys.executable, "-m", "kernelscope", "-q", "report", str(copy), *extra], env=env,
+                               stdout=subprocess.DEVNULL)
+        peak = 0
+        while process.poll() is None:
+            with contextlib.suppress(psutil.Error):  # a helper that ended between the two calls
+                peak = max(peak, process.memory_info().rss
+                           + sum(c.memory_info().rss for c in process.children(recursive=True)))
+            time.sleep(0.02)
+        seconds = time.perf_counter() - start
+        if process.returncode != 0:
+            raise SystemExit(f"{src}: report failed ({process.returncode})")
+        return seconds, peak
 
 
 def main() -> None:
@@ -52,17 +67,21 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     times: dict[str, list[float]] = {"old": [], "new": [], "new_cold_template_cache": []}
+    peaks: dict[str, list[int]] = {key: [] for key in times}
     with tempfile.TemporaryDirectory() as cache:
         # Warm-up: the page cache, each tree's bytecode, the new tree's template cache.
         _once(args.old, args.run, [], Path(cache))
         _once(args.new, args.run, [], Path(cache))
         for _ in range(args.repeats):
-            times["old"].append(_once(args.old, args.run, [], Path(cache)))
-            times["new"].append(_once(args.new, args.run, [], Path(cache)))
-            times["new_cold_template_cache"].append(_once(args.new, args.run, []))
+            for key, src, template_cache in (("old", args.old, Path(cache)), ("new", args.new, Path(cache)),
+                                             ("new_cold_template_cache", args.new, None)):
+                seconds, peak = _once(src, args.run, [], template_cache)
+                times[key].append(seconds)
+                peaks[key].append(peak)
     result = {
         "run": str(args.run), "kernels_parquet_bytes": (args.run / "kernels.parquet").stat().st_size,
         "median_s": {k: statistics.median(v) for k, v in times.items()}, "runs_s": times,
+        "peak_rss_gb_median": {k: round(statistics.median(v) / 1e9, 3) for k, v in peaks.items()},
         "speedup": statistics.median(times["old"]) / statistics.median(times["new"]), "commit": commit(),
         "machine": f"{os.cpu_count()} cores (CPU machine)", "date": time.strftime("%Y-%m-%d"),
         "bytecode": "cached for both trees (PYTHONPYCACHEPREFIX, one warm-up run each)",
