@@ -153,3 +153,17 @@ def test_names_from_traces_are_escaped_in_the_summary(capsys, tmp_path):
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, message):
     code, out, err = _check(capsys, SOURCE, *args, "--summary", str(tmp_path / "s.md"))
     assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("path", ["BertLMHeadModel.BertModel.BertEncoder.BertLayer.0.BertAttention.BertSdpaSelfAttention",
+                                  "model.layers.3.mlp.down_proj", "x" * 80, "a." + "b" * 70])
+def test_a_long_module_name_keeps_its_end(path):
+    from kernelscope.report.check import _cut_module
+
+    cut = _cut_module(path, 60)
+    assert len(cut) <= 60
+    if len(path) <= 60:
+        assert cut == path
+    else:  # the end, where the modules of one layer differ, after a whole dotted part where one fits
+        assert cut.startswith("…") and path.endswith(cut[1:])
+        assert cut[1] != "." and (path[-len(cut[1:]) - 1] == "." or "." not in path[-59:])

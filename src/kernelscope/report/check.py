@@ -64,7 +64,7 @@ def _short(check: Check) -> str:
 
 def _culprit_row(culprit: Culprit, name: bool) -> list[str]:
     subject = code(_cut(culprit.subject)) if name else markdown_text(culprit.subject)
-    where = ", ".join(f"{code(_cut(w, 60)) if not name else markdown_text(w)} (+{duration(added)})"
+    where = ", ".join(f"{code(_cut_module(w, 60)) if not name else markdown_text(w)} (+{duration(added)})"
                       for w, added in culprit.where) or "–"
     if culprit.places > len(culprit.where):
         where += f" … ({culprit.places} {'layers' if name else 'modules'} in all)"
@@ -74,3 +74,13 @@ def _culprit_row(culprit: Culprit, name: bool) -> list[str]:
 
 def _cut(text: str, limit: int = MAX_NAME) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cut_module(path: str, limit: int) -> str:
+    """A module's qualified name within `limit` characters, keeping its end: the modules of one layer share their
+    beginning (`Model.Encoder.Layer.0.`) and differ at the end. Whole dotted parts are kept where they fit."""
+    if len(path) <= limit:
+        return path
+    tail = path[-(limit - 1):]
+    dot = tail.find(".")
+    return "…" + (tail[dot + 1:] if 0 <= dot < len(tail) - 1 else tail)
