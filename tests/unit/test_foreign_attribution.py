@@ -186,6 +186,24 @@ def test_replays_take_the_capture_attribution_by_position(tmp_path):
     assert graph["phase"].unique().to_list() == ["decode"]
 
 
+def test_the_closing_lines_say_how_to_attribute_replays(tmp_path, capsys):
+    """Replays left without modules for want of a capture trace: the import's closing lines say how much device
+    time that is (from the file: the kernels of its graph launches over all its device time) and what to give."""
+    trace = CAPTURED / "hf_generate_compiled.json.gz"
+    events = _events(trace)
+    graph_calls = {e["args"]["correlation"] for e in events if e["name"] == "cudaGraphLaunch"}
+    device = _device(events)
+    share = 100 * sum(k["dur"] for k in device if k["args"].get("correlation") in graph_calls) / sum(
+        k["dur"] for k in device)
+    assert main(["import", str(trace), "--out", str(tmp_path / "run"), "--no-report"]) == 0
+    hint = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("graph replays:"))
+    assert f"{share:.1f}% of the device time is in {len(graph_calls)} replays" in hint
+    assert "import --capture" in hint
+    # With every replay attributed (an eager step of the same trace holds them), nothing is suggested.
+    assert main(["import", str(CAPTURED / "graph_replay.json.gz"), "--out", str(tmp_path / "eager"), "--no-report"]) == 0
+    assert "graph replays:" not in capsys.readouterr().out
+
+
 def test_without_capture_an_eager_step_of_the_same_trace_serves(tmp_path):
     info, _ = _run(_import(tmp_path, str(CAPTURED / "graph_replay.json.gz")))
     assert [m["method"] for m in info["graph_replays"]["methods"]] == ["eager step"]

@@ -10,6 +10,7 @@ import polars as pl
 
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.naming import kernel_labels
+from kernelscope.contracts.run_info import GraphReplays
 from kernelscope.load import rundir
 from kernelscope.report import formatting as fmt
 
@@ -54,6 +55,8 @@ def terminal_summary(run_dir: Path) -> str:
     lines += [f"    {share:5.1f}%  {fmt.duration(total):>11}  {label}" for share, total, label in _top(run.kernels)]
     lines.append(f"  attribution: {100 * summary.attribution_coverage:.1f}% of the {time_word} has a phase and a "
                  f"module, {100 * summary.op_coverage:.1f}% a framework op")
+    if (hint := _replay_hint(run.info.graph_replays, summary.device_time_us)) is not None:
+        lines.append(hint)
     report = run_dir / "report"
     pages = [report / name for name in ("report.html", "report.md", "report.zh.html", "report.zh.md")]
     pages = [page for page in pages if page.exists()]
@@ -61,6 +64,21 @@ def terminal_summary(run_dir: Path) -> str:
         others = ", ".join(page.name for page in pages[1:])
         lines.append(f"  report: {pages[0]}" + (f" (and {others} beside it)" if others else ""))
     return "\n".join(lines)
+
+
+def _replay_hint(replays: GraphReplays | None, device_time_us: float | None) -> str | None:
+    """Graph replays that got no module or op because no capture trace was given: how much time, and the option
+    that gives it (the report says more)."""
+    if replays is None or not device_time_us:
+        return None
+    missing = [u for u in replays.unattributed if u.captures_given is False]
+    time_ns = sum(u.time_ns for u in missing)
+    if not missing or not time_ns:
+        return None
+    count = sum(u.replays for u in missing)
+    return (f"  graph replays: {100 * time_ns / (device_time_us * 1e3):.1f}% of the device time is in "
+            f"{plural(count, 'replay')} with no module or op: give the trace that captured "
+            f"{'it' if count == 1 else 'them'} with `import --capture CAPTURE_TRACE` (docs/importing.md)")
 
 
 def _top(kernels: pl.DataFrame) -> list[tuple[float, float, str]]:
