@@ -185,3 +185,18 @@ def test_report_words_follow_the_trace_one_kernel_and_no_phase_markers(tmp_path)
     zh = (out / "report" / "report.zh.md").read_text()
     assert "this trace has none" in en and "here: none" not in en
     assert "没有任何此类标记" in zh and "none" not in zh.split("## 附录：方法说明")[1].split("\n- 时延")[0]
+
+
+def test_the_chinese_report_names_where_steps_came_from_in_chinese(tmp_path):
+    """The source of a foreign trace's steps (run.json) is one of kernelscope's names; the Chinese report says it in
+    Chinese wherever it names it (the steps' introduction and the attribution table), not in English."""
+    from kernelscope.cli import main
+
+    trace = PUBLIC / "tracelens" / "traces__torch_compile_triton__trace.json.gz"
+    out = tmp_path / "run"
+    assert main(["-q", "import", str(trace), "--out", str(out), "--lang", "en,zh"]) == 0
+    source = json.loads((out / "run.json").read_text())["attribution"]["step"]["source"]
+    assert source == "embedding lookups and compiled-graph calls"
+    zh = (out / "report" / "report.zh.md").read_text()
+    assert "各步来自嵌入查找与编译图调用" in zh and "| 步 | 嵌入查找与编译图调用 |" in zh and source not in zh
+    assert source in (out / "report" / "report.md").read_text()
