@@ -200,3 +200,22 @@ def test_the_chinese_report_names_where_steps_came_from_in_chinese(tmp_path):
     zh = (out / "report" / "report.zh.md").read_text()
     assert "各步来自嵌入查找与编译图调用" in zh and "| 步 | 嵌入查找与编译图调用 |" in zh and source not in zh
     assert source in (out / "report" / "report.md").read_text()
+
+
+def test_the_closing_lines_say_how_to_record_phases(tmp_path, capsys):
+    """An imported trace with no phase or step marker: the closing lines say how to record one; one with no CPU
+    activity at all (read from the file) is told to record the CPU side first."""
+    from kernelscope.cli import main
+
+    gpu_only = PUBLIC / "tracelens" / "mi210__gpu_only_trace__gpu_only_trace.json.gz"
+    with gzip.open(gpu_only, "rt") as f:
+        assert not any(e.get("cat") == "cpu_op" for e in json.load(f)["traceEvents"])
+    assert main(["import", str(gpu_only), "--out", str(tmp_path / "gpu"), "--no-report"]) == 0
+    assert "record the CPU side too" in capsys.readouterr().out
+    unmarked = PUBLIC / "hta" / "data__cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz"
+    assert main(["import", str(unmarked), "--out", str(tmp_path / "cpu"), "--no-report"]) == 0
+    assert "phases: the trace marks none; record with `prof.step()`" in capsys.readouterr().out
+    # A trace that marks its steps gets no such line.
+    marked = PUBLIC / "tracelens" / "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
+    assert main(["import", str(marked), "--out", str(tmp_path / "marked"), "--no-report"]) == 0
+    assert "phases:" not in capsys.readouterr().out

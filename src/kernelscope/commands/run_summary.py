@@ -10,6 +10,7 @@ import polars as pl
 
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.naming import kernel_labels
+from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import GraphReplays
 from kernelscope.load import rundir
 from kernelscope.report import formatting as fmt
@@ -57,6 +58,8 @@ def terminal_summary(run_dir: Path) -> str:
                  f"module, {100 * summary.op_coverage:.1f}% a framework op")
     if (hint := _replay_hint(run.info.graph_replays, summary.device_time_us)) is not None:
         lines.append(hint)
+    if (hint := _phase_hint(run, summary.op_coverage)) is not None:
+        lines.append(hint)
     report = run_dir / "report"
     pages = [report / name for name in ("report.html", "report.md", "report.zh.html", "report.zh.md")]
     pages = [page for page in pages if page.exists()]
@@ -79,6 +82,20 @@ def _replay_hint(replays: GraphReplays | None, device_time_us: float | None) -> 
     return (f"  graph replays: {100 * time_ns / (device_time_us * 1e3):.1f}% of the device time is in "
             f"{plural(count, 'replay')} with no module or op: give the trace that captured "
             f"{'it' if count == 1 else 'them'} with `import --capture CAPTURE_TRACE` (docs/importing.md)")
+
+
+def _phase_hint(run: Run, op_coverage: float) -> str | None:
+    """An imported trace that marks no phase and no step: how to record one that does (the report says more)."""
+    attribution = run.info.attribution
+    if run.info.source != "import" or attribution is None:
+        return None
+    if attribution.phase.source != "none" or attribution.step.source != "none":
+        return None
+    if not op_coverage:  # no kernel has a framework op: the trace holds no CPU activity to tie them to
+        return ("  phases: none, nor ops: record the CPU side too (`activities=[CPU, CUDA]`) to tie kernels to "
+                "ops, modules and steps (docs/importing.md)")
+    return ("  phases: the trace marks none; record with `prof.step()` after each forward, ranges named prefill / "
+            "decode, or `with_modules=True` (docs/importing.md)")
 
 
 def _top(kernels: pl.DataFrame) -> list[tuple[float, float, str]]:
