@@ -145,3 +145,36 @@ def test_terminal_summary_prints_names_as_inert_text(hostile_report):
     assert "\x1b" not in text and "\x00" not in text and "\x07" not in text
     assert not [line for line in text.splitlines() if line.startswith(("#", "!["))]
     assert text.splitlines()[0].startswith("kernelscope: imported trace on NVIDIA H200 # Injected")
+
+
+REPLAYS = Path(__file__).resolve().parents[1] / "data" / "public" / "tracelens" / \
+    "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
+
+
+@pytest.mark.parametrize("key", ["image-local", "script", "backticks", "newline-heading", "pipe", "jinja"])
+def test_kernel_names_in_why_a_replay_stayed_unattributed_are_code_not_markup(tmp_path, key):
+    """A public SGLang trace whose graph replay matches no eager step: the report names the replay's first kernel
+    in its reason. Renamed to a hostile string, it must come out as the text of one code span in both languages,
+    with no image, link, HTML or heading from it."""
+    payload = HOSTILE_NAMES[key]
+    with gzip.open(REPLAYS, "rt") as f:
+        doc = json.load(f)
+    graph = {e["args"]["correlation"] for e in doc["traceEvents"]
+             if e.get("cat") == "cuda_runtime" and "GraphLaunch" in e.get("name", "")}
+    replayed = sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel"
+                       and e.get("args", {}).get("correlation") in graph), key=lambda e: e["ts"])
+    first = replayed[0]["name"]
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and e["name"] == first:
+            e["name"] = payload
+    trace = tmp_path / "t.json.gz"
+    trace.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert main(["-q", "import", str(trace), "--out", str(tmp_path / "run")]) == 0
+    shown = payload.replace("\n", " ")  # kept on one line: each line break is a space
+    for name in ("report.md", "report.zh.md"):
+        text = (tmp_path / "run" / "report" / name).read_text()
+        line = next(line for line in text.splitlines() if line.startswith(("- not attributed:", "- 未归属：")))
+        tokens = MarkdownIt("commonmark").parseInline(line.removeprefix("- "))[0].children
+        assert not [t for t in tokens if t.type in ("image", "link_open", "html_inline")], (name, line)
+        codes = [t.content for t in tokens if t.type == "code_inline"]
+        assert shown in codes, (name, codes)
