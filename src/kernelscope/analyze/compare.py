@@ -146,20 +146,21 @@ def compare(views: list[RunView]) -> Comparison:
     # Model stages (in the order of the runs' phase tables: as they ran), then prefill, decode, unknown.
     stages = list(dict.fromkeys(p for v in views for p in v.steps if p not in PHASE_ORDER))
     phase_names = stages + [p for p in PHASE_ORDER if any(p in v.steps for v in views)]
+    compared = compared_phases(phase_names)
     comparison = Comparison(
         labels=labels,
         setup=setup_table(views),
         timings=timings_table(views),
         phases=phases_table(views, phase_names),
-        layers=layers_table(views, compared_phases(phase_names)),
-        matched=matched_table(views, compared_phases(phase_names)),
+        layers=layers_table(views, compared),
+        matched=matched_table(views, compared),
         categories=mix_table(views, "category"),
         libraries=mix_table(views, "library"),
         changes=pl.DataFrame(),
         notes=notes,
         phase_names=phase_names,
     )
-    comparison.changes = changes_table(comparison.matched, views)
+    comparison.changes = changes_table(comparison.matched, views, compared)
     notes.extend(comparability_notes(views, phase_names))
     return comparison
 
@@ -413,9 +414,10 @@ def mix_table(views: list[RunView], column: str) -> pl.DataFrame:
 # --- what changed most ----------------------------------------------------------------------------------------
 
 
-def changes_table(matched: pl.DataFrame, views: list[RunView]) -> pl.DataFrame:
+def changes_table(matched: pl.DataFrame, views: list[RunView], phases: list[str]) -> pl.DataFrame:
     """Per phase and compared run, the matched rows whose per-step time changed most against the baseline
-    (largest absolute delta), with the share of the phase's whole per-step change each explains."""
+    (largest absolute delta), with the share of the phase's whole per-step change each explains; `phases`: the
+    compared ones (compared_phases), as for the matched and layer tables."""
     rules = compare_rules()["changes"]
     base = views[0].label
     schema = {"phase": pl.String, "run": pl.String, "match_module": pl.String, "group": pl.String,
@@ -423,9 +425,8 @@ def changes_table(matched: pl.DataFrame, views: list[RunView]) -> pl.DataFrame:
               "delta_ns": pl.Float64, "ratio": pl.Float64, "share_of_change_pct": pl.Float64}
     rows = []
     for v in views[1:]:
-        compared = compared_phases(list(dict.fromkeys([*views[0].steps, *v.steps])))
         for phase in v.steps:
-            if phase not in compared or phase not in views[0].steps:
+            if phase not in phases or phase not in views[0].steps:
                 continue
             subset = matched.filter(pl.col("phase") == phase)
             base_total = float(subset[col("per_step_ns", base)].fill_null(0).sum())
