@@ -321,3 +321,63 @@ def test_a_language_without_a_font_is_told_before_its_set_is_drawn(tables, tmp_p
     assert not list(tmp_path.iterdir())  # nothing drawn yet
     (english_key, english),  = list(outcomes)
     assert english_key.endswith("@en") and all(p.is_file() for p in english)
+
+
+def _marked(words):
+    """The words with marks around every string (format fields kept): other words, other widths, the same font."""
+    if isinstance(words, dict):
+        return {key: _marked(value) for key, value in words.items()}
+    return f"Ωw {words} ·" if isinstance(words, str) else words
+
+
+def _pixels(path: Path):
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(path).convert("RGBA"))
+
+
+def test_png_versions_drawn_over_one_drawing_are_each_version_drawn_whole(tables, tmp_path):
+    """PNG only: the languages of a figure share one drawing of what they have in common and paint only their
+    words over it. For every figure of the real run's report, a second version whose every word is other (marked,
+    so legends and labels take other sizes and places) comes out with exactly the pixels that matplotlib's whole
+    drawing of that version alone gives, and so does the first."""
+    together = tmp_path / "together"
+    english = [job for job in _report_jobs(tables, together) if job.lang == "en"]
+    compared = 0
+    for job in english:
+        other = figure_jobs.FigureJob(f"{job.key}_marked", job.function,
+                                      (*job.args[:-3], f"Ωw {job.args[-3]}", job.args[-2], f"{job.args[-1]}.marked"),
+                                      {**job.kwargs, "words": _marked(job.kwargs["words"])}, "xx", (), figure=job.figure)
+        drawn = dict(figure_jobs._draw_set((job, other), ("png",)))
+        for version in (job, other):
+            alone = figure_jobs.FigureJob(version.key, version.function,
+                                          (*version.args[:-2], tmp_path / "alone", version.args[-1]), version.kwargs,
+                                          version.lang)
+            _, paths = figure_jobs._draw(alone, ("png",))
+            assert len(drawn[version.key]) == len(paths) == 1
+            assert (_pixels(drawn[version.key][0]) == _pixels(paths[0])).all(), version.key
+            compared += 1
+    assert compared == 2 * len(english) and {job.function for job in english} == figures.VERSIONED.keys()
+
+
+def test_a_version_that_sets_tick_labels_as_words_is_drawn_whole(tmp_path):
+    """Tick labels are drawn once for every version; a version whose words replace them gets a whole drawing, so
+    its own tick words are the ones in its file."""
+    from kernelscope.report import figure_versions
+
+    def draw(versions: list[str], directory: Path) -> list[Path]:
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.plot([0, 1], [0, 1])
+
+        def label(words: str) -> None:
+            ax.set_xticks([0.25, 0.75], [f"{words} a", f"{words} b"])
+            ax.set_title(words)
+
+        written = figure_versions.save_png_versions(fig, versions, label, lambda words: [directory / f"{words}.png"])
+        return [paths[0] for paths in written]
+
+    together = draw(["first", "second"], tmp_path / "together")
+    for path in together:
+        (alone,) = draw([path.stem], tmp_path / "alone")
+        assert alone != path and (_pixels(path) == _pixels(alone)).all(), path.name

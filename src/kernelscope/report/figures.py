@@ -4,7 +4,8 @@ analyze.roofline; points are per kernel name within a phase (totals of FLOPs, by
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from matplotlib import font_manager, ticker  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from kernelscope.analyze.hardware import Ceilings  # noqa: E402
-from kernelscope.report import figure_formats  # noqa: E402
+from kernelscope.report import figure_formats, figure_versions  # noqa: E402
 from kernelscope.report.figure_inputs import (  # noqa: E402
     HistogramPanel,
     histogram_panels,
@@ -103,14 +104,30 @@ def _save_versions(fig: plt.Figure, versions: list[Version], label: Callable[[Ve
     the first version's fonts where it names none). Fitted figures only: a layout that depended on the words
     would differ between languages."""
     first_families = list(plt.rcParams["font.family"])
-    out = []
+    first = versions[0]
+
+    @contextmanager
+    def words_of(version: Version) -> Iterator[None]:
+        families = [version.font, "DejaVu Sans"] if version.font else first_families
+        with plt.rc_context({"font.family": families} if version is not first else {}):
+            if version is not first:
+                for text in fig.findobj(Text):
+                    text.set_fontfamily(families)
+            yield
+
+    def labelled(version: Version) -> None:
+        with words_of(version):
+            label(version)
+
     try:
+        if len(versions) > 1 and figure_formats.chosen.get() == ("png",):
+            # The shared part drawn once (figure_versions); each version's words drawn over it in its fonts.
+            _plain_log_ticks(fig)
+            return figure_versions.save_png_versions(
+                fig, versions, labelled, lambda version: figure_formats.figure_files(version.directory, version.stem))
+        out = []
         for index, version in enumerate(versions):
-            families = [version.font, "DejaVu Sans"] if version.font else first_families
-            with plt.rc_context({"font.family": families} if index else {}):
-                if index:
-                    for text in fig.findobj(Text):
-                        text.set_fontfamily(families)
+            with words_of(version):
                 label(version)
                 last = index == len(versions) - 1  # the last save closes the figure
                 out.append((_save if last else _write)(fig, version.directory, version.stem, fitted=True))
@@ -190,10 +207,10 @@ def roofline_physical_versions(points: pl.DataFrame, ceilings: Ceilings, version
                                label_top: int = 8) -> list[list[Path]]:
     drawn = points.filter(pl.col("flops") > 0)
     no_flops = points.filter(pl.col("flops") <= 0)
-    band = None
+    band = band_word = None
     if no_flops.height:
         fig, (band, ax) = plt.subplots(1, 2, figsize=(7.6, 5.0), gridspec_kw={"width_ratios": [1, 8], "wspace": 0.3})
-        _no_flops_band(band, no_flops, ceilings)
+        band_word = _no_flops_band(band, no_flops, ceilings)
     else:
         fig, ax = plt.subplots(figsize=(7.2, 5.0))
     x_lo = max(min(drawn["intensity"].min() or 1e-2, 1e-2) / 2, 1e-4) if drawn.height else 1e-2
@@ -231,7 +248,7 @@ def roofline_physical_versions(points: pl.DataFrame, ceilings: Ceilings, version
             annotation.set_text(w["ridge"].format(value=f"{ridge:.0f}"))
         _label_groups(groups, w, ringed)
         if band is not None:
-            _label_no_flops_band(band, w)
+            _label_no_flops_band(band, band_word, w)
         ax.set_xlabel(w["intensity"])
         ax.set_ylabel(w["achieved"])
         _legend(ax)
@@ -270,19 +287,25 @@ def _label_groups(groups: list[tuple[Any, str]], w: dict[str, Any], ringed: Any)
         ringed.set_label(w["above_roof"])
 
 
-def _no_flops_band(band: plt.Axes, rows: pl.DataFrame, ceilings: Ceilings) -> None:
+def _no_flops_band(band: plt.Axes, rows: pl.DataFrame, ceilings: Ceilings) -> Text:
     """Kernels without FLOPs (copies, casts, memsets) on a band of their own: no intensity is made up for
-    them; their height is their share of the bandwidth roof (bytes/s over the memory bandwidth)."""
+    them; their height is their share of the bandwidth roof (bytes/s over the memory bandwidth). Returns the text
+    that names the band under its one tick (a text, not a tick label: tick labels stay numbers, drawn once for
+    every language, figure_versions)."""
     share = (rows["bytes_per_s"].fill_null(0) / ceilings.bandwidth * 100).to_numpy()
     band.scatter(np.full(share.size, 0.5), np.maximum(share, 1e-4), s=_sizes(rows["dur_ns"].to_numpy()),
                  color="0.55", alpha=0.7, edgecolors="black", linewidths=0.4)
     band.set_yscale("log")
     band.set_xlim(0, 1)
+    band.set_xticks([0.5], [""])
     band.grid(True, axis="y", color="0.9")
+    below = plt.rcParams["xtick.major.size"] + plt.rcParams["xtick.major.pad"]  # where a tick label would be
+    return band.annotate("", (0.5, 0), xycoords="axes fraction", xytext=(0, -below), textcoords="offset points",
+                         ha="center", va="top", fontsize=plt.rcParams["xtick.labelsize"])
 
 
-def _label_no_flops_band(band: plt.Axes, w: dict[str, Any]) -> None:
-    band.set_xticks([0.5], [w["no_flops_band"]])
+def _label_no_flops_band(band: plt.Axes, word: Text, w: dict[str, Any]) -> None:
+    word.set_text(w["no_flops_band"])
     band.set_ylabel(w["no_flops_axis"] + " (%)")
 
 
@@ -305,10 +328,10 @@ def roofline_normalized_versions(points: pl.DataFrame, ceilings: Ceilings, versi
             rows.append((row["intensity"] / ridge, row["flops_per_s"] / peak, row))
         else:
             no_flops.append(row)
-    band = None
+    band = band_word = None
     if no_flops:
         fig, (band, ax) = plt.subplots(1, 2, figsize=(7.6, 5.0), gridspec_kw={"width_ratios": [1, 8], "wspace": 0.3})
-        _no_flops_band(band, pl.DataFrame(no_flops, infer_schema_length=None), ceilings)
+        band_word = _no_flops_band(band, pl.DataFrame(no_flops, infer_schema_length=None), ceilings)
     else:
         fig, ax = plt.subplots(figsize=(7.2, 5.0))
     x_lo = min([r[0] for r in rows] + [1e-3]) / 3
@@ -334,7 +357,7 @@ def roofline_normalized_versions(points: pl.DataFrame, ceilings: Ceilings, versi
         roof.set_label(w["normalized_roof"])
         _label_groups(groups, w, ringed)
         if band is not None:
-            _label_no_flops_band(band, w)
+            _label_no_flops_band(band, band_word, w)
         ax.set_xlabel(w["normalized_x"])
         ax.set_ylabel(w["normalized_y"])
         fig.suptitle(literal(version.title), fontsize=10)
