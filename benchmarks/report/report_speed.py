@@ -2,11 +2,13 @@
 runs each.
 
     python benchmarks/report/report_speed.py RUN --old /path/to/old/src --new src --repeats 5 --out result.json
+                                             [--import-trace TRACE --import-rounds 3]
 
 Each run renders into a fresh copy of RUN (the report replaces RUN/report); the time is the wall clock of the
 whole process (start-up, imports, tables, figures, HTML), as a user sees it, and the memory its peak resident set
 (the process and its helpers, sampled every 20 ms). The new tree is also timed with an empty compiled-template cache
-(report/template_cache.py), as on the first report after an install."""
+(report/template_cache.py), as on the first report after an install. With --import-trace, `import TRACE` is timed
+too, with and without its report, in both trees."""
 
 from __future__ import annotations
 
@@ -34,28 +36,57 @@ _PYCACHE = Path(tempfile.mkdtemp(prefix="report-speed-pycache-"))
 atexit.register(shutil.rmtree, _PYCACHE, True)
 
 
+def _env(src: Path, cache: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(src.resolve()), "KERNELSCOPE_CACHE_DIR": str(cache),
+           "PYTHONPYCACHEPREFIX": str(_PYCACHE / str(abs(hash(str(src.resolve())))))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _measured(argv: list[str], env: dict[str, str], what: str) -> tuple[float, int]:
+    """One whole kernelscope process: seconds and peak RSS in bytes (with its children)."""
+    start = time.perf_counter()
+    process = psutil.Popen([sys.executable, "-m", "kernelscope", "-q", *argv], env=env, stdout=subprocess.DEVNULL)
+    peak = 0
+    while process.poll() is None:
+        with contextlib.suppress(psutil.Error):  # a helper that ended between the two calls
+            peak = max(peak, process.memory_info().rss
+                       + sum(c.memory_info().rss for c in process.children(recursive=True)))
+        time.sleep(0.02)
+    seconds = time.perf_counter() - start
+    if process.returncode != 0:
+        raise SystemExit(f"{what} failed ({process.returncode})")
+    return seconds, peak
+
+
 def _once(src: Path, run: Path, extra: list[str], cache: Path | None = None) -> tuple[float, int]:
     """One whole `report` process: seconds and peak RSS in bytes (with its children); `cache`: its
     compiled-template cache folder (None: a new, empty one)."""
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "run"
         shutil.copytree(run, copy, ignore=shutil.ignore_patterns("report"))
-        env = {**os.environ, "PYTHONPATH": str(src.resolve()), "KERNELSCOPE_CACHE_DIR": str(cache or Path(tmp) / "c"),
-               "PYTHONPYCACHEPREFIX": str(_PYCACHE / str(abs(hash(str(src.resolve())))))}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        start = time.perf_counter()
-        process = psutil.Popen([sys.executable, "-m", "kernelscope", "-q", "report", str(copy), *extra], env=env,
-                               stdout=subprocess.DEVNULL)
-        peak = 0
-        while process.poll() is None:
-            with contextlib.suppress(psutil.Error):  # a helper that ended between the two calls
-                peak = max(peak, process.memory_info().rss
-                           + sum(c.memory_info().rss for c in process.children(recursive=True)))
-            time.sleep(0.02)
-        seconds = time.perf_counter() - start
-        if process.returncode != 0:
-            raise SystemExit(f"{src}: report failed ({process.returncode})")
-        return seconds, peak
+        return _measured(["report", str(copy), *extra], _env(src, cache or Path(tmp) / "c"), f"{src}: report")
+
+
+def _import_modes(trees: dict[str, Path], trace: Path, rounds: int, cache: Path) -> dict[str, object]:
+    """`import TRACE` with and without its report, trees and modes alternating; round 0 warms up and is not
+    kept. The ratio with/without is the issue's "import with report <= 1.5x import --no-report"."""
+    modes = {"no-report": ["--no-report"], "report": []}
+    runs: dict[str, list[float]] = {f"{name} {mode}": [] for name in trees for mode in modes}
+    for round_index in range(rounds + 1):
+        for name, src in trees.items():
+            for mode, flags in modes.items():
+                with tempfile.TemporaryDirectory() as tmp:
+                    seconds, _ = _measured(["import", str(trace), *flags, "--out", str(Path(tmp) / "run")],
+                                           _env(src, cache), f"{src}: import {mode}")
+                if round_index:
+                    runs[f"{name} {mode}"].append(round(seconds, 3))
+    medians = {key: statistics.median(values) for key, values in runs.items()}
+    return {"what": f"`kernelscope -q import {trace} [--no-report]`, trees and modes alternating, round 0 a warm-up, "
+                    f"medians of rounds 1-{rounds}",
+            "trace_bytes": trace.stat().st_size, "runs_s": runs, "median_s": medians,
+            "with_report_over_no_report": {name: round(medians[f"{name} report"] / medians[f"{name} no-report"], 2)
+                                           for name in trees}}
 
 
 def main() -> None:
@@ -65,6 +96,8 @@ def main() -> None:
     parser.add_argument("--new", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--import-trace", type=Path, help="also time `import TRACE` with and without its report")
+    parser.add_argument("--import-rounds", type=int, default=3)
     args = parser.parse_args()
     times: dict[str, list[float]] = {"old": [], "new": [], "new_cold_template_cache": []}
     peaks: dict[str, list[int]] = {key: [] for key in times}
@@ -86,6 +119,10 @@ def main() -> None:
         "machine": f"{os.cpu_count()} cores (CPU machine)", "date": time.strftime("%Y-%m-%d"),
         "bytecode": "cached for both trees (PYTHONPYCACHEPREFIX, one warm-up run each)",
     }
+    if args.import_trace:
+        with tempfile.TemporaryDirectory() as cache:
+            result["import_modes"] = _import_modes({"old": args.old, "new": args.new}, args.import_trace,
+                                                   args.import_rounds, Path(cache))
     text = json.dumps(result, indent=2)
     if args.out:
         args.out.write_text(text + "\n")
