@@ -5,12 +5,13 @@ Polars allocates through jemalloc and, when it loads, sets jemalloc to keep free
 "muzzy" pages (still counted as resident) for another second, appending any options found in the variable below
 (pola-rs/polars issue 18088). An import allocates and frees whole-table columns within a few seconds, so those
 pages pile up: on a 1 GB trace the peak resident memory was 1.12 GB, 0.13 GB above what returning them gives.
-Here muzzy pages are returned at once, by a background thread (not on the thread doing the work): 0.99 GB on that
-trace, in the same time. Returning dirty pages after 100 ms as well saved 0.07 GB more but cost page faults, and
-returning every page at once (decay 0) made imports ~15% slower (2026-11-27, again: dirty pages after 50 ms saved
-12% of a 340 MB import's peak for 4% of its time; not taken). The commands that hold whole traces (import, profile;
-cli.py) set this; every other command (a report, made of many small tables, spent ~0.1 s more in the kernel with
-the background thread) returns muzzy pages at once without it: a 2 GB run's report peaked at 1.37 GB instead of
+Here muzzy pages are returned at once, and dirty ones after 150 ms, by a background thread (not on the thread
+doing the work). Measured on 2 cores (2026-11-27, medians of 3 to 8 runs): peaks 0.81 -> 0.72 GB on a 1 GB trace,
+1.30 -> 1.24 GB on 2 GB, 0.44 -> 0.39 GB on 340 MB, 1.23 -> 1.15 GB for 5 million tiny events, in the same time
+(1.39 vs 1.38 s at 340 MB); after 50 ms saved as much but cost 4% of the time, and every page at once (decay 0)
+~15%. The commands that hold whole traces (import, profile; cli.py) set this; every other command (a report,
+made of many small tables, spent ~0.1 s more in the kernel with the background thread) returns muzzy pages at
+once without it: a 2 GB run's report peaked at 1.37 GB instead of
 1.54, in the same time. jemalloc reads the options once, when Polars loads: they only apply if Polars has not been
 imported yet, and options the user set (the same variable) are kept as they are.
 """
@@ -23,7 +24,7 @@ import sys
 
 # tikv-jemallocator (Polars' allocator on Linux) reads its run-time options from this variable.
 POLARS_ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
-POLARS_ALLOCATOR_CONF = "background_thread:true,muzzy_decay_ms:0"  # commands that hold whole traces
+POLARS_ALLOCATOR_CONF = "background_thread:true,dirty_decay_ms:150,muzzy_decay_ms:0"  # commands that hold whole traces
 TABLES_ALLOCATOR_CONF = "muzzy_decay_ms:0"  # every other command
 
 
