@@ -18,7 +18,12 @@ import msgspec
 import numpy as np
 import polars as pl
 
-from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
+from kernelscope.contracts.tables import (
+    RAW_ARGUMENT,
+    TRACE_KERNEL_COLUMNS,
+    TRACE_LAUNCH_COLUMNS,
+    TRACE_OP_COLUMNS,
+)
 from kernelscope.cycles import cycle_collection_paused
 from kernelscope.errors import UserError
 from kernelscope.load.names import bounded, bounded_all
@@ -389,4 +394,4 @@ def _raw_column(raws: list[bytes]) -> pl.Series:
 
 def _text_or_null(raws: pl.Series) -> pl.Series:
     text = raws.cast(pl.String)
-    return text.set(text == "", None)
+    return text.set(text == "", None).cast(RAW_ARGUMENT)

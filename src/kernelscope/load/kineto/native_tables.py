@@ -15,7 +15,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
+from kernelscope.contracts.tables import (
+    RAW_ARGUMENT,
+    TRACE_KERNEL_COLUMNS,
+    TRACE_LAUNCH_COLUMNS,
+    TRACE_OP_COLUMNS,
+)
 from kernelscope.load.kineto import events
 from kernelscope.load.names import MAX_NAME, bounded
 from kernelscope.load.native_reader import NATIVE_ENV
@@ -131,9 +136,9 @@ class _Chunk:
         present = index != _NULL_CODE
         if keep is not None:
             present &= keep
-        raws = pl.Series(self.scanned["raws"], dtype=pl.String)
+        raws = pl.Series(self.scanned["raws"], dtype=pl.String).cast(RAW_ARGUMENT)
         if not present.any():
-            return pl.Series([None] * len(index), dtype=pl.String)
+            return pl.Series([None] * len(index), dtype=RAW_ARGUMENT)
         column = raws.gather(pl.Series(np.where(present, index, 0), dtype=pl.UInt32))
         return column if present.all() else column.set(pl.Series(~present), None)
 
