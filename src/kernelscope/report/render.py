@@ -4,6 +4,7 @@ are per language (messages/<lang>.toml); tables and numbers are the same in ever
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from kernelscope.report.templating import (
 from kernelscope.report.translations import descriptions
 from kernelscope.report.typesetting import space_cjk
 from kernelscope.report.whatif import projection_section
+from kernelscope.workers import alongside
 
 TOP_N = 20
 STEP_ROWS = 40  # steps listed in the report; tables/steps.csv has them all
@@ -91,12 +93,12 @@ def render_report(
 ) -> list[Path]:
     """Writes the reports, figures/ and tables/*.csv into out_dir (created). Returns the files written. The
     histograms and roofline charts are drawn by helper processes while the tables are computed, the other figures
-    once the tables are ready (figure_jobs). `meanwhile`: the caller's own work (writing the run's tables), done
-    once the first figures are being drawn."""
+    once the tables are ready (figure_jobs). `meanwhile`: the caller's own work (writing the run's tables), done on
+    a thread of its own once the first figures are being drawn, while the tables are computed."""
     figure_dir = out_dir / "figures"
     device = run.info.hardware.name or (ceilings.device if ceilings else "")
     figure_words = {lang: _figure_words(lang) for lang in dict.fromkeys(("en", *languages))}
-    with FigureDrawing() as drawing:
+    with FigureDrawing() as drawing, contextlib.ExitStack() as caller_work:
         kernels = report_kernels(run, ceilings)
         panels = _histogram_panels(kernels, run.info.is_cpu)  # binned once for every language
         histograms = {lang: _histogram_jobs(panels, figure_dir, device, run.info.is_cpu, lang, words)
@@ -109,8 +111,8 @@ def render_report(
         rooflines = {lang: _roofline_jobs(points, ceilings, figure_dir, device, lang, words)
                      for lang, words in figure_words.items()}
         drawing.submit([job for jobs in rooflines.values() for job in jobs])
-        if meanwhile is not None:
-            meanwhile()
+        # The caller's work (Parquet writes, outside the GIL) on a thread beside the tables; done before collecting.
+        caller_work.enter_context(alongside(meanwhile))
         tables = report_tables(run, ceilings, kernels=kernels, labels=labels, roofline=roofline)
         out_dir.mkdir(parents=True, exist_ok=True)
         written = _write_csvs(tables, out_dir / "tables")
@@ -121,6 +123,7 @@ def render_report(
         # have; a language whose figures came out otherwise (nothing to draw, no font) is written again below.
         expected = _figure_paths(drawing.expected(), jobs)
         drafts = {lang: _report_text(run, summary, tables, top_n, lang, expected[lang], html) for lang in languages}
+        caller_work.close()
         drawn = drawing.collect()
     figure_paths = _figure_paths(drawn, jobs)
     written += sorted({p for by_key in figure_paths.values() for paths in by_key.values() for p in paths})
