@@ -44,21 +44,30 @@ def _label_boxes(fig: plt.Figure) -> list:
     return [t.get_window_extent(renderer) for ax in fig.axes for t in ax.texts if t.get_visible() and t.get_text()]
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
-def test_roofline_labels_do_not_overlap(tables, kept, tmp_path, phase):
+def test_roofline_labels_do_not_overlap(tables, kept, tmp_path, phase, lang):
+    words = figures.words_for(lang)
+    font = figures.cjk_font(words["fonts"]) if lang != "en" else None
+    if lang != "en" and font is None:
+        pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
     points = _points(tables, phase)
-    figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r", label_top=12)
+    with plt.rc_context({"font.family": [font, "DejaVu Sans"]} if font else {}):
+        figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r", label_top=12, words=words)
     (fig,) = kept
     ax = fig.axes[-1]
     renderer = fig.canvas.get_renderer()
-    labels = [t for t in ax.texts if t.get_text() and not t.get_text().startswith("ridge")]
-    assert len(labels) >= 4  # most of the top kernels are named
+    ridge_word = words["ridge"].split("{")[0]
+    labels = [t for t in ax.texts if t.get_text() and not t.get_text().startswith(ridge_word)]
+    ridges = [t.get_window_extent(renderer) for t in ax.texts if t.get_text().startswith(ridge_word)]
+    assert len(labels) >= 4 and ridges  # most of the top kernels are named; each roof's ridge point is
     boxes = [t.get_window_extent(renderer) for t in labels]
     frame = ax.get_window_extent(renderer)
     legend = ax.get_legend().get_window_extent(renderer)
     for i, box in enumerate(boxes):
         assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
         assert not box.overlaps(legend), labels[i].get_text()
+        assert not any(box.overlaps(ridge) for ridge in ridges), labels[i].get_text()
         for other in boxes[i + 1:]:
             assert not box.overlaps(other), labels[i].get_text()
 
@@ -381,3 +390,23 @@ def test_a_version_that_sets_tick_labels_as_words_is_drawn_whole(tmp_path):
     for path in together:
         (alone,) = draw([path.stem], tmp_path / "alone")
         assert alone != path and (_pixels(path) == _pixels(alone)).all(), path.name
+
+
+def test_a_kernel_label_keeps_off_the_texts_already_in_the_axes():
+    """A ridge point's value sits where a kernel's label would go first: the label takes another place."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    try:
+        ax.set_xlim(0, 10)
+        ax.set_ylim(0, 10)
+        ax.scatter([5], [5])
+        renderer = fig.canvas.get_renderer()
+        first = ax.annotate("cuBLASLt GEMM (BF16, tile 64x16x64)", (5, 5), textcoords="offset points", xytext=(6, 4),
+                            fontsize=6.5, va="bottom")
+        where_first_goes = first.get_window_extent(renderer)
+        first.remove()
+        ridge = ax.annotate("ridge 12", (5, 5), textcoords="offset points", xytext=(8, 6), fontsize=7)
+        assert ridge.get_window_extent(renderer).overlaps(where_first_goes)
+        (label,) = figures.place_labels(ax, [(5, 5, "cuBLASLt GEMM (BF16, tile 64x16x64)")])
+        assert not label.get_window_extent(renderer).overlaps(ridge.get_window_extent(renderer))
+    finally:
+        plt.close(fig)

@@ -160,14 +160,15 @@ def _overlaps(box: Any, boxes: list[Any]) -> bool:
 
 
 def place_labels(ax: plt.Axes, points: list[tuple[float, float, str]], fontsize: float = 6.5) -> list[Any]:
-    """Labels next to their points, none overlapping another label or the legend, or leaving the axes: each label tries
-    offsets around its point, nearest first, and is left out when none is free (its point stays drawn).
-    Returns the labels placed."""
+    """Labels next to their points, none overlapping another label, the legend or a text already in the axes (the
+    ridge points' values), or leaving the axes: each label tries offsets around its point, nearest first, and is
+    left out when none is free (its point stays drawn). Returns the labels placed."""
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
     legend = ax.get_legend()
     taken: list[Any] = [legend.get_window_extent(renderer)] if legend is not None else []
+    taken += [text.get_window_extent(renderer) for text in ax.texts if text.get_visible() and text.get_text()]
     placed = []
     offsets = [(6, 4), (6, -10), (-6, 4), (-6, -10), (6, 14), (6, -20), (-6, 14), (-6, -20), (14, -3), (-14, -3),
                (6, 24), (6, -30), (-6, 24), (-6, -30)]
