@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -157,8 +158,13 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
     roofline = roofline if roofline is not None else {}
     tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,
                           missing_ceilings=missing_ceilings(kernels, ceilings), labels=labels, generations=generation_table(kernels, phases["phase"].to_list(), run.info))
-    for phase in phases["phase"]:
-        tables.by_phase[phase] = _phase_tables(run, kernels, phase, phases, labels, ceilings, roofline.get(phase))
+    # The run's own projection needs none of the other tables: computed on a thread of its own meanwhile (its
+    # Polars work runs outside the GIL).
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        projection = beside.submit(own_device_projection, run.with_kernels(kernels), ceilings)
+        for phase in phases["phase"]:
+            tables.by_phase[phase] = _phase_tables(run, kernels, phase, phases, labels, ceilings, roofline.get(phase))
+        tables.projection = projection.result()
     tables.every_step = _every_step(kernels, run)
     link = ceilings.spec.interconnect if ceilings is not None and ceilings.spec is not None else None
     tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None,
@@ -169,7 +175,6 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
     tables.measured = _measured_tables(run, kernels, labels, ceilings)
     tables.accelerator = accelerator_needs(kernels, run.info, ceilings, tables.per_phase("categories"),
                                            run.info.layer_types)
-    tables.projection = own_device_projection(run.with_kernels(kernels), ceilings)
     tables.metrics = compute_metrics(tables, run.info)
     tables.findings = evaluate(tables.metrics)
     missing = (kernels.select("phase", "module", *SUMMARY_INPUT_COLUMNS)  # narrow before the filter copies it
