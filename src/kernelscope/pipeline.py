@@ -3,6 +3,7 @@ names, the summary, the run directory and its report; Nsight Compute results add
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import msgspec
@@ -85,7 +86,8 @@ def _one_rank(run: Run, rank: int, run_dir: Path) -> Run:
 def render_report_of(run: Run, directory: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LANGUAGES) -> None:
     from kernelscope.report.render import render_report
 
-    render_report(run, summarize(run), directory, top_n=top_n, ceilings=run_ceilings(run.info), languages=languages)
+    render_report(run, lambda: summarize(run), directory, top_n=top_n, ceilings=run_ceilings(run.info),
+                  languages=languages)
 
 
 def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFrame, ncu: NcuInfo,
@@ -117,7 +119,8 @@ def _start_figure_helpers() -> None:
 def _report_into(staging: Path, run: Run, top_n: int, languages: tuple[str, ...]) -> None:
     from kernelscope.report.render import render_report
 
-    summary = summarize(run)
-    render_report(run, summary, staging / rundir.REPORT_DIR, top_n=top_n, ceilings=run_ceilings(run.info),
+    # Summarized once the first figures are being drawn (render_report), not before.
+    summary_of = functools.cache(functools.partial(summarize, run))
+    render_report(run, summary_of, staging / rundir.REPORT_DIR, top_n=top_n, ceilings=run_ceilings(run.info),
                   languages=languages)
-    rundir.write_json(staging / rundir.SUMMARY_JSON, summary)
+    rundir.write_json(staging / rundir.SUMMARY_JSON, summary_of())

@@ -88,13 +88,14 @@ def _layer_type_counts(model: dict[str, Any]) -> dict[str, int]:
 
 
 def render_report(
-    run: Run, summary: Summary, out_dir: Path, top_n: int = TOP_N, ceilings: Ceilings | None = None,
+    run: Run, summary: Summary | Callable[[], Summary], out_dir: Path, top_n: int = TOP_N, ceilings: Ceilings | None = None,
     languages: tuple[str, ...] = LANGUAGES, html: bool = True, meanwhile: Callable[[], object] | None = None,
 ) -> list[Path]:
     """Writes the reports, figures/ and tables/*.csv into out_dir (created). Returns the files written. The
     histograms and roofline charts are drawn by helper processes while the tables are computed, the other figures
-    once the tables are ready (figure_jobs). `meanwhile`: the caller's own work (writing the run's tables), done on
-    a thread of its own once the first figures are being drawn, while the tables are computed."""
+    once the tables are ready (figure_jobs). `summary`: the run's, or how to make it (made once the first figures
+    are being drawn). `meanwhile`: the caller's own work (writing the run's tables), done on a thread of its own once
+    the first figures are being drawn, while the tables are computed."""
     figure_dir = out_dir / "figures"
     device = run.info.hardware.name or (ceilings.device if ceilings else "")
     figure_words = {lang: _figure_words(lang) for lang in dict.fromkeys(("en", *languages))}
@@ -113,6 +114,8 @@ def render_report(
         drawing.submit([job for jobs in rooflines.values() for job in jobs])
         # The caller's work (Parquet writes, outside the GIL) on a thread beside the tables; done before collecting.
         caller_work.enter_context(alongside(meanwhile))
+        if not isinstance(summary, Summary):
+            summary = summary()
         tables = report_tables(run, ceilings, kernels=kernels, labels=labels, roofline=roofline)
         out_dir.mkdir(parents=True, exist_ok=True)
         written = _write_csvs(tables, out_dir / "tables")
