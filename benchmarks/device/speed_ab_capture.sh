@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device run, CPU side (the GPU machine's 16 cores): source trees side by side on one 330 MB Kineto trace —
-# whole-process `import --no-report`, `import` with its report and `report` alone, trees alternating, 3 rounds, each
-# with its peak RSS. OLD_SRC names the second tree's src folder (carried untracked); TREES (default "$OLD_SRC src")
+# whole-process `import --no-report`, `import` with its report and `report` alone, trees alternating, ROUNDS rounds
+# (default 3) after a warm-up, each with its peak RSS. OLD_SRC names the second tree's src folder (carried
+# untracked); TREES (default "$OLD_SRC src")
 # may name more. Every tree gets the native reader built here from .whl/small/simdjson-src.tar.gz. Writes under $OUT.
 set -u -o pipefail
 OUT=${OUT:-device-out}
@@ -38,12 +39,12 @@ peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 print(f"{label} seconds={seconds:.3f} peak_kb={peak_kb} rc={code}")
 PY
 }
-for round in 0 1 2 3; do  # round 0: warm-up (bytecode, page cache), not counted
+for round in $(seq 0 "${ROUNDS:-3}"); do  # round 0: warm-up (bytecode, page cache), not counted
   for tree in $TREES; do
     rm -rf /tmp/r-$round; timed "round=$round import-no-report" "$tree" import /tmp/big330.json --out /tmp/r-$round --no-report
     rm -rf /tmp/r-$round/report; timed "round=$round report" "$tree" report /tmp/r-$round
     rm -rf /tmp/r-$round; timed "round=$round import-with-report" "$tree" import /tmp/big330.json --out /tmp/r-$round
   done
 done
-ls /tmp/r-3/report/figures > "$OUT/figures.txt"
+ls "/tmp/r-${ROUNDS:-3}/report/figures" > "$OUT/figures.txt"
 log "done"
