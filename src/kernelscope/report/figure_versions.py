@@ -35,7 +35,7 @@ def worded_artists(fig: Figure) -> list[Artist]:
         if ax.get_visible():
             ordered += sorted(_worded_children(ax), key=lambda artist: artist.get_zorder())
     ordered += sorted(_worded_children(fig, skip=tuple(fig.axes)), key=lambda artist: artist.get_zorder())
-    return [artist for artist in ordered if artist.get_visible()]
+    return [artist for artist in dict.fromkeys(ordered) if artist.get_visible()]  # each once (painted once)
 
 
 def _worded_children(container: Artist, skip: tuple[Artist, ...] = ()) -> Iterator[Artist]:
