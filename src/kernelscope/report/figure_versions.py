@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.text import Text
 
-PNG_DPI = 150
+PNG_DPI = 150  # every figure file, PNG and SVG (figures._write)
 PNG_OPTIONS = {"compress_level": 1}  # zlib level 1: at the default level the encoder was a sixth of each save
 
 

@@ -74,9 +74,8 @@ def _write(fig: plt.Figure, directory: Path, stem: str, fitted: bool = False) ->
         fig.tight_layout()
     paths = figure_formats.figure_files(directory, stem)
     for path in paths:
-        # zlib level 1: at the default level the PNG encoder was a sixth of the time of saving (profile of a report)
-        extra = {"pil_kwargs": {"compress_level": 1}} if path.suffix == ".png" else {}
-        fig.savefig(path, dpi=150, **extra)
+        extra = {"pil_kwargs": dict(figure_versions.PNG_OPTIONS)} if path.suffix == ".png" else {}
+        fig.savefig(path, dpi=figure_versions.PNG_DPI, **extra)
     return paths
 
 
