@@ -9,7 +9,6 @@ import multiprocessing
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from multiprocessing import forkserver
@@ -84,32 +83,6 @@ def signals_held() -> Iterator[None]:
             signum = _pending[0]
             _pending.clear()
             raise_for(signum)
-
-
-@contextmanager
-def alongside(work: Callable[[], object] | None) -> Iterator[None]:
-    """`work` done on a thread of its own while the block runs, joined when the block ends (also when it fails or
-    is interrupted, so that nothing is still writing after it); an error of `work` is raised here once the block
-    has succeeded. For work that mostly waits outside the GIL (Polars, Parquet and file writes)."""
-    if work is None:
-        yield
-        return
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # handed to the caller's thread
-            failures.append(exc)
-
-    thread = threading.Thread(target=run, name="kernelscope-alongside", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join()
-    if failures:
-        raise failures[0]
 
 
 def usable_cores() -> int:

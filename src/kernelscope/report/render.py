@@ -4,10 +4,10 @@ are per language (messages/<lang>.toml); tables and numbers are the same in ever
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,6 @@ from kernelscope.report.templating import (
 from kernelscope.report.translations import descriptions
 from kernelscope.report.typesetting import space_cjk
 from kernelscope.report.whatif import projection_section
-from kernelscope.workers import alongside
 
 TOP_N = 20
 STEP_ROWS = 40  # steps listed in the report; tables/steps.csv has them all
@@ -99,7 +98,7 @@ def render_report(
     figure_dir = out_dir / "figures"
     device = run.info.hardware.name or (ceilings.device if ceilings else "")
     figure_words = {lang: _figure_words(lang) for lang in dict.fromkeys(("en", *languages))}
-    with FigureDrawing() as drawing, contextlib.ExitStack() as caller_work:
+    with FigureDrawing() as drawing, ThreadPoolExecutor(max_workers=1) as beside:
         kernels = report_kernels(run, ceilings)
         panels = _histogram_panels(kernels, run.info.is_cpu)  # binned once for every language
         histograms = {lang: _histogram_jobs(panels, figure_dir, device, run.info.is_cpu, lang, words)
@@ -112,8 +111,9 @@ def render_report(
         rooflines = {lang: _roofline_jobs(points, ceilings, figure_dir, device, lang, words)
                      for lang, words in figure_words.items()}
         drawing.submit([job for jobs in rooflines.values() for job in jobs])
-        # The caller's work (Parquet writes, outside the GIL) on a thread beside the tables; done before collecting.
-        caller_work.enter_context(alongside(meanwhile))
+        # The caller's work (Parquet writes, outside the GIL) on a thread beside the tables; done before collecting
+        # (leaving the block, also on an error, waits for it: nothing is still writing afterwards).
+        callers = beside.submit(meanwhile) if meanwhile is not None else None
         if not isinstance(summary, Summary):
             summary = summary()
         tables = report_tables(run, ceilings, kernels=kernels, labels=labels, roofline=roofline)
@@ -126,7 +126,8 @@ def render_report(
         # have; a language whose figures came out otherwise (nothing to draw, no font) is written again below.
         expected = _figure_paths(drawing.expected(), jobs)
         drafts = {lang: _report_text(run, summary, tables, top_n, lang, expected[lang], html) for lang in languages}
-        caller_work.close()
+        if callers is not None:
+            callers.result()  # its error, if any, raised here
         drawn = drawing.collect()
     figure_paths = _figure_paths(drawn, jobs)
     written += sorted({p for by_key in figure_paths.values() for paths in by_key.values() for p in paths})
