@@ -22,8 +22,9 @@ def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
     """op_id, flops, bytes, precision, cost_model for every CPU op with a model (computed once per distinct
     name + shapes + scalars)."""
     keys = ["name", "input_dims", "input_types", "concrete_inputs"]
-    # One row per distinct name + shapes + scalars with the ids of its ops, the keys grouped as category codes: a
-    # group-by on four text columns encodes every row's texts into one key (a 2 GB trace: +350 MB at the import's
+    # One row per distinct name + shapes + scalars with the ids of its ops, the keys grouped as category codes (the
+    # arguments are categories already, contracts.tables.RAW_ARGUMENT; the name is cast): a group-by on text
+    # columns encodes every row's texts into one key (a 2 GB trace: +350 MB at the import's
     # peak, against +140 MB as codes, and faster); a unique and a join back hashed them twice.
     distinct = (ops.lazy().filter((pl.col("cat") == "cpu_op") & pl.col("name").is_in(list(MODELS)))
                 .with_columns(pl.col(keys).cast(pl.Categorical)).group_by(keys).agg(pl.col("op_id"))
