@@ -67,3 +67,22 @@ def test_a_conforming_table_is_returned_as_it_is():
     # a column of another type is cast
     retyped = kernels.with_columns(pl.col("dur_ns").cast(pl.Int32))
     assert conform_kernels(retyped).schema["dur_ns"] == pl.Int64
+
+
+def test_written_tables_read_back_in_one_piece(run_copy, tmp_path):
+    """A run's tables are written as one row group each: read back, every column is one chunk, and reading the run
+    keeps it as read instead of copying the whole table into one (which held it twice)."""
+    import duckdb
+
+    run = rundir.read_run(run_copy)
+    repeats = 300_000 // run.kernels.height + 1  # past Polars' default row group (512² rows)
+    big = run.with_kernels(pl.concat([run.kernels] * repeats).with_columns(pl.int_range(pl.len()).alias("kernel_id")))
+    out = tmp_path / "written"
+    out.mkdir()
+    rundir.write_run(out, big, rundir.read_summary(run_copy))
+    for table in ("kernels.parquet", "ops.parquet"):
+        groups = duckdb.sql(f"select count(distinct row_group_id) from parquet_metadata('{out / table}')").fetchall()
+        assert groups == [(1,)]
+    read = pl.read_parquet(out / "kernels.parquet")
+    assert read.height == big.kernels.height and set(read.n_chunks("all")) == {1}
+    assert conform_kernels(read) is read

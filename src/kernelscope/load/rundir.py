@@ -241,12 +241,19 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
 
 
+def _write_table(table: pl.DataFrame, path: Path) -> None:
+    """One row group: Polars reads each row group as a chunk of its own, and a table in several chunks is copied
+    into one when a run is read (contracts.tables.conform): at 1.5 M kernels 0.2 s and 0.9 GB more for every
+    report, against 0.13 s more for this write (measured 2026-11-27)."""
+    table.write_parquet(path, compression="zstd", row_group_size=max(table.height, 1))
+
+
 def write_run(directory: Path, run: Run, summary: Summary) -> None:
     """run.json, summary.json and the tables of `run` into `directory` (a staging directory)."""
     write_json(directory / RUN_JSON, run.info.replace(schema_version=SCHEMA_VERSION))
     write_json(directory / SUMMARY_JSON, summary)
-    run.kernels.write_parquet(directory / KERNELS, compression="zstd")
-    run.ops.write_parquet(directory / OPS, compression="zstd")
+    _write_table(run.kernels, directory / KERNELS)
+    _write_table(run.ops, directory / OPS)
     if run.ncu is not None:
         run.ncu.write_parquet(directory / NCU)
 
