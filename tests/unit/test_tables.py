@@ -93,3 +93,34 @@ def test_busy_time_does_not_depend_on_row_order():
     assert busy_ns(df) == 20 + 5 + 7
     # one interval inside another, listed first
     assert busy_ns(pl.DataFrame({"device": [0, 0], "start_ns": [10, 0], "dur_ns": [2, 100]})) == 100
+
+
+@pytest.mark.parametrize("column", ["category", "library"])
+def test_kernel_mix_of_a_real_run_matches_its_rows(column):
+    """Each phase's mix by category and by library, against the run's kernel rows summed in plain Python: distinct
+    names, launches (summary rows count their instances), device time and share."""
+    from collections import defaultdict
+    from pathlib import Path
+
+    from kernelscope.analyze.mix import mix_tables
+    from kernelscope.analyze.report_tables import report_kernels
+    from kernelscope.load.rundir import read_run
+
+    run = read_run(Path(__file__).parent.parent / "data" / "runs" / "h200-qwen2-1.5b-slim")
+    table = report_kernels(run)
+    for phase in table["phase"].unique().to_list():
+        subset = table.filter(pl.col("phase") == phase)
+        names, launches, total = defaultdict(set), defaultdict(int), defaultdict(int)
+        for row in subset.select(column, "name", "instances", "dur_ns").iter_rows():
+            names[row[0]].add(row[1])
+            launches[row[0]] += row[2] or 1
+            total[row[0]] += row[3]
+        mix = mix_tables(subset, ("category", "library"))[column]
+        assert mix["total_ns"].to_list() == sorted(total.values(), reverse=True)
+        phase_time = sum(total.values())
+        for row in mix.iter_rows(named=True):
+            value = row[column]
+            assert (row["kernels"], row["launches"], row["total_ns"]) == (len(names[value]), launches[value],
+                                                                          total[value])
+            assert row["time_pct"] == pytest.approx(100.0 * total[value] / phase_time)
+        assert len(names) == mix.height > 1

@@ -12,15 +12,22 @@ from kernelscope.contracts.tables import INSTANCES
 
 def mix_table(kernels: pl.DataFrame, column: str) -> pl.DataFrame:
     """Per value of `column` (category or library): kernels (distinct names), launches, device time, share."""
+    return mix_tables(kernels, (column,))[column]
+
+
+def mix_tables(kernels: pl.DataFrame, columns: tuple[str, ...]) -> dict[str, pl.DataFrame]:
+    """mix_table for each of `columns`, from one pass over the kernels: they are grouped by name and every column
+    once (a few hundred rows), and each table is made from those groups."""
     total = kernels["dur_ns"].sum() or 1
-    read = kernels.select(column, "name", "dur_ns", INSTANCES).with_columns(as_codes("name"))  # names counted as codes
-    return (
-        read.group_by(column)
-        .agg(pl.col("name").n_unique().alias("kernels"), launch_count().alias("launches"),
-             pl.col("dur_ns").sum().alias("total_ns"))
+    read = kernels.select(*columns, "name", "dur_ns", INSTANCES).with_columns(as_codes("name"))  # names as codes
+    by_name = read.group_by(*columns, "name").agg(launch_count().alias("launches"),
+                                                  pl.col("dur_ns").sum().alias("total_ns"))
+    return {column: (
+        by_name.group_by(column)
+        .agg(pl.col("name").n_unique().alias("kernels"), pl.col("launches").sum(), pl.col("total_ns").sum())
         .with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"))
         .sort("total_ns", descending=True)
-    )
+    ) for column in columns}
 
 
 def longest_launches(kernels: pl.DataFrame, top: int, summary: pl.DataFrame | None = None) -> pl.DataFrame:

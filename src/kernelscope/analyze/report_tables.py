@@ -17,7 +17,7 @@ from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.kernel_stats import SUMMARY_INPUT_COLUMNS, kernel_summary
 from kernelscope.analyze.launch_counts import has_timeline
 from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
-from kernelscope.analyze.mix import longest_launches, mix_table
+from kernelscope.analyze.mix import longest_launches, mix_tables
 from kernelscope.analyze.naming import catalog_coverage, kernel_labels
 from kernelscope.analyze.ncu_measurements import (
     analytic_vs_measured,
@@ -216,12 +216,13 @@ def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFr
     label_of = _label_columns(labels)
     names = label_of.select("name", "label")
     summary = kernel_summary(subset)
+    mix = mix_tables(subset, ("category", "library"))
     tables = PhaseTables(
         kernels=summary.join(label_of, on="name", how="left", maintain_order="left"),
         cost_coverage=cost_coverage(subset),
         catalog_coverage=catalog_coverage(subset),
-        categories=mix_table(subset, "category"),
-        libraries=mix_table(subset, "library"),
+        categories=mix["category"],
+        libraries=mix["library"],
         longest=longest_launches(subset, 15, summary).join(label_of, on="name", how="left", maintain_order="left"),
     )
     unknown = (subset.select("library", "category", *SUMMARY_INPUT_COLUMNS)
