@@ -144,6 +144,29 @@ FAMILIES = [
     ("void deep_ep::internode_ll::combine<false, 7168>(void*, void*, int*, void const*, long const*, int*, int)",
      "DeepEP", "MoE combine", "DeepEP Combine (low-latency internode)"),
     ("void deep_ep::internode::notify_something<8>(int*)", "DeepEP", "communication", "DeepEP Helper"),
+    # DeepSeek's own profiles (deepseek-ai/profile-data, train.json: DeepSeek-V3 training on H800) spell DeepEP's
+    # namespace dpsk::ep and name their in-house grouped GEMMs dpsk::grouped_gemm.
+    ("void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*, float*, bool const*, "
+     "int4 const*, float const*, int4 const*)", "DeepEP", "MoE combine", "DeepEP Combine (internode)"),
+    ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, long*, float*, "
+     "dpsk::ep::internode::SourceMeta*, int4 const*, float const*)", "DeepEP", "MoE dispatch",
+     "DeepEP Dispatch (internode)"),
+    ("void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int*, int, int, int const*, int const*)",
+     "DeepEP", "communication", "DeepEP Helper"),
+    ("void cutlass::device_kernel<dpsk::grouped_gemm::cuda::m_grouped_fp8_ptp128c::GemmKernel>"
+     "(dpsk::grouped_gemm::cuda::m_grouped_fp8_ptp128c::GemmKernel::Params)", "DeepSeek in-house", "GEMM",
+     "DeepSeek Grouped GEMM (m_grouped_fp8_ptp128c)"),
+    ("void dpsk::grouped_gemm::cuda::utils::transpose<512, 128, 4, 4>(unsigned char const*, unsigned char*, int, "
+     "int, int, int)", "DeepSeek in-house", "copy/cast", "DeepSeek GEMM Helper (transpose)"),
+    # FlashAttention 3's first releases: compute_attn_ws with FA2-style traits (headdim, blockM, blockN, …, dtype).
+    ("void flash::compute_attn_ws<Flash_fwd_kernel_traits<192, 128, 128, 12, 2, false, 1, cutlass::bfloat16_t, "
+     "128>, true, flash::SingleTileScheduler, flash::FixedSeqLenTraits>(flash::CollectiveMainloopFwd<"
+     "Flash_fwd_kernel_traits<192, 128, 128, 12, 2, false, 1, cutlass::bfloat16_t, 128>, true>::Params)",
+     "FlashAttention 3", "attention", "FA3 Forward (BF16, hdim 192, tile 128x128)"),
+    ("void layer_norm::ln_fwd_kernel<layer_norm::Kernel_traits<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, "
+     "__nv_bfloat16, float, unsigned int, 7168u, 1u, 1u, 4u, 16u, layer_norm::Kernel_traits_base<7168u, "
+     "__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, unsigned int, 128u> > >"
+     "(layer_norm::FwdParams)", "Apex / FlashAttention LayerNorm", "norm", "Fast LayerNorm Forward (BF16)"),
     ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)",
      "NCCL", "communication", "NCCL AllReduce (Sum, BF16)"),
     ("ncclDevFunc_Generic()", "NCCL", "communication", "NCCL Kernel"),
@@ -479,6 +502,20 @@ def test_unknown_names_keep_a_shortened_raw_name() -> None:
     assert info == KernelInfo("unknown", "other", "mylib::detail::my_fancy_kernel<…>", "", None)
     # A plain name could be Triton's or a vendor library's: no library without evidence.
     assert (classify("my_plain_kernel").library, classify("my_plain_kernel").category) == ("unknown", "other")
+
+
+def test_an_unknown_qualified_name_takes_a_category_from_its_own_words_only() -> None:
+    """Library unknown, but a word of the qualified name (not of its template arguments) gives the category."""
+    cast = classify("void cuda::per_token_cast_to_fp8_with_channels<__nv_bfloat16, 128, false, 128, false>"
+                    "(__nv_bfloat16 const*, int, unsigned char*, float*, int, int, int)")
+    assert (cast.library, cast.category, cast.friendly_name) == (
+        "unknown", "quantization", "cuda::per_token_cast_to_fp8_with_channels<…>")
+    # A fused SwiGLU and FP8 cast: activation words come first in the table.
+    fused = classify("void cuda::swiglu_forward_with_weight_and_per_token_cast_to_fp8_with_channels_impl"
+                     "<__nv_bfloat16, true, false, 128>(unsigned char*, __nv_bfloat16 const*)")
+    assert (fused.library, fused.category) == ("unknown", "activation")
+    # Template arguments are not read: `index_t` or `float` say nothing of what the kernel does.
+    assert classify("void mylib::my_fancy_kernel<index_t, float>(float*)").category == "other"
 
 
 def test_classify_is_cached_per_name() -> None:

@@ -370,6 +370,12 @@ class Catalog:
         self._key_span = {prefix: max(len(key) for key, _ in entries) for prefix, entries in self._by_prefix.items()}
         self._word_rules: dict[str, tuple[int, ...]] = {}
         self._everywhere = tuple(rule.index for rule in self.rules if not rule.keys)
+        # A name no rule matches takes its category from the words of its qualified name (the table the
+        # document's [fallback] names), never from its template arguments (types such as `index_t`).
+        words = document.get("fallback", {}).get("category_words")
+        if words is not None and words not in tables:
+            raise ValueError(f"kernel catalog: [fallback] names unknown table '{words}'")
+        self._fallback_words = tables[words] if words is not None else None
 
     def candidates(self, text: str) -> tuple[int, ...]:
         """Indices, in rule order, of the rules whose keys start a word of the name's head, and of the
@@ -409,7 +415,14 @@ class Catalog:
             info = self.rules[index].apply(text, matches)
             if info is not None:
                 return info
-        return KernelInfo(UNKNOWN_LIBRARY, OTHER_CATEGORY, shorten(text), "", None)
+        return KernelInfo(UNKNOWN_LIBRARY, self._fallback_category(text), shorten(text), "", None)
+
+    def _fallback_category(self, text: str) -> str:
+        head = _HEAD.match(text)
+        if self._fallback_words is None or head is None:
+            return OTHER_CATEGORY
+        found = self._fallback_words.find(text, 0, head.end())
+        return found if isinstance(found, str) else OTHER_CATEGORY
 
 
 @functools.cache
