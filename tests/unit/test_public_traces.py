@@ -219,3 +219,37 @@ def test_the_closing_lines_say_how_to_record_phases(tmp_path, capsys):
     marked = PUBLIC / "tracelens" / "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
     assert main(["import", str(marked), "--out", str(tmp_path / "marked"), "--no-report"]) == 0
     assert "phases:" not in capsys.readouterr().out
+
+
+def test_a_trace_whose_device_was_not_recorded_says_so(tmp_path, capsys):
+    """A real trace with its device events taken out (what torch.profiler writes without ProfilerActivity.CUDA):
+    its CPU ops stand in, and the closing lines, run.json and the report in each language say how many calls
+    started GPU work that the trace does not show. A trace of range-profiler activity instead of kernels is not
+    told so."""
+    import re
+
+    from kernelscope.cli import main
+
+    source = PUBLIC / "tracelens" / "traces__h100__gaunernst_bert-small-uncased__1016001.json.gz"
+    with gzip.open(source, "rt") as f:
+        document = json.load(f)
+    device = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}  # every event the device side writes
+    document["traceEvents"] = [e for e in document["traceEvents"] if str(e.get("cat", "")).lower() not in device]
+    calls = sum(1 for e in document["traceEvents"] if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and re.search(r"LaunchKernel|GraphLaunch|Memcpy|Memset", e.get("name", "")))
+    assert calls > 0
+    stripped = tmp_path / "no_device.json"
+    stripped.write_text(json.dumps(document))
+    out = tmp_path / "run"
+    assert main(["import", str(stripped), "--out", str(out), "--lang", "en,zh"]) == 0
+    closing = capsys.readouterr().out
+    assert f"holds {calls:,} calls that start GPU work but no GPU activity" in closing
+    assert "CPU ops stand in" in closing
+    assert json.loads((out / "run.json").read_text())["trace"]["files"][0]["unrecorded_device_calls"] == calls
+    assert f"holds {calls:,} calls that start GPU work" in (out / "report" / "report.md").read_text()
+    assert f"含 {calls:,} 次启动 GPU 工作的调用" in (out / "report" / "report.zh.md").read_text()
+
+    profiler = PUBLIC / "hta" / "data__cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz"
+    assert main(["import", str(profiler), "--out", str(tmp_path / "ranges"), "--no-report"]) == 0
+    assert "no GPU activity" not in capsys.readouterr().out
+    assert "unrecorded_device_calls" not in json.loads((tmp_path / "ranges" / "run.json").read_text())["trace"]["files"][0]

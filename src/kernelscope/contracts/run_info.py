@@ -204,6 +204,8 @@ class TraceFile(_Record, kw_only=True, omit_defaults=True):
     # Device activity the file holds that kernelscope does not read (category → events).
     unread_device_activity: dict[str, int] | msgspec.UnsetType = msgspec.UNSET
     dropped_events: dict[str, int] | msgspec.UnsetType = msgspec.UNSET  # reason → events left out or repaired
+    # Calls that start device work in a file with no device activity: the device was not recorded.
+    unrecorded_device_calls: int | msgspec.UnsetType = msgspec.UNSET
     # nsys stats kernel summaries (docs/nsys.md): which report, its rows and launches, where phases came from.
     report: str | msgspec.UnsetType = msgspec.UNSET
     rows: int | msgspec.UnsetType = msgspec.UNSET

@@ -28,6 +28,9 @@ class TraceMeta(msgspec.Struct, kw_only=True):
     # Events a reader left out or repaired because a field was unusable (reason → events): negative or absurd
     # durations and times, malformed args, launches sharing one correlation id, names cut to the length limit.
     dropped_events: dict[str, int] = msgspec.field(default_factory=dict)
+    # Calls that start device work (kernel and graph launches, copies, sets) in a trace that records no device
+    # activity at all: the profiler ran without recording the device (set when the file is read).
+    unrecorded_device_calls: int = 0
     # Nsight Systems exports: the product version, the session's start (UTC ns), how per-process correlation
     # ids were made unique.
     nsys_version: str | None = None

@@ -65,12 +65,15 @@ def read_trace(path: Path, workers: int | None = None) -> TraceTables:
     kind = source_kind(path)
     if kind == NSYS_REP:
         with tempfile.TemporaryDirectory(prefix="kernelscope-nsys-") as workdir:
-            return load_nsys_sqlite(export_nsys_rep(path, Path(workdir)))
-    if kind == NSYS_SQLITE:
-        return load_nsys_sqlite(path)
-    if kind == KINETO:
-        return load_kineto(path, workers=workers)
-    raise UserError(f"{path}: not a trace (a {kind} file): import it on its own")
+            tables = load_nsys_sqlite(export_nsys_rep(path, Path(workdir)))
+    elif kind == NSYS_SQLITE:
+        tables = load_nsys_sqlite(path)
+    elif kind == KINETO:
+        tables = load_kineto(path, workers=workers)
+    else:
+        raise UserError(f"{path}: not a trace (a {kind} file): import it on its own")
+    tables.meta.unrecorded_device_calls = unrecorded_device_calls(tables)
+    return tables
 
 
 def _has_sqlite_magic(path: Path) -> bool:
@@ -107,7 +110,21 @@ def trace_file(meta: TraceMeta, file: str, json_bytes: int | None = None) -> Tra
         distributed_info=meta.distributed_info, origin_us=meta.origin_us,
         unread_device_activity=meta.unread_device_activity or msgspec.UNSET,
         dropped_events=meta.dropped_events or msgspec.UNSET,
+        unrecorded_device_calls=meta.unrecorded_device_calls or msgspec.UNSET,
     )
+
+
+# Runtime and driver calls that start work on the device (CUDA and HIP spellings): kernel launches of every kind,
+# graph launches, copies and sets. Other calls (stream queries, occupancy, synchronisation) start nothing.
+DEVICE_WORK_CALLS = r"LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Memcpy|Memset"
+
+
+def unrecorded_device_calls(tables: TraceTables) -> int:
+    """Calls that start device work, where the trace records no device activity at all (else 0): a profiler that
+    ran without recording the device (torch.profiler without ProfilerActivity.CUDA, or its device events removed)."""
+    if tables.kernels.height or tables.meta.unread_device_activity or not tables.launches.height:
+        return 0  # device activity of another kind (CUPTI range-profiler ranges) says the device was recorded
+    return int(tables.launches["api"].str.contains(DEVICE_WORK_CALLS).sum())
 
 
 def profiled_trace(meta: TraceMeta, json_bytes: int, file: str) -> TraceInfo:
