@@ -151,6 +151,8 @@ FAMILIES = [
     ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, long*, float*, "
      "dpsk::ep::internode::SourceMeta*, int4 const*, float const*)", "DeepEP", "MoE dispatch",
      "DeepEP Dispatch (internode)"),
+    ("void dpsk::ep::internode::notify_dispatch<false, 8>(int const*, long*, int, int const*, int*, int const*)",
+     "DeepEP", "MoE dispatch", "DeepEP Notify Dispatch (internode)"),
     ("void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int*, int, int, int const*, int const*)",
      "DeepEP", "communication", "DeepEP Helper"),
     ("void cutlass::device_kernel<dpsk::grouped_gemm::cuda::m_grouped_fp8_ptp128c::GemmKernel>"
