@@ -122,3 +122,11 @@ def test_why_events_were_left_out_is_worded_in_the_page_language(tmp_path):
     zh = (out / "report" / "report.zh.md").read_text().split("\n## ")[1]
     assert "1 (name cut to the length limit)" in en
     assert "1（名称超长被截断）" in zh and "length limit" not in zh
+
+
+def test_an_empty_name_is_a_dash_not_an_empty_code_span():
+    """An empty code span (two backticks) is no markup: it prints as backticks. Empty or blank text reads as a dash,
+    in tables and in sentences; other text keeps its code span."""
+    for blank in ("", "   ", None):
+        assert fmt.code(blank) == "–" and fmt.inline_code(blank) == "–"
+    assert fmt.code("x") == "`x`"

@@ -102,8 +102,8 @@ def one_line(text: Any) -> str:
 def code(text: Any) -> Markdown:
     """A string read from an input as inline code in a table cell: a fence longer than any run of backticks inside
     it (so the text cannot close the span and continue as markup), pipes escaped (a table reads `\\|` inside code
-    as a pipe), kept on one line."""
-    if text is None:
+    as a pipe), kept on one line. Nothing to show (None, or only spaces: an empty code span is no markup) is a dash."""
+    if text is None or not str(text).strip():
         return Markdown("–")
     return inline_code(one_line(text).replace("|", "\\|"))
 
@@ -111,7 +111,7 @@ def code(text: Any) -> Markdown:
 def inline_code(text: Any) -> Markdown:
     """A string read from an input as inline code in a sentence, outside tables (where `\\|` would print its
     backslash): code() without the pipes escaped."""
-    if text is None:
+    if text is None or not str(text).strip():
         return Markdown("–")
     text = one_line(text)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
