@@ -99,9 +99,11 @@ def test_bare_array_form(tmp_path):
         (b"", "file is empty"),
         (b"hello", "not JSON"),
         (b'{"traceEvents": [{"ph": "X", "cat": "kernel"', "truncated"),
-        (b'{"schemaVersion": 1}', "not a Kineto trace"),
+        (b'{"schemaVersion": 1}', "not a Kineto trace: the document lacks the field `traceEvents`"),
         (b'{"traceEvents": 3}', "not a Kineto trace"),
-        (b'{"traceEvents": [{"ph": "X", "ts": "soon"}]}', "not a Kineto trace"),
+        (b'{"traceEvents": [{"ph": "X", "ts": "soon"}]}',
+         "not a Kineto trace: an event's `ts` is text where Kineto writes a number or null"),
+        (b'[{"ph": "X", "name": 5, "ts": 1}]', "an event's `name` is a whole number where Kineto writes text"),
         (gzip.compress(b'{"traceEvents": []}')[:-9], "gzip"),
     ],
 )
@@ -187,3 +189,13 @@ def test_chunks_are_smaller_where_threads_keep_parser_buffers(monkeypatch, nativ
     expected = reader.NATIVE_CHUNK_BYTES if native else reader.CHUNK_BYTES
     assert reader.default_chunk_bytes() == expected
     assert reader.NATIVE_CHUNK_BYTES < reader.CHUNK_BYTES
+
+
+def test_schema_messages_in_words_and_others_kept():
+    from kernelscope.load.kineto.schema_errors import describe
+
+    assert describe("Expected `float | null`, got `str` - at `$.traceEvents[12].dur`").startswith(
+        "an event's `dur` is text where Kineto writes a number or null (Ascend")
+    assert describe("Expected `array`, got `object`") == "the document is an object where Kineto writes a list"
+    assert describe("Object missing required field `traceEvents`") == "the document lacks the field `traceEvents`"
+    assert describe("something else entirely") == "something else entirely"

@@ -24,6 +24,7 @@ import numpy as np
 
 from kernelscope.errors import UserError
 from kernelscope.load.input_checks import check_input_file
+from kernelscope.load.kineto.schema_errors import describe
 
 _KEY = b'"traceEvents"'
 
@@ -215,7 +216,7 @@ def _locate_exactly(path: Path, data: mmap.mmap) -> EventArray:
         try:
             document = msgspec.json.decode(text, type=_Document)
         except msgspec.ValidationError as exc:
-            raise UserError(f"{path}: not a Kineto trace: {exc}") from None
+            raise UserError(f"{path}: not a Kineto trace: {describe(str(exc))}") from None
         except msgspec.DecodeError as exc:
             raise UserError(f"{path}: invalid or truncated JSON: {exc}") from None
         except RecursionError:

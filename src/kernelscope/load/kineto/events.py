@@ -26,6 +26,7 @@ from kernelscope.contracts.tables import (
 )
 from kernelscope.cycles import cycle_collection_paused
 from kernelscope.errors import UserError
+from kernelscope.load.kineto.schema_errors import describe
 from kernelscope.load.names import bounded, bounded_all
 
 T = TypeVar("T")
@@ -127,7 +128,8 @@ def _decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, 
         if not final:
             raise ChunkError from None
         kind = "not a Kineto trace" if isinstance(exc, msgspec.ValidationError) else "invalid or truncated JSON"
-        detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        detail = ("nested too deeply" if isinstance(exc, RecursionError)
+                  else describe(str(exc)) if isinstance(exc, msgspec.ValidationError) else str(exc))
         raise UserError(f"{path}: {kind}: {detail}") from None
     del text
     codes = _category_codes(events)
