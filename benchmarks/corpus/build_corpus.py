@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import subprocess
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -22,6 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def git_dir(mirrors: Path, repo: str) -> Path:
     base = mirrors / repo.replace("/", "+")
     return base / "repo" if (base / "repo").exists() else base
+
+
+def tar_member(archive: bytes, member: str) -> bytes:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
+        extracted = tar.extractfile(member)
+        if extracted is None:
+            raise SystemExit(f"{member}: not a file in its archive")
+        return extracted.read()
 
 
 def main() -> None:
@@ -36,6 +46,8 @@ def main() -> None:
         else:
             data = subprocess.run(["git", "--git-dir", str(git_dir(args.mirrors, entry["source"])), "show",
                                    f"{entry['commit']}:{entry['source_path']}"], capture_output=True, check=True).stdout
+        if "member" in entry:  # a file inside a tar archive of the repository
+            data = tar_member(data, entry["member"])
         if len(data) != entry["bytes"]:
             raise SystemExit(f"{entry['path']}: {len(data)} bytes, the manifest says {entry['bytes']}")
         target = args.out / entry["path"]
