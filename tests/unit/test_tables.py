@@ -124,3 +124,37 @@ def test_kernel_mix_of_a_real_run_matches_its_rows(column):
                                                                           total[value])
             assert row["time_pct"] == pytest.approx(100.0 * total[value] / phase_time)
         assert len(names) == mix.height > 1
+
+
+def test_gpu_busy_of_several_ranks_is_each_gpu_share_of_the_span():
+    """Two ranks of a real training run imported together (HTA's sampled ranks, each on its own GPU): busy time is
+    each rank's union of kernel intervals, summed; GPU busy is that over the span times the GPUs (at most 100%),
+    and the mean gap the idle time left over the GPUs per kernel (never negative). Computed from the rows in plain
+    Python."""
+    from pathlib import Path
+
+    from kernelscope.analyze.attribution import attribute
+    from kernelscope.analyze.ranks import combine_ranks
+    from kernelscope.load.sources import read_trace
+
+    public = Path(__file__).parent.parent / "data" / "public" / "hta"
+    parts = [attribute(read_trace(public / f"data__trace_filter__sampled_rank-{i}.json.gz")) for i in (0, 1)]
+    kernels, _ = combine_ranks(parts)
+    for phase, rows in kernels.filter(pl.col("start_ns").is_not_null()).partition_by("phase", as_dict=True).items():
+        busy, lanes = 0, set()
+        for (rank, device), lane in rows.partition_by("rank", "device", as_dict=True).items():
+            lanes.add((rank, device))
+            reach = None
+            for start, dur in sorted(zip(lane["start_ns"].to_list(), lane["dur_ns"].to_list(), strict=True)):
+                end = start + dur
+                if reach is None or start > reach:
+                    busy += end - start
+                    reach = end
+                elif end > reach:
+                    busy += end - reach
+                    reach = end
+        span = max(s + d for s, d in zip(rows["start_ns"], rows["dur_ns"], strict=True)) - rows["start_ns"].min()
+        row = phase_table(kernels).filter(pl.col("phase") == phase[0]).row(0, named=True)
+        assert len(lanes) == 2 and row["busy_ns"] == busy
+        assert row["busy_pct"] == pytest.approx(100.0 * busy / (span * 2)) and row["busy_pct"] <= 100.0
+        assert row["mean_gap_ns"] == pytest.approx((span * 2 - busy) / row["kernel_count"]) and row["mean_gap_ns"] >= 0

@@ -63,28 +63,45 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
              .alias("span_ns"))
     )
     table = table.join(spans, on="phase", how="left")
-    timeline = kernels.select("phase", "device", "start_ns", "dur_ns")  # groups copy only what busy_ns reads
+    timeline = kernels.select("phase", *_LANE, "start_ns", "dur_ns")  # groups copy only what busy_ns reads
     busy = pl.DataFrame(
-        [(phase, busy_ns(group)) for (phase,), group in timeline.group_by("phase")],
-        schema={"phase": pl.String, "busy_ns": pl.Int64}, orient="row",
+        [(phase, busy_ns(group), _lanes(group)) for (phase,), group in timeline.group_by("phase")],
+        schema={"phase": pl.String, "busy_ns": pl.Int64, "_lanes": pl.Int64}, orient="row",
     )
     launch = table.select("phase", "mean_launch_ns")  # placed after busy_ns, as the table's columns are ordered
     table = table.drop("mean_launch_ns").join(busy, on="phase", how="left").join(launch, on="phase", how="left")
+    # Busy time is summed over the devices (each rank's GPUs); the span is one wall-clock stretch: on a run of several
+    # GPUs, busy is the share of the span each was busy, averaged over them, and a gap is idle time on any of them.
+    budget = pl.col("span_ns") * pl.col("_lanes")
     table = table.with_columns(
-        (100.0 * pl.col("busy_ns") / pl.col("span_ns")).alias("busy_pct"),
-        ((pl.col("span_ns") - pl.col("busy_ns")) / pl.col("kernel_count")).alias("mean_gap_ns"),
-    )
+        (100.0 * pl.col("busy_ns") / budget).alias("busy_pct"),
+        ((budget - pl.col("busy_ns")) / pl.col("kernel_count")).alias("mean_gap_ns"),
+    ).drop("_lanes")
     return _ordered(table).drop("first_start_ns", "last_end_ns")
 
 
+# What one device's timeline is: a rank's device (ranks of a multi-rank import may all call theirs device 0).
+_LANE = ("rank", "device")
+
+
+def _lane_columns(kernels: pl.DataFrame) -> list[str]:
+    return [c for c in _LANE if c in kernels.columns]
+
+
+def _lanes(kernels: pl.DataFrame) -> int:
+    """Devices with a timeline among `kernels` (rank and device pairs with start times)."""
+    return kernels.filter(pl.col("start_ns").is_not_null()).select(_lane_columns(kernels)).unique().height
+
+
 def busy_ns(kernels: pl.DataFrame) -> int | None:
-    """Time during which at least one kernel runs (the union of kernel intervals), summed over devices; None
-    without start times (summary rows)."""
-    kernels = kernels.select("device", "start_ns", "dur_ns").filter(pl.col("start_ns").is_not_null())
+    """Time during which at least one kernel runs (the union of kernel intervals), summed over devices (each rank's
+    own); None without start times (summary rows)."""
+    lanes = _lane_columns(kernels)
+    kernels = kernels.select(*lanes, "start_ns", "dur_ns").filter(pl.col("start_ns").is_not_null())
     if kernels.height == 0:
         return None
     total = 0
-    for _, group in kernels.group_by("device"):
+    for _, group in kernels.group_by(*lanes):
         start = group["start_ns"].to_numpy()
         end = start + group["dur_ns"].to_numpy()
         if (start[1:] < start[:-1]).any():  # runs keep kernels in time order: sorted only where they are not
