@@ -35,7 +35,7 @@ def terminal_summary(run_dir: Path) -> str:
              f"{fmt.one_line(summary.device or 'an unnamed device')}"
              + (" (inferred from its properties)" if run.info.hardware.identified_by == "device properties" else "")
              + (" (CPU ops stand in for kernels)" if cpu else "")]
-    for file in run.info.trace.files if run.info.trace is not None else []:
+    for file in run.info.trace.imported_files() if run.info.trace is not None else []:
         if file.unrecorded_device_calls:
             lines.append(f"  note: {fmt.one_line(file.file)} holds {file.unrecorded_device_calls:,} calls that start "
                          "GPU work but no GPU activity: the profiler did not record the device (torch.profiler "

@@ -229,6 +229,10 @@ class TraceInfo(_Record, kw_only=True):
     file: str | None = None
     files: list[TraceFile] | msgspec.UnsetType = msgspec.UNSET
 
+    def imported_files(self) -> list[TraceFile]:
+        """The files an import read (none for a profile run, which records its own trace)."""
+        return self.files if isinstance(self.files, list) else []
+
     def origins_us(self) -> list[float]:
         """Origin (µs) of each rank's timeline: the trace's own, or each imported file's."""
         if isinstance(self.files, list) and self.files:
