@@ -45,7 +45,7 @@ def test_hardware_data_is_sane(name):
      ("NVIDIA GeForce RTX 5090", "rtx-5090"), ("NVIDIA GB200", "gb200"), ("NVIDIA B200", "b200"),
      ("AMD Instinct MI300X", "mi300x"), ("AMD Instinct MI300X VF", "mi300x"), ("AMD Instinct MI325X", "mi325x"),
      ("AMD Instinct MI355X", "mi355x"), ("AMD Instinct MI250X/MI250", "mi250x"), ("AMD Instinct MI250", "mi250"),
-     ("AMD Instinct MI210", "mi210")],
+     ("AMD Instinct MI210", "mi210"), ("Tesla T4", "t4"), ("NVIDIA GeForce RTX 2080 Ti", "rtx-2080-ti")],
 )
 def test_device_names_match_their_entry(device, key):
     assert match_spec(device).key == key
