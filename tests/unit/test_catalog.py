@@ -160,6 +160,9 @@ FAMILIES = [
      "DeepSeek Grouped GEMM (m_grouped_fp8_ptp128c)"),
     ("void dpsk::grouped_gemm::cuda::utils::transpose<512, 128, 4, 4>(unsigned char const*, unsigned char*, int, "
      "int, int, int)", "DeepSeek in-house", "copy/cast", "DeepSeek GEMM Helper (transpose)"),
+    # cuDNN 8.9's implicit-GEMM convolution with its data type around scudnn (harryjmoss/particle_transformer, A100).
+    ("_5x_cudnn_ampere_fp16_scudnn_fp16_128x32_relu_small_nn_v1", "cuDNN", "convolution",
+     "cuDNN Implicit-GEMM Convolution (ampere, FP16, tile 128x32)"),
     # FlashAttention 3's first releases: compute_attn_ws with FA2-style traits (headdim, blockM, blockN, …, dtype).
     ("void flash::compute_attn_ws<Flash_fwd_kernel_traits<192, 128, 128, 12, 2, false, 1, cutlass::bfloat16_t, "
      "128>, true, flash::SingleTileScheduler, flash::FixedSeqLenTraits>(flash::CollectiveMainloopFwd<"
