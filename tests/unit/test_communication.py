@@ -211,3 +211,70 @@ def test_expert_parallel_token_exchange_counts_as_communication(tmp_path):
     assert set(result.instances["kind"]) == {"dispatch"}
     assert result.instances.height == sum(len(_nccl(p)) for p in RANKS)
     assert result.by_collective["bus_bytes_per_s"].null_count() == result.by_collective.height  # no sizes known
+
+
+def test_the_part_of_a_wait_that_more_work_explains(comm, tmp_path):
+    """Per matched collective and rank, the part of its wait that the last rank's extra compute explains: the last
+    rank's busy time (the union of its other kernels) since its previous collective in the phase, or the phase's first
+    kernel, minus this rank's, kept within [0, wait]. Busy times recomputed here from the run's rows in plain Python."""
+    from kernelscope.analyze.communication import is_collective
+    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.load import rundir
+
+    out = tmp_path / "run"
+    assert main(["-q", "import", *map(str, RANKS), "--out", str(out), "--no-report"]) == 0
+    kernels = with_costs_and_names(rundir.read_run(out)).kernels.filter(pl.col("start_ns").is_not_null())
+    kernels = kernels.with_columns(is_collective().alias("coll"))
+    busy = {}
+    for lane in kernels.partition_by("rank", "phase"):
+        rows = sorted(lane.select("kernel_id", "start_ns", "dur_ns", "coll").iter_rows(), key=lambda r: (r[1], r[0]))
+        window = min(r[1] for r in rows)
+        compute = [(s, s + d) for _, s, d, c in rows if not c]
+        for kernel_id, start, dur, coll in rows:
+            if not coll:
+                continue
+            begin = min(window, start)
+            covered, reach = 0, begin
+            for s, e in sorted(compute):
+                s, e = max(s, reach), min(e, start)
+                if e > s:
+                    covered += e - s
+                    reach = e
+            busy[kernel_id] = covered
+            window = max(window, start + dur)
+    inst = comm.instances.select("group", "kind", "seq", "rank", "kernel_id", "start_ns", "wait_ns", "imbalance_ns")
+    checked = 0
+    for _, group in inst.partition_by("group", "kind", "seq", as_dict=True).items():
+        last = group.sort("start_ns", descending=True).row(0, named=True)
+        for row in group.iter_rows(named=True):
+            expected = min(max(busy[last["kernel_id"]] - busy[row["kernel_id"]], 0), row["wait_ns"])
+            assert row["imbalance_ns"] == expected
+            checked += 1
+    assert checked == inst.height > 0
+    by_rank = comm.by_rank.filter(pl.col("wait_ns") > 0)
+    assert by_rank["imbalance_pct"].to_list() == pytest.approx(
+        [100 * i / w for i, w in zip(by_rank["imbalance_ns"], by_rank["wait_ns"], strict=True)])
+
+
+def test_a_wait_is_told_apart_into_more_work_and_a_late_start():
+    """Two ranks, one all-reduce after a previous one that ended at 0. Rank 0 computes 5 µs, rank 1 1 µs: rank 1's
+    4 µs wait is all more work elsewhere. Then the same work on both, rank 0 starting it 3 µs late: rank 1's wait is
+    none of it more work."""
+    from kernelscope.analyze.communication import communication
+    from kernelscope.contracts.tables import conform_kernels
+
+    def run(rank0, rank1):
+        rows = []
+        for rank, (work_start, work_dur, arrive) in enumerate((rank0, rank1)):
+            rows += [("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", rank, "decode", -1000, 1000, "communication"),
+                     ("gemv", rank, "decode", work_start, work_dur, "GEMV"),
+                     ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", rank, "decode", arrive, 500, "communication")]
+        frame = pl.DataFrame(rows, schema=["name", "rank", "phase", "start_ns", "dur_ns", "category"], orient="row")
+        frame = frame.with_columns(pl.lit("kernel").alias("kind"), pl.lit("NCCL").alias("library"),
+                                   pl.int_range(pl.len()).alias("kernel_id"), pl.col("rank").alias("device"))
+        return communication(conform_kernels(frame)).instances.filter(pl.col("seq") == 1).sort("rank")
+
+    more_work = run((0, 5000, 5000), (0, 1000, 1000))
+    assert more_work["wait_ns"].to_list() == [0, 4000] and more_work["imbalance_ns"].to_list() == [0, 4000]
+    late_start = run((3000, 1000, 4000), (0, 1000, 1000))
+    assert late_start["wait_ns"].to_list() == [0, 3000] and late_start["imbalance_ns"].to_list() == [0, 0]

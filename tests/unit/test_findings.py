@@ -33,3 +33,17 @@ def test_a_rule_fires_only_when_it_holds_and_has_its_numbers():
     # The median run waits for the host, the fastest one does not: within the spread, so no finding.
     noisy = {**full, "decode_idle_pct_min": Metric(30.0)}
     assert "decode-host-bound" not in {f.id for f in evaluate(noisy)}
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_a_waiting_rank_is_told_its_cause(phase):
+    """A rank that waits most of its collective time: when the last rank's extra work explains most of the wait, the
+    finding says the loads differ and recommends balancing them; otherwise it says the last rank started late."""
+    base = {f"{phase}_wait_rank": 1.0, f"{phase}_wait_ns_per_step": 2e6, f"{phase}_wait_share": 95.0,
+            f"{phase}_wait_rank_comm_pct": 40.0}
+    loads = {f.id: f for f in evaluate(metrics(**base, **{f"{phase}_wait_imbalance_pct": 80.0}))}
+    assert f"{phase}-rank-imbalance" in loads and f"{phase}-rank-wait" not in loads
+    assert "the ranks' loads differ" in loads[f"{phase}-rank-imbalance"].rule["en"]
+    late = {f.id: f for f in evaluate(metrics(**base, **{f"{phase}_wait_imbalance_pct": 10.0}))}
+    assert f"{phase}-rank-wait" in late and f"{phase}-rank-imbalance" not in late
+    assert "starts its kernels later" in late[f"{phase}-rank-wait"].rule["en"]

@@ -9,7 +9,11 @@ a group in the same order on every rank, which is what makes this exact. An inst
 run the group (a trace window that cut it) is left unmatched and counted.
 
 Per instance: the last rank to arrive starts the data movement, so rank r waits (last start − r's start) and
-moves data for (its end − last start). Message bytes come from the elements the trace records per collective
+moves data for (its end − last start). Why it waits: since each rank's previous collective ended, the last rank
+may have had more device work to do (the ranks' loads differ: experts receiving unequal tokens, unequal shards) or
+the same work launched later (its GPU idle: the host was late). The part of r's wait that the last rank's extra
+busy time explains, (last rank's compute busy time − r's) clipped to [0, wait], is `imbalance_ns`; the rest is
+the last rank arriving late with no more work. Message bytes come from the elements the trace records per collective
 (`In/Out msg nelems` and `dtype`, written by torch ≥ 2.4 for NCCL kernels) and follow nccl-tests' conventions;
 bus bandwidth is algorithm bandwidth (bytes / transfer time) times the collective's factor (all-reduce
 2(n−1)/n; all-gather, reduce-scatter, all-to-all (n−1)/n; others 1), comparable to one direction of the link."""
@@ -103,7 +107,7 @@ def communication(kernels: pl.DataFrame, link_bandwidth: float | None = None,
         .fill_null("").alias("where"),
     ).sort("rank", "start_ns")
     comm = comm.with_columns(pl.int_range(pl.len()).over("rank", "group", "kind").alias("seq"))
-    instances = _matched(comm, len(ranks))
+    instances = _with_imbalance(_matched(comm, len(ranks)), kernels, comm)
     unmatched = comm.height - instances.height
     peak = link_bandwidth / 2 if link_bandwidth else None
     return Communication(instances=instances, by_collective=_by_collective(instances, peak),
@@ -164,6 +168,53 @@ def _matched(comm: pl.DataFrame, ranks: int) -> pl.DataFrame:
     return out.drop("on_ranks", "last_start_ns")
 
 
+def _with_imbalance(instances: pl.DataFrame, kernels: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
+    """`instances` with `imbalance_ns`: the part of each rank's wait that the last-arriving rank's extra compute
+    explains. Per rank, a collective's work window runs from the end of the rank's previous collective (any kind)
+    in the same phase, or from the phase's first kernel on that rank, to the collective's start; its busy time is
+    the union of the rank's other kernels inside it."""
+    if instances.height == 0:
+        return instances.with_columns(pl.lit(None, pl.Int64).alias("imbalance_ns"))
+    busy: dict[int, int] = {}  # kernel_id of a collective → compute busy time in its window on its rank
+    timed = (kernels.select("rank", "phase", "start_ns", "dur_ns", is_collective().alias("_collective"))
+             .filter(pl.col("start_ns").is_not_null()))
+    lanes = timed.partition_by("rank", "phase", as_dict=True)
+    for (rank, phase), mine in comm.group_by("rank", "phase"):
+        lane = lanes[(rank, phase)]
+        starts, ends, covered = _merged(lane.filter(~pl.col("_collective")))
+        window_start = int(lane["start_ns"].min())
+        for kernel_id, start, dur in mine.sort("start_ns").select("kernel_id", "start_ns", "dur_ns").iter_rows():
+            begin = min(window_start, start)
+            busy[kernel_id] = (_covered_until(start, starts, ends, covered)
+                               - _covered_until(begin, starts, ends, covered)) if len(starts) else 0
+            window_start = max(window_start, start + dur)
+    key = ["group", "kind", "seq"]
+    work = pl.col("kernel_id").replace_strict(busy, default=None, return_dtype=pl.Int64)
+    last_work = work.sort_by("start_ns", descending=True).first().over(key)
+    return instances.with_columns(
+        pl.min_horizontal(pl.max_horizontal(last_work - work, pl.lit(0)), pl.col("wait_ns")).alias("imbalance_ns"))
+
+
+def _merged(kernels: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernels' intervals merged into disjoint ones (starts, ends) and the covered length before each."""
+    if kernels.height == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(1, dtype=np.int64)
+    starts = kernels["start_ns"].to_numpy()
+    ends = starts + kernels["dur_ns"].to_numpy()
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    running = np.maximum.accumulate(ends)
+    new = np.empty(len(starts), dtype=bool)
+    new[0] = True
+    new[1:] = starts[1:] > running[:-1]
+    group = np.cumsum(new) - 1
+    merged_start = starts[new]
+    merged_end = np.zeros(len(merged_start), dtype=np.int64)
+    np.maximum.at(merged_end, group, ends)
+    return merged_start, merged_end, np.concatenate([[0], np.cumsum(merged_end - merged_start)])
+
+
 def _by_collective(instances: pl.DataFrame, peak: float | None) -> pl.DataFrame:
     """Per phase, kind and message size: instances, mean time per rank, mean wait and transfer, bus bandwidth."""
     if instances.height == 0:
@@ -203,15 +254,18 @@ def _by_rank(kernels: pl.DataFrame, comm: pl.DataFrame, instances: pl.DataFrame)
         rows.append({
             "rank": rank, "phase": phase, "device_time_ns": int(group["dur_ns"].sum()), "comm_ns": comm_ns,
             "wait_ns": int(waits["wait_ns"].sum()) if waits.height else None,
+            "imbalance_ns": int(waits["imbalance_ns"].sum()) if waits.height else None,
             "overlap_ns": _overlap(mine, compute) if comm_ns else 0,
             "collectives": mine.height,
         })
     table = pl.DataFrame(rows, schema={"rank": pl.Int64, "phase": pl.String, "device_time_ns": pl.Int64,
-                                        "comm_ns": pl.Int64, "wait_ns": pl.Int64, "overlap_ns": pl.Int64,
-                                        "collectives": pl.Int64})
+                                        "comm_ns": pl.Int64, "wait_ns": pl.Int64, "imbalance_ns": pl.Int64,
+                                        "overlap_ns": pl.Int64, "collectives": pl.Int64})
     return table.filter(pl.col("collectives") > 0).with_columns(
         (pl.col("comm_ns") / pl.col("device_time_ns") * 100).alias("comm_pct"),
         (pl.col("wait_ns") / pl.col("comm_ns") * 100).alias("wait_pct"),
+        # Of the wait, the share the last rank's extra work explains (null where the rank never waited).
+        pl.when(pl.col("wait_ns") > 0).then(pl.col("imbalance_ns") / pl.col("wait_ns") * 100).alias("imbalance_pct"),
         (pl.col("overlap_ns") / pl.col("comm_ns") * 100).alias("overlap_pct"),
     ).sort("phase", "rank")
 
@@ -221,19 +275,7 @@ def _overlap(comm: pl.DataFrame, compute: pl.DataFrame) -> int:
     intervals first)."""
     if compute.height == 0:
         return 0
-    starts = compute["start_ns"].to_numpy()
-    ends = starts + compute["dur_ns"].to_numpy()
-    order = np.argsort(starts)
-    starts, ends = starts[order], ends[order]
-    running = np.maximum.accumulate(ends)
-    new = np.empty(len(starts), dtype=bool)
-    new[0] = True
-    new[1:] = starts[1:] > running[:-1]
-    group = np.cumsum(new) - 1
-    merged_start = starts[new]
-    merged_end = np.zeros(len(merged_start), dtype=np.int64)
-    np.maximum.at(merged_end, group, ends)
-    covered = np.concatenate([[0], np.cumsum(merged_end - merged_start)])
+    merged_start, merged_end, covered = _merged(compute)
     total = 0
     for s, e in zip(comm["start_ns"].to_list(), (comm["start_ns"] + comm["dur_ns"]).to_list(), strict=True):
         total += _covered_until(e, merged_start, merged_end, covered) - _covered_until(s, merged_start, merged_end,

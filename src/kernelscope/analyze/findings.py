@@ -144,6 +144,7 @@ def _communication_metrics(tables: Any, phase: str) -> dict[str, Metric]:
         m[f"{phase}_wait_ns"] = _from_table(ranks, t, "wait_ns", rows, agg="first")
         m[f"{phase}_wait_share"] = _from_table(ranks, t, "wait_pct", rows, agg="first")
         m[f"{phase}_wait_rank_comm_pct"] = _from_table(ranks, t, "comm_pct", rows, agg="first")
+        m[f"{phase}_wait_imbalance_pct"] = _from_table(ranks, t, "imbalance_pct", rows, agg="first")
         steps = tables.phases.filter(pl.col("phase") == phase)["steps"]
         per_step = worst["wait_ns"] / steps[0] if steps.len() and steps[0] else None
         m[f"{phase}_wait_ns_per_step"] = _derived(f"{phase}_wait_ns_per_step", per_step,

@@ -120,6 +120,7 @@ SPECS: dict[str, Spec] = {
     "communication_ranks": [("phase", "phase", "term"), ("rank", "rank", "int"), ("collectives", "collectives", "int"),
                             ("communication", "comm_ns", "dur"), ("time_pct", "comm_pct", "pct"),
                             ("waiting", "wait_ns", "dur"), ("wait_share", "wait_pct", "pct"),
+                            ("wait_for_work", "imbalance_pct", "pct"),
                             ("overlap", "overlap_pct", "pct"), ("device_time", "device_time_ns", "dur")],
     "names": [("kernel", "label", "text"), ("library", "library", "text"), ("category", "category", "term"),
               ("description", "description", "term"), ("full_name", "name", "code")],
