@@ -278,3 +278,23 @@ def test_a_wait_is_told_apart_into_more_work_and_a_late_start():
     assert more_work["wait_ns"].to_list() == [0, 4000] and more_work["imbalance_ns"].to_list() == [0, 4000]
     late_start = run((3000, 1000, 4000), (0, 1000, 1000))
     assert late_start["wait_ns"].to_list() == [0, 3000] and late_start["imbalance_ns"].to_list() == [0, 0]
+
+
+def test_the_ranks_table_gives_each_rank_its_work_less_its_waits(tmp_path):
+    """Device time less the waits inside collectives, per rank; both read from the two trace files in plain Python
+    (waits: the n-th collective of each name on each rank against the later of the two starts)."""
+    out = tmp_path / "run"
+    assert main(["-q", "import", *map(str, RANKS), "--out", str(out), "--lang", "en"]) == 0
+    per_rank = [_nccl(p) for p in RANKS]
+    waits = [0.0, 0.0]
+    for a, b in zip(*per_rank, strict=True):
+        assert a["name"] == b["name"]
+        last = max(a["ts"], b["ts"])
+        waits[0] += last - a["ts"]
+        waits[1] += last - b["ts"]
+    table = pl.read_csv(out / "report" / "tables" / "ranks.csv").sort("rank")
+    for rank, path in enumerate(RANKS):
+        row = table.row(rank, named=True)
+        assert row["device_time_ns"] == pytest.approx(_device_total_us(path) * 1e3, abs=2000)
+        assert row["working_ns"] == pytest.approx((_device_total_us(path) - waits[rank]) * 1e3, abs=2000)
+    assert "Less waiting in collectives" in (out / "report" / "report.md").read_text()

@@ -88,3 +88,14 @@ def rank_table(kernels: pl.DataFrame, timed: list | None = None) -> pl.DataFrame
                                            "ttft_ms": pl.Float64, "tpot_ms": pl.Float64}, orient="row")
         table = table.join(where, on="rank", how="left")
     return table
+
+
+def with_waiting(ranks: pl.DataFrame | None, instances: pl.DataFrame | None) -> pl.DataFrame | None:
+    """The rank table with each rank's device time less the time it waited inside collectives for the other ranks
+    (`working_ns`: its own work, where collectives were matched across the ranks; analyze/communication)."""
+    if ranks is None or instances is None or instances.height == 0:
+        return ranks
+    waited = instances.group_by("rank").agg(pl.col("wait_ns").sum().alias("_waited"))
+    return (ranks.join(waited, on="rank", how="left")
+            .with_columns((pl.col("device_time_ns") - pl.col("_waited").fill_null(0)).alias("working_ns"))
+            .drop("_waited"))

@@ -27,7 +27,7 @@ from kernelscope.analyze.ncu_measurements import (
 from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.analyze.phases import phase_table, step_table, steps_of_every_phase
 from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
-from kernelscope.analyze.ranks import rank_table
+from kernelscope.analyze.ranks import rank_table, with_waiting
 from kernelscope.analyze.roofline import (
     MissingCeiling,
     class_table,
@@ -170,7 +170,8 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
     tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None,
                                          run.info.layer_types)
     parallel = run.info.parallel
-    tables.ranks = rank_table(kernels, parallel.ranks if parallel is not None else None)
+    tables.ranks = with_waiting(rank_table(kernels, parallel.ranks if parallel is not None else None),
+                                tables.communication.instances if tables.communication is not None else None)
     tables.source_lines = source_line_table(kernels, labels)
     tables.measured = _measured_tables(run, kernels, labels, ceilings)
     tables.accelerator = accelerator_needs(kernels, run.info, ceilings, tables.per_phase("categories"),

@@ -487,7 +487,8 @@ def _ranks_context(tables: ReportTables, info: RunInfo, table: _Tables) -> dict[
             "tp": parallel.tensor_parallel if parallel is not None else 1,
             "ep": parallel.expert_parallel if parallel is not None else 1,
             "backend": parallel.backend if parallel is not None else None,
-            "timed": parallel is not None and bool(parallel.ranks)}
+            "timed": parallel is not None and bool(parallel.ranks),
+            "working": "working_ns" in tables.ranks.columns}
 
 
 def _communication_context(tables: ReportTables, table: _Tables) -> dict[str, Any] | None:

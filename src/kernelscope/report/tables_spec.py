@@ -113,7 +113,7 @@ SPECS: dict[str, Spec] = {
                       ("bus_bandwidth", "bus_bytes_per_s", "gbs"), ("link_share", "link_pct", "pct")],
     "ranks": [("rank", "rank", "int"), ("host", "host?", "code"), ("gpu", "device?", "code"),
               ("launches", "kernel_count", "int"), ("device_time", "device_time_ns", "dur"),
-              ("attributed", "attributed_pct", "pct"), ("ttft", "ttft_ms?", "ms3"), ("tpot", "tpot_ms?", "ms3")],
+              ("working", "working_ns?", "dur"), ("attributed", "attributed_pct", "pct"), ("ttft", "ttft_ms?", "ms3"), ("tpot", "tpot_ms?", "ms3")],
     "communication_layers": [("phase", "phase", "term"), ("layer_type", "layer_type", "term"),
                              ("layers", "layers", "int"), ("per_rank_step", "comm_per_step_ns", "dur"),
                              ("time_pct", "comm_pct", "pct"), ("wait_share", "wait_pct", "pct")],
