@@ -21,6 +21,7 @@ bus bandwidth is algorithm bandwidth (bytes / transfer time) times the collectiv
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -181,18 +182,34 @@ def _with_imbalance(instances: pl.DataFrame, kernels: pl.DataFrame, comm: pl.Dat
     lanes = timed.partition_by("rank", "phase", as_dict=True)
     for (rank, phase), mine in comm.group_by("rank", "phase"):
         lane = lanes[(rank, phase)]
-        starts, ends, covered = _merged(lane.filter(~pl.col("_collective")))
-        window_start = int(lane["start_ns"].min())
-        for kernel_id, start, dur in mine.sort("start_ns").select("kernel_id", "start_ns", "dur_ns").iter_rows():
-            begin = min(window_start, start)
-            busy[kernel_id] = (_covered_until(start, starts, ends, covered)
-                               - _covered_until(begin, starts, ends, covered)) if len(starts) else 0
-            window_start = max(window_start, start + dur)
+        mine = mine.sort("start_ns")
+        arrive = mine["start_ns"].to_numpy()
+        # Each window opens where the rank's earlier collectives have all ended (the phase's first kernel before
+        # any), and never after the collective itself starts.
+        ended = np.maximum.accumulate(arrive + mine["dur_ns"].to_numpy())
+        opens = np.maximum(int(lane["start_ns"].min()), np.concatenate(([np.iinfo(np.int64).min], ended[:-1])))
+        opens = np.minimum(opens, arrive)
+        covered = _covered_before(_merged(lane.filter(~pl.col("_collective"))))
+        busy.update(zip(mine["kernel_id"].to_list(), (covered(arrive) - covered(opens)).tolist(), strict=True))
     key = ["group", "kind", "seq"]
     work = pl.col("kernel_id").replace_strict(busy, default=None, return_dtype=pl.Int64)
     last_work = work.sort_by("start_ns", descending=True).first().over(key)
     return instances.with_columns(
         pl.min_horizontal(pl.max_horizontal(last_work - work, pl.lit(0)), pl.col("wait_ns")).alias("imbalance_ns"))
+
+
+def _covered_before(merged: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """For merged intervals (_merged), the length of their union before each of many times, at once."""
+    starts, ends, covered = merged
+
+    def before(times: np.ndarray) -> np.ndarray:
+        if len(starts) == 0:
+            return np.zeros(len(times), dtype=np.int64)
+        i = np.searchsorted(starts, times, side="right")  # intervals starting at or before each time
+        last = np.maximum(i - 1, 0)
+        inside = np.minimum(times, ends[last]) - starts[last]
+        return np.where(i == 0, 0, covered[last] + inside)
+    return before
 
 
 def _merged(kernels: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -275,17 +292,6 @@ def _overlap(comm: pl.DataFrame, compute: pl.DataFrame) -> int:
     intervals first)."""
     if compute.height == 0:
         return 0
-    merged_start, merged_end, covered = _merged(compute)
-    total = 0
-    for s, e in zip(comm["start_ns"].to_list(), (comm["start_ns"] + comm["dur_ns"]).to_list(), strict=True):
-        total += _covered_until(e, merged_start, merged_end, covered) - _covered_until(s, merged_start, merged_end,
-                                                                                        covered)
-    return int(total)
-
-
-def _covered_until(t: int, starts: np.ndarray, ends: np.ndarray, covered: np.ndarray) -> int:
-    """Length of the merged intervals' union before time t."""
-    i = int(np.searchsorted(starts, t, side="right"))  # intervals starting at or before t
-    if i == 0:
-        return 0
-    return int(covered[i - 1] + min(t, ends[i - 1]) - starts[i - 1])
+    covered = _covered_before(_merged(compute))
+    starts = comm["start_ns"].to_numpy()
+    return int((covered(starts + comm["dur_ns"].to_numpy()) - covered(starts)).sum())
