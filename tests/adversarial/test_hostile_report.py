@@ -178,3 +178,33 @@ def test_kernel_names_in_why_a_replay_stayed_unattributed_are_code_not_markup(tm
         assert not [t for t in tokens if t.type in ("image", "link_open", "html_inline")], (name, line)
         codes = [t.content for t in tokens if t.type == "code_inline"]
         assert shown in codes, (name, codes)
+
+
+@pytest.mark.parametrize("key", ["image-local", "script", "backticks", "newline-heading", "pipe", "jinja", "control"])
+def test_a_hostile_file_name_in_the_unrecorded_device_note_is_code_not_markup(tmp_path, key):
+    """A trace with its device events taken out, saved under a hostile file name: the note that the device was not
+    recorded names the file as the text of one code span in each language, with no image, link, HTML or heading
+    from it, and the closing lines print it on one line without escape sequences."""
+    payload = HOSTILE_NAMES[key].replace("/", "\u2215").replace("\x00", "")  # a file name holds no slash or NUL
+    with gzip.open(SEED, "rt") as f:
+        doc = json.load(f)
+    doc["traceEvents"] = [e for e in doc["traceEvents"]
+                          if str(e.get("cat", "")).lower() not in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")]
+    trace = tmp_path / f"{payload}.json"
+    trace.write_text(json.dumps(doc))
+    out = tmp_path / "run"
+    assert main(["-q", "import", str(trace), "--out", str(out), "--lang", "en,zh"]) == 0
+    from kernelscope.commands.run_summary import terminal_summary
+
+    closing = terminal_summary(out)
+    note = next(line for line in closing.splitlines() if "no GPU activity" in line)
+    assert "\x1b" not in note and "\x07" not in note
+    md = MarkdownIt("commonmark").enable("table")
+    for report in ("report.md", "report.zh.md"):
+        text = (out / "report" / report).read_text()
+        line = next(line for line in text.splitlines() if "ProfilerActivity.CUDA" in line)
+        tokens = [t for t in md.parse(line) if t.type == "inline"][0].children
+        assert not [t for t in tokens if t.type in ("image", "link_open", "html_inline")], (key, report)
+        spans = [" ".join(t.content.split()) for t in tokens if t.type == "code_inline"]
+        shown = " ".join("".join(" " if ord(c) < 32 else c for c in payload).split())  # control characters as spaces
+        assert any(shown in span for span in spans), (key, spans)
