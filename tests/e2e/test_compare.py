@@ -78,6 +78,10 @@ def test_h200_and_h100_runs_of_one_workload(tmp_path):
     result = kernelscope("compare", str(H200), str(H100), "--out", str(out), "--top", "10")
     assert result.returncode == 0, result.stderr
     text = _complete(out, ["h200", "h100"], ["prefill", "decode"])
+    # Each run's launches as the report writes counts (thousands separated), read from its summary.
+    for label, run in (("h200", H200), ("h100", H100)):
+        launches = sum(p["kernel_count"] for p in json.loads((run / "summary.json").read_text())["phases"].values())
+        assert f"; {launches:,} kernel launches" in text, label
     assert "| Device | NVIDIA H200 | NVIDIA H100 80GB HBM3 | yes |" in text
     matched = pl.read_csv(out / "tables" / "matched.csv")
     shown = text.split("### Kernels matched across runs")[1].split("###")[0]

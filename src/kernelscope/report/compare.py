@@ -79,7 +79,7 @@ def render_comparison(comparison: Comparison, runs: list[ComparedRun], out_dir: 
 def _env(lang: str) -> Environment:
     words = message_catalog("compare", lang)
     return template_environment(words, dict(duration=fmt.duration, ratio=ratio, delta=signed_duration,
-                                            percent=fmt.percent, code=fmt.code,
+                                            percent=fmt.percent, code=fmt.code, number=fmt.number,
                                             term=lambda v: words["terms"].get(v, v)),
                                 cache_namespace=f"compare-{lang}")
 
