@@ -60,11 +60,19 @@ def sources(tmp_path_factory) -> Path:
 
 
 def test_runs_view_holds_every_committed_run_with_its_metadata(capsys):
+    import os
+    from collections import Counter
+
     rows = _json_rows(capsys, "select * from runs order by run_id", RUNS, RESULTS)
     dirs = _run_dirs(RUNS, RESULTS)
-    assert [r["run_id"] for r in rows] == sorted(d.name for d in dirs)
+    # docs/dataset.md: a run's id is its directory's name or, when two runs share a name (the 4-GPU DeepSeek-V3 runs
+    # of two days do), every run's path below the runs' common folder.
+    shared = {name for name, n in Counter(d.name for d in dirs).items() if n > 1}
+    common = Path(os.path.commonpath([str(d) for d in dirs]))
+    ids = {(str(d.relative_to(common)) if shared else d.name): d for d in dirs}
+    assert shared and [r["run_id"] for r in rows] == sorted(ids)
     for row in rows:
-        info = json.loads(next(d for d in dirs if d.name == row["run_id"]).joinpath("run.json").read_text())
+        info = json.loads(ids[row["run_id"]].joinpath("run.json").read_text())
         # An imported run has no workload or timings of its own: those columns are null.
         workload, timings = info.get("workload") or {}, (info.get("timings") or {}).get("plain") or {}
         assert row["model"] == workload.get("model")
