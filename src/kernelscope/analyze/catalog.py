@@ -130,6 +130,7 @@ def _head_words(text: str) -> list[str]:
 
 
 _SHORT_CHARS = 80
+_FALLBACK_WORD_SPAN = 256  # characters at the end of an unknown qualified name searched for category words
 _SHORT_HEAD_CHARS = 200
 
 
@@ -421,7 +422,9 @@ class Catalog:
         head = _HEAD.match(text)
         if self._fallback_words is None or head is None:
             return OTHER_CATEGORY
-        found = self._fallback_words.find(text, 0, head.end())
+        # The kernel's own name ends the qualified name: its last characters hold the words worth reading (a
+        # pathological name of many thousand namespaces is not searched through).
+        found = self._fallback_words.find(text, max(0, head.end() - _FALLBACK_WORD_SPAN), head.end())
         return found if isinstance(found, str) else OTHER_CATEGORY
 
 
