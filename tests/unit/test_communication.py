@@ -298,3 +298,26 @@ def test_the_ranks_table_gives_each_rank_its_work_less_its_waits(tmp_path):
         assert row["device_time_ns"] == pytest.approx(_device_total_us(path) * 1e3, abs=2000)
         assert row["working_ns"] == pytest.approx((_device_total_us(path) - waits[rank]) * 1e3, abs=2000)
     assert "Less waiting in collectives" in (out / "report" / "report.md").read_text()
+
+
+def test_the_closing_lines_name_the_rank_that_waits_longest(tmp_path, capsys):
+    """`import` of the two ranks ends with a line on collectives: the rank that waits longest (read from the two trace
+    files in plain Python) and its wait; a run of one rank has no such line."""
+    import re
+
+    per_rank = [_nccl(p) for p in RANKS]
+    waits = [0.0, 0.0]
+    for a, b in zip(*per_rank, strict=True):
+        last = max(a["ts"], b["ts"])
+        waits[0] += last - a["ts"]
+        waits[1] += last - b["ts"]
+    worst = waits.index(max(waits))
+    assert main(["import", *map(str, RANKS), "--out", str(tmp_path / "two"), "--no-report"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  collectives:"))
+    shown = re.search(rf"rank {worst} waits longest inside them, ([\d.,]+) (ms|µs)", line)
+    assert shown is not None, line
+    value_us = float(shown.group(1).replace(",", "")) * (1000 if shown.group(2) == "ms" else 1)
+    assert value_us == pytest.approx(waits[worst], rel=1e-3)
+    assert "of that wait is the other ranks' extra work" in line
+    assert main(["import", str(RANKS[0]), "--out", str(tmp_path / "one"), "--no-report"]) == 0
+    assert "collectives:" not in capsys.readouterr().out

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
+from kernelscope.analyze.communication import communication
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.naming import kernel_labels
 from kernelscope.contracts.run import Run
@@ -49,8 +50,9 @@ def terminal_summary(run_dir: Path) -> str:
     achieved = _decode_bandwidth(run.kernels, summary)
     if achieved is not None:
         per_step, rate = achieved
+        ranks = run.kernels["rank"].n_unique()
         lines.append(f"  decode achieved {fmt.bandwidth(rate)}: {fmt.byte_amount(per_step)} of analytic bytes per "
-                     f"step in the TPOT of {fmt.ms(t.tpot_ms, 2)}")
+                     f"step in the TPOT of {fmt.ms(t.tpot_ms, 2)}" + (f" (all {ranks} ranks together)" if ranks > 1 else ""))
     for name, p in summary.phases.items():
         total = (p.cpu_time_us if cpu else p.device_time_us) or 0.0
         per_step = (p.cpu_time_per_step_us if cpu else p.device_time_per_step_us)
@@ -61,6 +63,8 @@ def terminal_summary(run_dir: Path) -> str:
     lines += [f"    {share:5.1f}%  {fmt.duration(total):>11}  {label}" for share, total, label in _top(run.kernels)]
     lines.append(f"  attribution: {100 * summary.attribution_coverage:.1f}% of the {time_word} has a phase and a "
                  f"module, {100 * summary.op_coverage:.1f}% a framework op")
+    if (waits := _waits_line(run)) is not None:
+        lines.append(waits)
     if (hint := _replay_hint(run.info.graph_replays, summary.device_time_us)) is not None:
         lines.append(hint)
     if (hint := _phase_hint(run, summary.op_coverage)) is not None:
@@ -72,6 +76,25 @@ def terminal_summary(run_dir: Path) -> str:
         others = ", ".join(page.name for page in pages[1:])
         lines.append(f"  report: {pages[0]}" + (f" (and {others} beside it)" if others else ""))
     return "\n".join(lines)
+
+
+def _waits_line(run: Run) -> str | None:
+    """Runs of several ranks whose collectives were matched: the rank that waits longest inside them, and how much of
+    that wait the other ranks' extra work explains (the report's communication section says more)."""
+    if run.kernels["rank"].n_unique() < 2:
+        return None
+    comm = communication(run.kernels)
+    if comm is None or comm.instances.height == 0:
+        return None
+    per_rank = comm.instances.group_by("rank").agg(pl.col("wait_ns").sum(), pl.col("imbalance_ns").sum(),
+                                                   pl.col("dur_ns").sum())
+    worst = per_rank.sort("wait_ns", "rank", descending=[True, False]).row(0, named=True)
+    if not worst["wait_ns"]:
+        return None
+    return (f"  collectives: rank {worst['rank']} waits longest inside them, {fmt.duration(worst['wait_ns'])} "
+            f"({100 * worst['wait_ns'] / worst['dur_ns']:.1f}% of its collective time); "
+            f"{100 * worst['imbalance_ns'] / worst['wait_ns']:.1f}% of that wait is the other ranks' extra work, the "
+            "rest their later start")
 
 
 def _replay_hint(replays: GraphReplays | None, device_time_us: float | None) -> str | None:
