@@ -25,6 +25,18 @@ def _nccl(path: Path) -> list[dict]:
                   key=lambda e: e["ts"])
 
 
+def _waits_us() -> list[float]:
+    """Per rank, µs waited inside collectives, read from the two trace files: the n-th NCCL kernel of each rank (the
+    same collective on both) against the later of the two starts."""
+    waits = [0.0, 0.0]
+    for a, b in zip(*(_nccl(p) for p in RANKS), strict=True):
+        assert a["name"] == b["name"]
+        last = max(a["ts"], b["ts"])
+        waits[0] += last - a["ts"]
+        waits[1] += last - b["ts"]
+    return waits
+
+
 def _device_total_us(path: Path) -> float:
     with gzip.open(path, "rt") as f:
         events = json.load(f)["traceEvents"]
@@ -113,12 +125,7 @@ def test_report_has_the_communication_section(tmp_path):
     table = pl.read_csv(out / "report" / "tables" / "communication_ranks.csv")
     assert sorted(table["rank"].unique().to_list()) == [0, 1]
     # Findings: the rank that waits most in decode, read from the traces (waits to the last rank's start).
-    per_rank = [_nccl(p) for p in RANKS]
-    waits = [0.0, 0.0]
-    for a, b in zip(*per_rank, strict=True):
-        last = max(a["ts"], b["ts"])
-        waits[0] += last - a["ts"]
-        waits[1] += last - b["ts"]
+    waits = _waits_us()
     worst = waits.index(max(waits))
     findings = pl.read_csv(out / "report" / "tables" / "findings.csv")
     decode = findings.filter((pl.col("rule") == "decode-rank-wait") & (pl.col("number") == "decode_wait_rank"))
@@ -285,13 +292,7 @@ def test_the_ranks_table_gives_each_rank_its_work_less_its_waits(tmp_path):
     (waits: the n-th collective of each name on each rank against the later of the two starts)."""
     out = tmp_path / "run"
     assert main(["-q", "import", *map(str, RANKS), "--out", str(out), "--lang", "en"]) == 0
-    per_rank = [_nccl(p) for p in RANKS]
-    waits = [0.0, 0.0]
-    for a, b in zip(*per_rank, strict=True):
-        assert a["name"] == b["name"]
-        last = max(a["ts"], b["ts"])
-        waits[0] += last - a["ts"]
-        waits[1] += last - b["ts"]
+    waits = _waits_us()
     table = pl.read_csv(out / "report" / "tables" / "ranks.csv").sort("rank")
     for rank, path in enumerate(RANKS):
         row = table.row(rank, named=True)
@@ -305,12 +306,7 @@ def test_the_closing_lines_name_the_rank_that_waits_longest(tmp_path, capsys):
     files in plain Python) and its wait; a run of one rank has no such line."""
     import re
 
-    per_rank = [_nccl(p) for p in RANKS]
-    waits = [0.0, 0.0]
-    for a, b in zip(*per_rank, strict=True):
-        last = max(a["ts"], b["ts"])
-        waits[0] += last - a["ts"]
-        waits[1] += last - b["ts"]
+    waits = _waits_us()
     worst = waits.index(max(waits))
     assert main(["import", *map(str, RANKS), "--out", str(tmp_path / "two"), "--no-report"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  collectives:"))
