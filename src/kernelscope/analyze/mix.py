@@ -10,14 +10,10 @@ from kernelscope.analyze.wide_tables import as_codes, as_text
 from kernelscope.contracts.tables import INSTANCES
 
 
-def mix_table(kernels: pl.DataFrame, column: str) -> pl.DataFrame:
-    """Per value of `column` (category or library): kernels (distinct names), launches, device time, share."""
-    return mix_tables(kernels, (column,))[column]
-
-
 def mix_tables(kernels: pl.DataFrame, columns: tuple[str, ...]) -> dict[str, pl.DataFrame]:
-    """mix_table for each of `columns`, from one pass over the kernels: they are grouped by name and every column
-    once (a few hundred rows), and each table is made from those groups."""
+    """Per value of each of `columns` (category, library): kernels (distinct names), launches, device time, share.
+    One pass over the kernels: they are grouped by name and every column once (a few hundred rows), and each table
+    is made from those groups."""
     total = kernels["dur_ns"].sum() or 1
     read = kernels.select(*columns, "name", "dur_ns", INSTANCES).with_columns(as_codes("name"))  # names as codes
     by_name = read.group_by(*columns, "name").agg(launch_count().alias("launches"),
