@@ -240,7 +240,7 @@ def _by_collective(instances: pl.DataFrame, peak: float | None) -> pl.DataFrame:
     per_instance = instances.group_by("phase", "group", "kind", "seq", "bytes").agg(
         pl.col("dur_ns").mean().alias("dur_ns"), pl.col("wait_ns").mean().alias("wait_ns"),
         pl.col("transfer_ns").mean().alias("transfer_ns"), pl.col("wait_ns").max().alias("max_wait_ns"),
-        pl.col("where").mode().first().alias("where"))
+        pl.col("where").mode().sort().first().alias("where"))  # ties: the first by name
     grouped = per_instance.group_by("phase", "kind", "bytes", "where").agg(
         pl.len().alias("instances"), pl.col("dur_ns").sum().alias("total_ns"),
         pl.col("dur_ns").mean().alias("mean_ns"), pl.col("wait_ns").mean().alias("mean_wait_ns"),
@@ -254,7 +254,8 @@ def _by_collective(instances: pl.DataFrame, peak: float | None) -> pl.DataFrame:
     grouped = grouped.with_columns(
         (pl.col("bus_bytes_per_s") / peak * 100 if peak else pl.lit(None, pl.Float64)).alias("link_pct"),
         (pl.col("total_ns") / pl.col("total_ns").sum().over("phase") * 100).alias("time_pct"))
-    return grouped.drop("transfer_total_ns").sort("phase", "total_ns", descending=[False, True])
+    return grouped.drop("transfer_total_ns").sort(["phase", "total_ns", "kind", "bytes", "where"],
+                                                  descending=[False, True, False, False, False], nulls_last=True)
 
 
 def _by_rank(kernels: pl.DataFrame, comm: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:

@@ -353,8 +353,8 @@ def matched_table(views: list[RunView], phases: list[str]) -> pl.DataFrame:
     table = _zero_where_phase_ran(table, views, ["per_step_ns", "launches_per_step"])
     table = _with_deltas(_with_ratios(table, labels, "per_step_ns"), labels, "per_step_ns")
     largest = pl.max_horizontal([pl.col(col("per_step_ns", label)) for label in labels])
-    return table.with_columns(largest.alias("_largest")).sort(
-        "_largest", descending=True, nulls_last=True).drop("_largest")
+    return table.with_columns(largest.alias("_largest")).sort(  # ties keep the keys' order
+        "_largest", descending=True, nulls_last=True, maintain_order=True).drop("_largest")
 
 
 def _run_matched(v: RunView, phases: list[str]) -> pl.DataFrame:
@@ -399,7 +399,7 @@ def mix_table(views: list[RunView], column: str) -> pl.DataFrame:
                 (pl.col("total_ns") / pl.col("steps")).alias("per_step_ns"),
                 (100.0 * pl.col("total_ns") / pl.col("total_ns").sum().over("phase")).alias("time_pct"),
             )
-            .sort("phase", "total_ns", descending=[False, True])
+            .sort(["phase", "total_ns", column], descending=[False, True, False], nulls_last=True)
             .select("phase", column, "per_step_ns", "time_pct")
         )
     keys = _ordered_keys(parts, ["phase", column])
@@ -408,7 +408,7 @@ def mix_table(views: list[RunView], column: str) -> pl.DataFrame:
     table = _with_deltas(_with_ratios(table, labels, "per_step_ns"), labels, "per_step_ns")
     largest = pl.max_horizontal([pl.col(col("per_step_ns", label)) for label in labels])
     return table.with_columns(largest.alias("_largest")).sort(
-        [_phase_rank(), "_largest"], descending=[False, True], nulls_last=True).drop("_largest")
+        [_phase_rank(), "_largest"], descending=[False, True], nulls_last=True, maintain_order=True).drop("_largest")
 
 
 # --- what changed most ----------------------------------------------------------------------------------------
@@ -434,7 +434,8 @@ def changes_table(matched: pl.DataFrame, views: list[RunView], phases: list[str]
             change = run_total - base_total
             floor = rules["min_share_pct"] / 100.0 * base_total
             ranked = subset.with_columns(pl.col(delta_col(v.label, base)).abs().alias("_abs")).filter(
-                pl.col("_abs") >= floor).sort("_abs", descending=True).head(rules["top"])
+                pl.col("_abs") >= floor).sort(["_abs", "match_module", "group"], descending=[True, False, False],
+                                              nulls_last=True).head(rules["top"])
             for row in ranked.iter_rows(named=True):
                 delta = row[delta_col(v.label, base)]
                 rows.append({

@@ -137,7 +137,7 @@ def _communication_metrics(tables: Any, phase: str) -> dict[str, Metric]:
     m: dict[str, Metric] = {}
     ranks = comm.by_rank.filter(pl.col("phase") == phase)
     if ranks.height and ranks["wait_ns"].drop_nulls().len():
-        worst = ranks.sort("wait_ns", descending=True, nulls_last=True).row(0, named=True)
+        worst = ranks.sort(["wait_ns", "rank"], descending=[True, False], nulls_last=True).row(0, named=True)
         rows = {"phase": [phase], "rank": [worst["rank"]]}
         t = "communication_ranks"
         m[f"{phase}_wait_rank"] = _from_table(ranks, t, "rank", rows, agg="first")
@@ -151,7 +151,8 @@ def _communication_metrics(tables: Any, phase: str) -> dict[str, Metric]:
                                                   (f"{phase}_wait_ns",), f"{phase}_wait_ns / phases.steps")
     top = comm.by_collective.filter(pl.col("phase") == phase) if comm.by_collective.height else None
     if top is not None and top.height:
-        row = top.sort("total_ns", descending=True).row(0, named=True)
+        row = top.sort(["total_ns", "kind", "bytes", "where"], descending=[True, False, False, False],
+                       nulls_last=True).row(0, named=True)
         rows = {"phase": [phase], "kind": [row["kind"]], "where": [row["where"]], "bytes": [row["bytes"]]}
         for name, column in (("collective", "kind"), ("collective_where", "where"), ("collective_bytes", "bytes"),
                              ("collective_busbw", "bus_bytes_per_s"), ("collective_link_pct", "link_pct"),
@@ -220,7 +221,8 @@ def _stage_metrics(phases: pl.DataFrame, stages: list[str]) -> dict[str, Metric]
         "stages_time_pct": _from_table(phases, "phases", "time_pct", rows),
         "stages_ns_per_image": _from_table(phases, "phases", "device_time_per_step_ns", rows),
     }
-    largest = phases.filter(pl.col("phase").is_in(stages)).sort("device_time_ns", descending=True)["phase"][0]
+    largest = phases.filter(pl.col("phase").is_in(stages)).sort(["device_time_ns", "phase"],
+                                                                  descending=[True, False])["phase"][0]
     m["largest_stage"] = Metric(largest, "phases", "phase", {"phase": [largest]}, agg="first")
     m["largest_stage_pct"] = _from_table(phases, "phases", "time_pct", {"phase": [largest]}, agg="first")
     return m

@@ -22,7 +22,7 @@ def mix_tables(kernels: pl.DataFrame, columns: tuple[str, ...]) -> dict[str, pl.
         by_name.group_by(column)
         .agg(pl.col("name").n_unique().alias("kernels"), pl.col("launches").sum(), pl.col("total_ns").sum())
         .with_columns((100.0 * pl.col("total_ns") / total).alias("time_pct"))
-        .sort("total_ns", descending=True)
+        .sort(["total_ns", column], descending=[True, False], nulls_last=True)  # ties in a fixed order
     ) for column in columns}
 
 

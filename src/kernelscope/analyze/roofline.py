@@ -92,7 +92,8 @@ def missing_ceilings(kernels: pl.DataFrame, ceilings: Ceilings | None) -> list[M
     if ceilings is None or not ceilings.bandwidth:
         missing.append(MissingCeiling("bandwidth", float(costed["dur_ns"].sum()), float(costed["dur_ns"].sum()) / total))
     computing = costed.filter((pl.col("flops").fill_null(0) > 0) & pl.col("precision").is_not_null())
-    by_precision = computing.group_by("precision").agg(pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
+    by_precision = (computing.group_by("precision").agg(pl.col("dur_ns").sum())
+                    .sort(["dur_ns", "precision"], descending=[True, False]))
     for precision, time_ns in by_precision.iter_rows():
         if ceilings is None or ceilings.peak(precision) is None:
             missing.append(MissingCeiling(precision, float(time_ns), float(time_ns) / total))

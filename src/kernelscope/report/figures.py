@@ -599,7 +599,8 @@ def compare_bars(mix: pl.DataFrame, labels: list[str], column: str, title: str, 
     if mix.height == 0 or not all(c in mix.columns for c in per_run):
         return []
     filled = mix.with_columns(pl.col(c).fill_null(0.0) for c in per_run)
-    order = filled.with_columns(pl.max_horizontal(per_run).alias("_max")).sort("_max", descending=True)
+    order = filled.with_columns(pl.max_horizontal(per_run).alias("_max")).sort(["_max", column],
+                                                                             descending=[True, False])
     keep = order[column].head(top).to_list()
     rest = order.filter(~pl.col(column).is_in(keep))
     groups = keep + (["other (rest)"] if rest.height else [])
@@ -636,8 +637,8 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
         return []
     label, unit = SWEEP_AXES.get(parameter, (f"{parameter} peak (TFLOP/s)", 1e12))
     values = sorted(set(rows["value"].to_list()))
-    groups = (rows.group_by("group").agg(pl.col("projected_per_step_ns").sum()).sort("projected_per_step_ns",
-                                                                                   descending=True)["group"].to_list())
+    groups = (rows.group_by("group").agg(pl.col("projected_per_step_ns").sum())
+              .sort(["projected_per_step_ns", "group"], descending=[True, False])["group"].to_list())
     stack = []
     for group in groups:
         by_value = dict(rows.filter(pl.col("group") == group).select("value", "projected_per_step_ns").iter_rows())

@@ -497,7 +497,8 @@ def _communication_context(tables: ReportTables, table: _Tables) -> dict[str, An
         return None
     worst = None
     if comm.by_rank["wait_ns"].drop_nulls().len():
-        worst = comm.by_rank.sort("wait_ns", descending=True, nulls_last=True).row(0, named=True)
+        worst = comm.by_rank.sort(["wait_ns", "phase", "rank"], descending=[True, False, False], nulls_last=True).row(
+            0, named=True)
     layers = comm.by_layer
     return {"collectives": table("communication", comm.by_collective) if comm.by_collective.height else None,
             "layers": table("communication_layers", layers) if layers is not None and layers.height else None,
