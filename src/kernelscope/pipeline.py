@@ -11,6 +11,7 @@ import polars as pl
 
 from kernelscope.analyze.hardware import Ceilings, ceilings_for
 from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.summary import summarize
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import NcuInfo, RunInfo
@@ -36,7 +37,8 @@ def write_run_directory(directory: Path, run: Run, report: bool = True,
     if report:
         _start_figure_helpers()
     run = with_costs_and_names(run)
-    summary = summarize(run)
+    phases = phase_table(run.kernels)  # the summary's and the report's
+    summary = summarize(run, phases)
     if not report:
         rundir.write_run(directory, run, summary)
         return summary
@@ -44,7 +46,7 @@ def write_run_directory(directory: Path, run: Run, report: bool = True,
 
     # The run's tables are written while the first figures are drawn (they were the figures' wait).
     render_report(run, summary, directory / rundir.REPORT_DIR, top_n=TOP_N, ceilings=run_ceilings(run.info),
-                  languages=languages, meanwhile=lambda: rundir.write_run(directory, run, summary))
+                  languages=languages, meanwhile=lambda: rundir.write_run(directory, run, summary), phases=phases)
     return summary
 
 
@@ -86,7 +88,7 @@ def _one_rank(run: Run, rank: int, run_dir: Path) -> Run:
 def render_report_of(run: Run, directory: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LANGUAGES) -> None:
     from kernelscope.report.render import render_report
 
-    render_report(run, lambda: summarize(run), directory, top_n=top_n, ceilings=run_ceilings(run.info),
+    render_report(run, functools.partial(summarize, run), directory, top_n=top_n, ceilings=run_ceilings(run.info),
                   languages=languages)
 
 
@@ -119,8 +121,13 @@ def _start_figure_helpers() -> None:
 def _report_into(staging: Path, run: Run, top_n: int, languages: tuple[str, ...]) -> None:
     from kernelscope.report.render import render_report
 
-    # Summarized once the first figures are being drawn (render_report), not before.
-    summary_of = functools.cache(functools.partial(summarize, run))
+    # Summarized once the first figures are being drawn (render_report), not before, from the report's phase table.
+    made: list[Summary] = []
+
+    def summary_of(phases: pl.DataFrame) -> Summary:
+        made.append(summarize(run, phases))
+        return made[-1]
+
     render_report(run, summary_of, staging / rundir.REPORT_DIR, top_n=top_n, ceilings=run_ceilings(run.info),
                   languages=languages)
-    rundir.write_json(staging / rundir.SUMMARY_JSON, summary_of())
+    rundir.write_json(staging / rundir.SUMMARY_JSON, made[-1])

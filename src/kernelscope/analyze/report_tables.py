@@ -145,25 +145,29 @@ def _roofline_of(subset: pl.DataFrame, names: pl.DataFrame, ceilings: Ceilings) 
 
 
 def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFrame | None = None,
-                  labels: pl.DataFrame | None = None, roofline: dict[str, RooflineTables] | None = None
-                  ) -> ReportTables:
+                  labels: pl.DataFrame | None = None, roofline: dict[str, RooflineTables] | None = None,
+                  phases: pl.DataFrame | None = None) -> ReportTables:
     """kernels: report_kernels(run, ceilings), where the caller has it already (the run's own kernels are then not
-    read: costs, names and roofline places are made once); labels (kernel_labels) and roofline (roofline_tables)
-    likewise."""
+    read: costs, names and roofline places are made once); labels (kernel_labels), roofline (roofline_tables) and
+    phases (phase_table of those kernels: the summary's) likewise."""
     if kernels is None:
         run = with_costs_and_names(run)
         kernels = place_on_roofline(run.kernels, ceilings)
-    phases = phase_table(kernels)
+    phases = phase_table(kernels) if phases is None else phases
     labels = kernel_labels(kernels) if labels is None else labels
     roofline = roofline if roofline is not None else {}
     tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,
                           missing_ceilings=missing_ceilings(kernels, ceilings), labels=labels, generations=generation_table(kernels, phases["phase"].to_list(), run.info))
     # The run's own projection needs none of the other tables: computed on a thread of its own meanwhile (its
     # Polars work runs outside the GIL).
+    # Each phase's rows are copied out of the columns its tables read (a 4 GB trace's decode phase is most of its
+    # 1.5 million rows: copying every column doubled the report's memory).
+    per_phase = kernels.drop(_NOT_PER_PHASE, strict=False)
     with ThreadPoolExecutor(max_workers=1) as beside:
         projection = beside.submit(own_device_projection, run.with_kernels(kernels), ceilings)
         for phase in phases["phase"]:
-            tables.by_phase[phase] = _phase_tables(run, kernels, phase, phases, labels, ceilings, roofline.get(phase))
+            tables.by_phase[phase] = _phase_tables(run, per_phase, phase, phases, labels, ceilings,
+                                                   roofline.get(phase))
         tables.projection = projection.result()
     tables.every_step = _every_step(kernels, run)
     link = ceilings.spec.interconnect if ceilings is not None and ceilings.spec is not None else None
@@ -185,6 +189,14 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
         if missing.height else None
     )
     return tables
+
+
+# Kernel columns no table of a phase reads (ids that join a trace's events, launch details, collectives' messages:
+# the run-wide tables read those).
+_NOT_PER_PHASE = ("correlation", "external_id", "pid", "tid", "kernel_id", "launch_start_ns", "launch_api",
+                  "msg_in_elems", "msg_out_elems", "msg_dtype", "group_size", "process_group", "collective",
+                  "source_line", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_memory_bytes",
+                  "description")
 
 
 def _every_step(kernels: pl.DataFrame, run: Run) -> pl.DataFrame | None:

@@ -34,15 +34,17 @@ def _phase(row: dict, cpu: bool) -> PhaseSummary:
                         device_time_per_step_us=per_step, kernels_per_step=row["kernels_per_step"])
 
 
-def summarize(run: Run) -> Summary:
+def summarize(run: Run, phases: pl.DataFrame | None = None) -> Summary:
     """kernel_count counts launches (a summary row stands for `instances` of them); kernel_rows, the rows of
     kernels.parquet, is added only where the two differ. Per-step figures are null where steps are unknown.
-    The run's kernels carry their costs and catalog names (analyze.run_costs.with_costs)."""
+    The run's kernels carry their costs and catalog names (analyze.run_costs.with_costs). `phases`:
+    phase_table(run.kernels), where the caller has it (the report's phase table is the same one)."""
     kernels = run.kernels
     info = run.info
     plain = info.plain_timings
     cpu = bool(kernels.height) and bool((kernels["kind"] == CPU_OP).all())
-    phases = {row["phase"]: _phase(row, cpu) for row in phase_table(kernels).iter_rows(named=True)}
+    phases = phase_table(kernels) if phases is None else phases
+    per_phase = {row["phase"]: _phase(row, cpu) for row in phases.iter_rows(named=True)}
     launches = int(kernels["instances"].sum())
     total_us = float(kernels["dur_ns"].sum()) / 1e3
     return Summary(
@@ -62,7 +64,7 @@ def summarize(run: Run) -> Summary:
         catalog_coverage=_share(kernels, (pl.col("library") != "unknown") & (pl.col("category") != "other")),
         timings=KeyTimings(ttft_ms=plain.ttft_ms, tpot_ms=plain.tpot_ms, tokens_per_s=plain.tokens_per_s,
                            e2e_ms=plain.e2e_ms),
-        phases=phases,
+        phases=per_phase,
         # CUDA-graph replays: how many got module attribution from an eager step, and why the others did not.
         graph_replays=info.graph_replays if info.graph_replays is not None else msgspec.UNSET,
     )

@@ -18,6 +18,7 @@ from jinja2 import Environment
 from kernelscope.analyze.accelerator import costs_cover
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.naming import kernel_labels
+from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.report_tables import (
     ReportTables,
     RooflineTables,
@@ -87,13 +88,15 @@ def _layer_type_counts(model: dict[str, Any]) -> dict[str, int]:
 
 
 def render_report(
-    run: Run, summary: Summary | Callable[[], Summary], out_dir: Path, top_n: int = TOP_N, ceilings: Ceilings | None = None,
-    languages: tuple[str, ...] = LANGUAGES, html: bool = True, meanwhile: Callable[[], object] | None = None,
+    run: Run, summary: Summary | Callable[[pl.DataFrame], Summary], out_dir: Path, top_n: int = TOP_N,
+    ceilings: Ceilings | None = None, languages: tuple[str, ...] = LANGUAGES, html: bool = True,
+    meanwhile: Callable[[], object] | None = None, phases: pl.DataFrame | None = None,
 ) -> list[Path]:
     """Writes the reports, figures/ and tables/*.csv into out_dir (created). Returns the files written. The
     histograms and roofline charts are drawn by helper processes while the tables are computed, the other figures
-    once the tables are ready (figure_jobs). `summary`: the run's, or how to make it (made once the first figures
-    are being drawn). `meanwhile`: the caller's own work (writing the run's tables), done on a thread of its own once
+    once the tables are ready (figure_jobs). `summary`: the run's, or how to make it from the run's phase table
+    (made once the first figures are being drawn). `phases`: phase_table(run.kernels), where the caller has it (the
+    summary's; computed here otherwise, once for the summary and the report). `meanwhile`: the caller's own work (writing the run's tables), done on a thread of its own once
     the first figures are being drawn, while the tables are computed."""
     figure_dir = out_dir / "figures"
     device = run.info.hardware.name or (ceilings.device if ceilings else "")
@@ -114,9 +117,10 @@ def render_report(
         # The caller's work (Parquet writes, outside the GIL) on a thread beside the tables; done before collecting
         # (leaving the block, also on an error, waits for it: nothing is still writing afterwards).
         callers = beside.submit(meanwhile) if meanwhile is not None else None
+        phases = phase_table(kernels) if phases is None else phases
         if not isinstance(summary, Summary):
-            summary = summary()
-        tables = report_tables(run, ceilings, kernels=kernels, labels=labels, roofline=roofline)
+            summary = summary(phases)
+        tables = report_tables(run, ceilings, kernels=kernels, labels=labels, roofline=roofline, phases=phases)
         out_dir.mkdir(parents=True, exist_ok=True)
         written = _write_csvs(tables, out_dir / "tables")
         measured = {lang: _measured_jobs(tables, figure_dir, device, lang, words) for lang, words in figure_words.items()}
