@@ -158,11 +158,11 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
     roofline = roofline if roofline is not None else {}
     tables = ReportTables(phases=phases, steps=step_table(kernels), kernels=kernels, ceilings=ceilings,
                           missing_ceilings=missing_ceilings(kernels, ceilings), labels=labels, generations=generation_table(kernels, phases["phase"].to_list(), run.info))
+    # A phase's rows are copied without the columns its tables never read (the decode phase of a big trace is most
+    # of its rows).
+    per_phase = kernels.drop(_NOT_PER_PHASE, strict=False)
     # The run's own projection needs none of the other tables: computed on a thread of its own meanwhile (its
     # Polars work runs outside the GIL).
-    # Each phase's rows are copied out of the columns its tables read (a 4 GB trace's decode phase is most of its
-    # 1.5 million rows: copying every column doubled the report's memory).
-    per_phase = kernels.drop(_NOT_PER_PHASE, strict=False)
     with ThreadPoolExecutor(max_workers=1) as beside:
         projection = beside.submit(own_device_projection, run.with_kernels(kernels), ceilings)
         for phase in phases["phase"]:

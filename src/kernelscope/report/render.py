@@ -96,8 +96,9 @@ def render_report(
     histograms and roofline charts are drawn by helper processes while the tables are computed, the other figures
     once the tables are ready (figure_jobs). `summary`: the run's, or how to make it from the run's phase table
     (made once the first figures are being drawn). `phases`: phase_table(run.kernels), where the caller has it (the
-    summary's; computed here otherwise, once for the summary and the report). `meanwhile`: the caller's own work (writing the run's tables), done on a thread of its own once
-    the first figures are being drawn, while the tables are computed."""
+    summary's; computed here otherwise, once for the summary and the report). `meanwhile`: the caller's own work
+    (writing the run's tables), done on a thread of its own once the first figures are being drawn, while the tables
+    are computed."""
     figure_dir = out_dir / "figures"
     device = run.info.hardware.name or (ceilings.device if ceilings else "")
     figure_words = {lang: _figure_words(lang) for lang in dict.fromkeys(("en", *languages))}
