@@ -5,7 +5,13 @@ Device activity is every complete event ("ph": "X") whose category (any case) is
 memory set: kernel, gpu_memcpy, memcpy, gpu_memset, memset, and MTIA's mtia_ccp_events. Durations are in µs in the
 file; the reference rounds each to whole ns, as a table of int64 ns would. Names longer than 4,096 characters are
 cut as docs/importing.md says: the first 4,082 characters, `…#` and the first 12 hex digits of the SHA-256 of
-the whole name (UTF-8)."""
+the whole name (UTF-8).
+
+Busy time: the union of the device events' intervals ([ts, ts + dur]) per device (`args.device`, else `pid`),
+summed over the devices; in a file without device activity, the union of the CPU ops' whole calls per thread
+(pid, tid), summed over the threads. In µs as the file writes them, counted from each lane's first start (a
+timestamp of ~1.7e15 µs is a float with a quarter-µs step: adding a duration to it would round the end), rounded
+to ns at the end."""
 
 from __future__ import annotations
 
@@ -34,6 +40,8 @@ class Reference:
     device_ns: int = 0
     by_name: dict[str, tuple[int, int]] = field(default_factory=dict)  # name → (launches, total ns)
     cpu_ops: int = 0
+    busy_ns: int | None = None  # None: no event with a time
+    busy_stretches: int = 0  # busy stretches (each stretch's two ends are rounded once)
 
 
 def read_events(path: Path) -> list[dict]:
@@ -49,14 +57,20 @@ def reference(path: Path) -> Reference:
     counts: Counter[str] = Counter()
     totals: defaultdict[str, int] = defaultdict(int)
     ref = Reference()
+    device_intervals: defaultdict[object, list[tuple[float, float]]] = defaultdict(list)
+    cpu_intervals: defaultdict[object, list[tuple[float, float]]] = defaultdict(list)
     for event in events:
         if event.get("ph") != "X" or event.get("ts") is None:
             continue
         category = str(event.get("cat", "")).lower()
+        start, dur = float(event["ts"]), float(event.get("dur") or 0.0)
         if category in ("cpu_op", "operator"):
             ref.cpu_ops += 1
+            cpu_intervals[(event.get("pid"), event.get("tid"))].append((start, dur))
         if category not in DEVICE_CATEGORIES:
             continue
+        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        device_intervals[args.get("device", event.get("pid"))].append((start, dur))
         ns = round(float(event.get("dur") or 0.0) * 1000)
         name = documented_name(str(event.get("name", "")))
         counts[name] += 1
@@ -64,4 +78,24 @@ def reference(path: Path) -> Reference:
         ref.launches += 1
         ref.device_ns += ns
     ref.by_name = {name: (counts[name], totals[name]) for name in counts}
+    lanes = device_intervals if device_intervals else cpu_intervals
+    if lanes:
+        unions = [_union_us(intervals) for intervals in lanes.values()]
+        ref.busy_ns = round(sum(total for total, _ in unions) * 1000)
+        ref.busy_stretches = sum(stretches for _, stretches in unions)
     return ref
+
+
+def _union_us(intervals: list[tuple[float, float]]) -> tuple[float, int]:
+    """Total length of the union of (start, duration) intervals, and how many separate stretches it has."""
+    total, stretches, current = 0.0, 0, None
+    first = min(start for start, _ in intervals)
+    # start - first is exact for the file's floats (Sterbenz); the end is that plus the duration.
+    for start, end in sorted((start - first, start - first + dur) for start, dur in intervals):
+        if current is None or start > current[1]:
+            if current is not None:
+                total += current[1] - current[0]
+            current, stretches = [start, end], stretches + 1
+        else:
+            current[1] = max(current[1], end)
+    return total + current[1] - current[0], stretches

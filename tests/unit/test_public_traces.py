@@ -41,6 +41,20 @@ def test_every_launch_as_the_file_holds_it(path):
     assert _device_totals(kernels) == expected.by_name
 
 
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:60])
+def test_busy_time_is_the_union_the_file_holds(path):
+    """Busy time (the phase table's, over the whole trace) against the union of the file's own intervals per device,
+    or of its CPU ops' whole calls per thread in a file without device activity (tests/trace_reference.py). The
+    file's times are µs with fractions: each busy stretch's ends are rounded to whole ns, so the two may differ by
+    up to a ns per stretch."""
+    from kernelscope.analyze.phases import busy_ns
+
+    kernels, _ = attribute(read_trace(path))
+    expected = reference(path)
+    assert expected.busy_ns is not None
+    assert abs(busy_ns(kernels) - expected.busy_ns) <= expected.busy_stretches
+
+
 def _rewrite(source: Path, target: Path, layout: str) -> Path:
     """The same trace in another writer's layout (json module: the events and fields unchanged)."""
     document = json.loads(gzip.decompress(source.read_bytes()))
@@ -253,3 +267,40 @@ def test_a_trace_whose_device_was_not_recorded_says_so(tmp_path, capsys):
     assert main(["import", str(profiler), "--out", str(tmp_path / "ranges"), "--no-report"]) == 0
     assert "no GPU activity" not in capsys.readouterr().out
     assert "unrecorded_device_calls" not in json.loads((tmp_path / "ranges" / "run.json").read_text())["trace"]["files"][0]
+
+
+CPU_RANK = PUBLIC / "hta" / "data__rank_non_gpu__rank_non_gpu.json.gz"
+
+
+def _cpu_op_intervals_us(path: Path) -> list[tuple[float, float]]:
+    """Each CPU op's whole call, [ts, ts + dur] in µs, as the file holds it (plain json)."""
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    return sorted((e["ts"], e["ts"] + e["dur"]) for e in document["traceEvents"]
+                  if str(e.get("cat", "")).lower() in ("cpu_op", "operator") and e.get("ph") == "X")
+
+
+def test_cpu_busy_of_a_cpu_only_rank_is_the_time_its_ops_ran():
+    """A real CPU-only rank (2,424 nested ops on one thread): busy is the union of the ops' whole calls and the
+    span runs to the last call's end, computed from the file in plain Python. A row's dur_ns is its op's self time,
+    which a parent spends around its children: intervals of start plus self time covered 26.1 of 28.2 ms."""
+    from kernelscope.analyze.phases import phase_table
+
+    intervals = _cpu_op_intervals_us(CPU_RANK)
+    busy_us, stretch = 0.0, None
+    for start, end in intervals:
+        if stretch is None or start > stretch[1]:
+            busy_us += stretch[1] - stretch[0] if stretch else 0.0
+            stretch = [start, end]
+        else:
+            stretch[1] = max(stretch[1], end)
+    busy_us += stretch[1] - stretch[0]
+    span_us = max(end for _, end in intervals) - intervals[0][0]
+    kernels, _ = attribute(read_trace(CPU_RANK))
+    assert (kernels["kind"] == "cpu_op").all() and kernels.height == len(intervals)
+    row = phase_table(kernels).row(0, named=True)
+    assert row["busy_ns"] == pytest.approx(busy_us * 1e3, abs=len(intervals))
+    assert row["span_ns"] == pytest.approx(span_us * 1e3, abs=2)
+    assert row["busy_ns"] < 0.99 * row["span_ns"] and row["mean_gap_ns"] > 0
+    # Without the whole calls (runs imported before op_dur_ns) the span would end too early: busy is not told.
+    older = phase_table(kernels.drop("op_dur_ns")).row(0, named=True)
+    assert older["busy_ns"] is None and older["busy_pct"] is None and older["device_time_ns"] == row["device_time_ns"]

@@ -180,7 +180,7 @@ def _with_launches(
 def _cpu_self_time_kernels(cpu: pl.DataFrame, index: NestedIntervals) -> pl.DataFrame:
     dur = cpu["dur_ns"].to_numpy()
     self_ns = np.maximum(dur - index.child_time(dur), 0).astype(np.int64)
-    leaves = cpu.with_columns(pl.Series("dur_ns", self_ns))
+    leaves = cpu.with_columns(pl.Series("dur_ns", self_ns), cpu["dur_ns"].alias("op_dur_ns"))
     n = leaves.height
     nulls = pl.Series([None] * n, dtype=pl.Int64)
     return pl.DataFrame(
@@ -208,6 +208,7 @@ def _cpu_self_time_kernels(cpu: pl.DataFrame, index: NestedIntervals) -> pl.Data
             "tid": leaves["tid"],
             "launch_start_ns": leaves["start_ns"],
             "launch_dur_ns": nulls,
+            "op_dur_ns": leaves["op_dur_ns"],
             "thread": leaves["thread"],
         }
     )

@@ -7,6 +7,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.launch_counts import launch_count
+from kernelscope.contracts.tables import CPU_OP
 
 PHASE_ORDER = [ranges.PREFILL, ranges.MIXED, ranges.DECODE, ranges.IDLE, ranges.UNKNOWN]
 GENERATION = "generation"
@@ -19,6 +20,14 @@ def ordered_phases(names: list[str], first_start: dict[str, int | None] | None =
     stages = [n for n in names if n not in PHASE_ORDER]
     stages.sort(key=lambda n: (first_start.get(n) is None, first_start.get(n) or 0, n))
     return stages + [n for n in PHASE_ORDER if n in names]
+
+
+def end_ns(kernels: pl.DataFrame) -> pl.Expr:
+    """When each row's work ends: its start plus its duration, where a CPU op's duration is its whole call
+    (`op_dur_ns`: on CPU-only runs `dur_ns` is the op's self time, which a parent spends around its children, so
+    start plus self time is not when it ended)."""
+    whole = pl.coalesce(WHOLE_CALL, "dur_ns") if WHOLE_CALL in kernels.columns else pl.col("dur_ns")
+    return pl.col("start_ns") + whole
 
 
 def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
@@ -42,7 +51,7 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
         pl.when(generations > 0).then(generations).otherwise(1).alias("_generations"),
         pl.col("start_ns").is_not_null().any().alias("_timeline"),
         pl.col("start_ns").min().alias("first_start_ns"),
-        (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last_end_ns"),
+        end_ns(kernels).max().alias("last_end_ns"),
         pl.col("launch_dur_ns").mean().alias("mean_launch_ns"),
     )
     table = table.with_columns(
@@ -57,13 +66,13 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
     # Span: first start to last end, summed over the generations (not counting the time between them).
     spans = (
         kernels.group_by("phase", GENERATION)
-        .agg((pl.col("start_ns") + pl.col("dur_ns")).max().alias("_end"), pl.col("start_ns").min().alias("_start"))
+        .agg(end_ns(kernels).max().alias("_end"), pl.col("start_ns").min().alias("_start"))
         .group_by("phase")
         .agg(pl.when(pl.col("_start").is_not_null().any()).then((pl.col("_end") - pl.col("_start")).sum())
              .alias("span_ns"))
     )
     table = table.join(spans, on="phase", how="left")
-    timeline = kernels.select("phase", *_LANE, "start_ns", "dur_ns")  # groups copy only what busy_ns reads
+    timeline = kernels.select("phase", *_timeline_columns(kernels))  # groups copy only what busy_ns reads
     busy = pl.DataFrame(
         [(phase, busy_ns(group), _lanes(group)) for (phase,), group in timeline.group_by("phase")],
         schema={"phase": pl.String, "busy_ns": pl.Int64, "_lanes": pl.Int64}, orient="row",
@@ -80,28 +89,53 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
     return _ordered(table).drop("first_start_ns", "last_end_ns")
 
 
-# What one device's timeline is: a rank's device (ranks of a multi-rank import may all call theirs device 0).
+# What one timeline is: a rank's device (ranks of a multi-rank import may all call theirs device 0); for the CPU ops
+# of a CPU-only run (or rank), a rank's thread: a thread runs one op at a time, so the self times (dur_ns) of its
+# ops add up to the time it was busy.
 _LANE = ("rank", "device")
+_CPU_LANE = ("rank", "pid", "tid")
+WHOLE_CALL = "op_dur_ns"
 
 
-def _lane_columns(kernels: pl.DataFrame) -> list[str]:
-    return [c for c in _LANE if c in kernels.columns]
+def _timeline_columns(kernels: pl.DataFrame) -> list[str]:
+    """What busy_ns and _lanes read of a kernels table."""
+    wanted = ("kind", *_LANE, *_CPU_LANE, "start_ns", "dur_ns", WHOLE_CALL)
+    return [c for c in dict.fromkeys(wanted) if c in kernels.columns]
+
+
+def _split(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rows with a timeline: device work, and CPU ops (kind cpu_op)."""
+    timed = kernels.filter(pl.col("start_ns").is_not_null())
+    if "kind" not in timed.columns:
+        return timed, timed.clear()
+    cpu = pl.col("kind") == CPU_OP
+    return timed.filter(~cpu), timed.filter(cpu)
+
+
+def _columns(kernels: pl.DataFrame, lane: tuple[str, ...]) -> list[str]:
+    return [c for c in lane if c in kernels.columns]
 
 
 def _lanes(kernels: pl.DataFrame) -> int:
-    """Devices with a timeline among `kernels` (rank and device pairs with start times)."""
-    return kernels.filter(pl.col("start_ns").is_not_null()).select(_lane_columns(kernels)).unique().height
+    """Timelines among `kernels` (rank and device pairs with start times; rank and thread for CPU ops)."""
+    device, cpu = _split(kernels)
+    return (device.select(_columns(device, _LANE)).unique().height
+            + (cpu.select(_columns(cpu, _CPU_LANE)).unique().height if cpu.height else 0))
 
 
 def busy_ns(kernels: pl.DataFrame) -> int | None:
     """Time during which at least one kernel runs (the union of kernel intervals), summed over devices (each rank's
-    own); None without start times (summary rows)."""
-    lanes = _lane_columns(kernels)
-    kernels = kernels.select(*lanes, "start_ns", "dur_ns").filter(pl.col("start_ns").is_not_null())
-    if kernels.height == 0:
+    own), plus each CPU thread's op time (its ops' self times); None without start times (summary rows), and for
+    CPU ops recorded without their whole calls' durations (runs imported before `op_dur_ns`: their spans end
+    too early to hold their busy time)."""
+    device, cpu = _split(kernels)
+    if device.height == 0 and cpu.height == 0:
         return None
-    total = 0
-    for _, group in kernels.group_by(*lanes):
+    if cpu.height and (WHOLE_CALL not in cpu.columns or cpu[WHOLE_CALL].is_null().any()):
+        return None
+    total = int(cpu["dur_ns"].sum()) if cpu.height else 0
+    lanes = _columns(device, _LANE)
+    for _, group in device.select(*lanes, "start_ns", "dur_ns").group_by(*lanes):
         start = group["start_ns"].to_numpy()
         end = start + group["dur_ns"].to_numpy()
         if (start[1:] < start[:-1]).any():  # runs keep kernels in time order: sorted only where they are not
@@ -137,7 +171,7 @@ def steps_of_every_phase(kernels: pl.DataFrame) -> pl.DataFrame:
         .group_by("phase", GENERATION, "step")
         .agg(launch_count().alias("kernel_count"), pl.col("dur_ns").sum().alias("device_time_ns"),
              pl.col("start_ns").min().alias("first_start_ns"),
-             (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last_end_ns"))
+             end_ns(kernels).max().alias("last_end_ns"))
         .sort("first_start_ns", "phase", "step", nulls_last=True)
     )
 

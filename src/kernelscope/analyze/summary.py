@@ -11,8 +11,7 @@ from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.summary import KeyTimings, PhaseSummary, Summary
-
-CPU_OP = "cpu_op"  # the kind of kernels rows on CPU-only runs
+from kernelscope.contracts.tables import CPU_OP
 
 
 def _share(kernels: pl.DataFrame, condition: pl.Expr) -> float:

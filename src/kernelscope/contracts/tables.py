@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 INSTANCES = "instances"
+CPU_OP = "cpu_op"  # the kind of kernels rows that are CPU ops: runs (or ranks) without device activity
 RANK = "rank"
 UNKNOWN_PHASE = "unknown"
 
@@ -51,6 +52,8 @@ ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
     "launch_dur_ns": pl.Int64(), "op": pl.String(), "top_op": pl.String(), "op_id": pl.Int64(),
     "top_op_id": pl.Int64(), "phase": pl.String(), "step": pl.Int64(), "module": pl.String(), "layer": pl.Int64(),
     "generation": pl.Int64(), "source_line": pl.String(),
+    # CPU-only runs: the op's whole duration, its children's included (dur_ns is its self time); null elsewhere.
+    "op_dur_ns": pl.Int64(),
 }
 # Statistics of a summary row (nsys stats imports): the row stands for `instances` launches.
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
