@@ -155,7 +155,39 @@ def test_import_of_missing_file_and_existing_out(tmp_path, qwen_gpu_trace):
 
 def test_trace_without_any_event_of_interest(tmp_path):
     path = write_trace(tmp_path / "empty.json", [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0}])
-    _assert_clean_failure(kernelscope("import", str(path), "--out", str(tmp_path / "o")), "no kernels")
+    _assert_clean_failure(kernelscope("import", str(path), "--out", str(tmp_path / "o")),
+                          "its one event is not a kernel, copy, runtime call, CPU op or annotation")
+
+
+def test_trace_of_calls_without_device_activity(tmp_path):
+    events = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10 * i,
+               "dur": 5, "args": {"correlation": i}} for i in range(3)]
+    path = write_trace(tmp_path / "calls.json", events)
+    _assert_clean_failure(kernelscope("import", str(path), "--out", str(tmp_path / "o")),
+                          "no kernels, memory copies or CPU ops in this trace (only 3 runtime calls)")
+
+
+def test_legacy_autograd_profiler_export_is_refused_as_not_kineto(tmp_path):
+    """A real torch.autograd.profiler export of torch <= 1.7 (tests/data/refused): events without `cat`."""
+    legacy = Path(__file__).resolve().parents[1] / "data" / "refused" / "luxmea__profiler_trace.json"
+    events = json.loads(legacy.read_text())
+    out = tmp_path / "o"
+    _assert_clean_failure(kernelscope("import", str(legacy), "--out", str(out)),
+                          f"none of its {len(events):,} events is a kernel",
+                          "not a Kineto trace (a legacy torch.autograd.profiler export")
+    assert not out.exists()
+
+
+def test_ranks_with_and_without_device_activity_are_not_one_run(tmp_path):
+    """A CPU-only rank (its ops stand in for kernels with their self time) beside a GPU rank: its CPU time would
+    count as device time, and the report failed. Refused, naming the file; nothing written."""
+    public = Path(__file__).resolve().parents[1] / "data" / "public" / "hta"
+    cpu_rank = public / "data__rank_non_gpu__rank_non_gpu.json.gz"
+    gpu_rank = public / "data__trace_filter__sampled_rank-1.json.gz"
+    out = tmp_path / "o"
+    _assert_clean_failure(kernelscope("import", str(cpu_rank), str(gpu_rank), "--out", str(out)), str(cpu_rank),
+                          "records no device activity", str(gpu_rank))
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+import polars as pl
 
 from kernelscope.analyze.attribution_sources import attribution_info
 from kernelscope.analyze.graph_replays import Recording, attribute_graph_replays
@@ -15,6 +16,8 @@ from kernelscope.analyze.recordings import capture_recordings
 from kernelscope.commands.importers.rank_files import read_ranks, read_ranks_on_ray
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import Hardware, TraceInfo
+from kernelscope.contracts.tables import CPU_OP
+from kernelscope.errors import UserError
 from kernelscope.load import rundir
 from kernelscope.load.sources import hardware_from_properties, imported_run_info, read_trace, trace_file
 from kernelscope.pipeline import write_run_directory
@@ -26,6 +29,7 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
     """jobs: processes that read the files (default: by cores, files and memory; rank_files.py); cluster: a Ray
     address (`ray://…`, or `local`) whose tasks read them instead."""
     ranks = read_ranks_on_ray(files, cluster) if cluster else read_ranks(files, jobs)
+    _same_kind_of_work(files, [r.kernels for r in ranks])
     parts = [(r.kernels, r.ops) for r in ranks]
     metas = [r.meta for r in ranks]
     sources = [r.sources for r in ranks]
@@ -37,7 +41,7 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
     if graph_replays is not None:
         graph_replays.captures = [str(p) for p in captures or []]
     first = metas[0]
-    device_type = "cuda" if kernels.height and kernels["kind"].first() != "cpu_op" else "cpu"
+    device_type = "cpu" if kernels.height and (kernels["kind"] == CPU_OP).all() else "cuda"
     # A trace without device activity is a CPU run, whatever devices its process could see.
     hardware = hardware_from_properties(first.device_properties if device_type == "cuda" else [], device_type)
     if device_spec is None:
@@ -75,3 +79,14 @@ def read_captures(paths: list[Path]) -> list[Recording]:
     for path in paths:
         recordings += capture_recordings(read_trace(path), path.name)
     return recordings
+
+
+def _same_kind_of_work(files: list[Path], kernels: list[pl.DataFrame]) -> None:
+    """The files of one run all record device work, or none does (CPU profiles, whose ops stand in for kernels with
+    their self time): a rank without device activity beside ranks with it would count its CPU ops as device time."""
+    cpu_only = [path for path, table in zip(files, kernels, strict=True)
+                if table.height and (table["kind"] == CPU_OP).all()]
+    if cpu_only and len(cpu_only) < len(files):
+        device = next(path for path in files if path not in cpu_only)
+        raise UserError(f"{cpu_only[0]}: records no device activity, while {device} does: a run's traces are all of "
+                        "GPUs or all of CPUs; import the GPU ranks without it")

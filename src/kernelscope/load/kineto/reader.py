@@ -48,8 +48,25 @@ def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None 
             array = exact
     tables = _assemble(parts, _metadata(array.fields))
     if tables.kernels.height == 0 and not (tables.ops["cat"] == "cpu_op").any():
-        raise UserError(f"{path}: no kernels, memory copies or CPU ops in this trace")
+        raise UserError(f"{path}: {_nothing_to_read(tables)}")
     return tables
+
+
+def _nothing_to_read(tables: TraceTables) -> str:
+    """Why a trace gives no kernels and no CPU ops: an empty event array, no event of a kind Kineto records work
+    with (another program's Chrome trace, a legacy torch.autograd.profiler export), or only calls and ranges."""
+    events = tables.meta.event_count
+    if events == 0:
+        return "no events in its `traceEvents`"
+    read = tables.launches.height + tables.ops.height + sum(tables.meta.unread_device_activity.values())
+    if read == 0:
+        which = "its one event is not" if events == 1 else f"none of its {events:,} events is"
+        return (f"{which} a kernel, copy, runtime call, CPU op or annotation as Kineto writes them (`cat`): an empty profile, or not a Kineto trace (a legacy torch.autograd.profiler export, a "
+                "TensorFlow timeline, another program's Chrome trace)")
+    held = {"runtime calls": tables.launches.height, "ranges or Python frames": tables.ops.height,
+            "device ranges": sum(tables.meta.unread_device_activity.values())}
+    return ("no kernels, memory copies or CPU ops in this trace (only "
+            + ", ".join(f"{count:,} {what}" for what, count in held.items() if count) + ")")
 
 
 NATIVE_CHUNK_BYTES = 8 << 20
