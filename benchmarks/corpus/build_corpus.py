@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def git_dir(mirrors: Path, repo: str) -> Path:
+    """The git directory of a mirror: <owner>+<name>/repo (bare, or a checkout's repo/.git), else the folder."""
     base = mirrors / repo.replace("/", "+")
-    return base / "repo" if (base / "repo").exists() else base
+    for candidate in (base / "repo" / ".git", base / "repo"):
+        if candidate.exists():
+            return candidate
+    return base
 
 
 def tar_member(archive: bytes, member: str) -> bytes:

@@ -1,6 +1,6 @@
 """Import every trace of the corpus (benchmarks/corpus/manifest.toml, rebuilt by build_corpus.py) and compare it
-with what the file holds, computed independently (tests/trace_reference.py): launches, device time and
-per-kernel-name totals; also the catalog's coverage of kernel time. Writes one JSON result.
+with what the file holds, computed independently (tests/trace_reference.py): launches, device time,
+per-kernel-name totals and busy time (the union of the file's intervals); also the catalog's coverage of kernel time. Writes one JSON result.
 
     python benchmarks/corpus/check_corpus.py [--corpus /work/corpus] [--out benchmarks/results/corpus-DATE.json]
 """
@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from kernelscope.analyze.attribution import attribute  # noqa: E402
 from kernelscope.analyze.naming import with_kernel_catalog  # noqa: E402
+from kernelscope.analyze.phases import busy_ns  # noqa: E402
 from kernelscope.errors import UserError  # noqa: E402
 from kernelscope.load.sources import read_trace  # noqa: E402
 from tests.trace_reference import reference  # noqa: E402
@@ -40,6 +41,7 @@ def check(path: Path) -> dict:
     ref = reference(path)
     ours = {name: (count, total) for name, count, total in
             device.group_by("name").agg(pl.len(), pl.col("dur_ns").sum()).iter_rows()}
+    busy = busy_ns(kernels)
     named = with_kernel_catalog(device.filter(pl.col("kind") == "kernel"))
     kernel_ns = int(named["dur_ns"].sum())
     known_ns = int(named.filter((pl.col("library") != "unknown") & (pl.col("category") != "other"))["dur_ns"].sum())
@@ -49,6 +51,9 @@ def check(path: Path) -> dict:
         "launches": device.height, "launches_expected": ref.launches,
         "device_ns": int(device["dur_ns"].sum()), "device_ns_expected": ref.device_ns,
         "names_match": ours == ref.by_name,
+        # Each busy stretch's two ends are rounded to ns (the file's times are µs with fractions).
+        "busy_ns": busy, "busy_ns_expected": ref.busy_ns,
+        "busy_match": busy is not None and ref.busy_ns is not None and abs(busy - ref.busy_ns) <= ref.busy_stretches,
         "match": device.height == ref.launches and int(device["dur_ns"].sum()) == ref.device_ns
         and ours == ref.by_name,
         "cpu_only": device.height == 0,
@@ -79,6 +84,7 @@ def main() -> None:
         "files": len(rows), "kineto_files": len(kineto),
         "refused": sum(bool(r.get("refused")) for r in kineto),
         "matching": sum(bool(r.get("match")) for r in kineto),
+        "busy_matching": sum(bool(r.get("busy_match")) for r in kineto),
         "sources": sorted({r["source"] for r in rows}),
     }
     for vendor in ("nvidia", "amd"):
