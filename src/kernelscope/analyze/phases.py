@@ -97,16 +97,20 @@ _CPU_LANE = ("rank", "pid", "tid")
 WHOLE_CALL = "op_dur_ns"
 
 
+def _has_cpu_ops(kernels: pl.DataFrame) -> bool:
+    return "kind" in kernels.columns and bool((kernels["kind"] == CPU_OP).any())
+
+
 def _timeline_columns(kernels: pl.DataFrame) -> list[str]:
-    """What busy_ns and _lanes read of a kernels table."""
-    wanted = ("kind", *_LANE, *_CPU_LANE, "start_ns", "dur_ns", WHOLE_CALL)
+    """What busy_ns and _lanes read of a kernels table (a CPU op's thread and whole call only where there are any)."""
+    wanted = (*_LANE, "start_ns", "dur_ns", *(("kind", "pid", "tid", WHOLE_CALL) if _has_cpu_ops(kernels) else ()))
     return [c for c in dict.fromkeys(wanted) if c in kernels.columns]
 
 
 def _split(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows with a timeline: device work, and CPU ops (kind cpu_op)."""
-    timed = kernels.filter(pl.col("start_ns").is_not_null())
-    if "kind" not in timed.columns:
+    """Rows with a timeline: device work, and CPU ops (kind cpu_op); copied only where they must be told apart."""
+    timed = kernels if not kernels["start_ns"].null_count() else kernels.filter(pl.col("start_ns").is_not_null())
+    if not _has_cpu_ops(timed):
         return timed, timed.clear()
     cpu = pl.col("kind") == CPU_OP
     return timed.filter(~cpu), timed.filter(cpu)
