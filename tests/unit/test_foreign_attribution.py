@@ -319,7 +319,7 @@ def test_imported_report_has_steps_source_lines_and_attribution_sources(tmp_path
     assert "## Where the time comes from in the source" not in plain
     assert "Not in this trace: module, layer, source line. A trace recorded with `torch.profiler.profile(" \
            "with_stack=True, with_modules=True)`" in plain
-    assert "Not available: the trace has no module ranges and no module frames." in plain
+    assert "Not available: no kernel has a module (the trace has no module ranges, no module frames and no user annotations" in plain
 
 
 # ---------------------------------------------------------------- NVTX ranges of an Nsight Systems export
@@ -344,3 +344,35 @@ def test_step_annotations_as_nvtx_ranges_of_an_nsys_export(tmp_path):
     inside = [e for e in _device(events)
               if marks[0]["ts"] <= launched.get(e["args"].get("correlation"), -1) <= marks[0]["ts"] + marks[0]["dur"]]
     assert kernels.filter(pl.col("phase") == "prefill").height == len(inside) > 0
+
+
+def test_modules_and_layers_from_a_scripts_own_annotations(tmp_path):
+    """A real script that names its model's parts with record_function (tests/data/public/tokenomics: Model_Forward,
+    TransformerLayer_0…3, Attention, FeedForward, …; no nn.Module frames): each kernel's module is the chain of
+    annotations open on its launching thread at launch, outermost first, the numbered layers written `.N` and
+    their number the layer; torch.distributed's own `nccl:` ranges are not modules. Expected per kernel from the
+    file in plain Python (launch call by correlation id, then the ranges around it)."""
+    trace = DATA / "public" / "tokenomics" / "llama_trace_4layers0_with_annotations.json.gz"
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime"
+                and isinstance(e.get("args"), dict) and "correlation" in e["args"]}
+    annotations = [e for e in events if e.get("cat") == "user_annotation" and not e["name"].startswith("nccl:")]
+    expected = {}
+    for kernel in (e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")):
+        launch = launches[kernel["args"]["correlation"]]
+        around = sorted((a for a in annotations if (a["pid"], a["tid"]) == (launch["pid"], launch["tid"])
+                         and a["ts"] <= launch["ts"] < a["ts"] + a["dur"]), key=lambda a: (a["ts"], -a["dur"]))
+        parts = [re.sub(r"^TransformerLayer_(\d+)$", r"TransformerLayer.\1", a["name"]) for a in around]
+        expected[kernel["args"]["correlation"]] = ".".join(parts) or None
+    out = tmp_path / "run"
+    assert main(["-q", "import", str(trace), "--out", str(out), "--no-report"]) == 0
+    kernels = pl.read_parquet(out / "kernels.parquet")
+    found = dict(zip(kernels["correlation"].to_list(), kernels["module"].to_list(), strict=True))
+    assert found == expected and sum(m is not None for m in expected.values()) == len(expected)
+    layers = {c: int(re.search(r"TransformerLayer\.(\d+)", m)[1]) if m and "TransformerLayer." in m else None
+              for c, m in expected.items()}
+    assert dict(zip(kernels["correlation"].to_list(), kernels["layer"].to_list(), strict=True)) == layers
+    assert {n for n in layers.values() if n is not None} == {0, 1, 2, 3}
+    attribution = json.loads((out / "run.json").read_text())["attribution"]
+    assert attribution["module"]["source"] == "user annotations (record_function)"
+    assert attribution["layer_class"] == "TransformerLayer"

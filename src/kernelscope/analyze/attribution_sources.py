@@ -3,7 +3,8 @@ came from.
 
 attribute() ties kernels to the ranges kernelscope pushes (ks.phase, ks.module). A trace written by another
 program has none; then phases and steps come from the trace's own step markers (analyze/step_inference.py) and
-modules, layers and source lines from its Python frames (analyze/python_frames.py). Every level records its
+modules, layers and source lines from its Python frames (analyze/python_frames.py), else modules and layers from its
+user annotations (analyze/annotation_modules.py). Every level records its
 source and the share of device time it reaches (run.json `attribution`, docs/importing.md).
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.annotation_modules import annotation_modules
 from kernelscope.analyze.python_frames import Launches, inside_function, module_frames, source_lines
 from kernelscope.analyze.step_inference import infer_steps
 from kernelscope.analyze.wide_tables import beside, time_where
@@ -22,6 +24,7 @@ from kernelscope.contracts.run_info import AttributionInfo, LevelSource, StepInf
 OWN_RANGES = "kernelscope ranges"
 MODULE_FRAMES = "nn.Module frames (with_modules)"
 STACK_FRAMES = "Python frames (with_stack)"
+USER_ANNOTATIONS = "user annotations (record_function)"
 LAUNCH_OP = "CPU op open at launch"
 NONE = "none"
 
@@ -65,6 +68,12 @@ def infer_attribution(kernels: pl.DataFrame, ops: pl.DataFrame) -> tuple[pl.Data
             kernels = kernels.with_columns(found.module.alias("module"), found.layer.alias("layer")) \
                 .with_columns(pl.select(module.alias("module")).to_series())
             sources.module, sources.layer_class, sources.layer_types = MODULE_FRAMES, found.layer_class, found.layer_types
+        else:
+            annotated = annotation_modules(ops.filter(pl.col("cat") == "annotation"), launches, span)
+            if annotated is not None:
+                kernels = kernels.with_columns(annotated.module.alias("module"), annotated.layer.alias("layer"))
+                sources.module, sources.layer_class = USER_ANNOTATIONS, annotated.layer_class
+                sources.layer_types = annotated.layer_types
     lines = source_lines(frames, launches, span)
     if lines is not None:
         kernels = kernels.with_columns(lines.alias("source_line"))

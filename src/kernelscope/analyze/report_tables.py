@@ -246,7 +246,8 @@ def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFr
     if has_timeline(kernels) or kernels["top_op_id"].is_not_null().any():
         labelled = beside(subset, names, ["name"])  # op_group_table reads only the columns it groups by
         tables.op_groups = op_group_table(labelled.with_columns(pl.col("label").alias("friendly_name")))
-    if kernels["module"].is_not_null().any() and phase != ranges.UNKNOWN:
+    # Kernels outside every phase are left out of the breakdown, unless the trace marks no phase at all.
+    if kernels["module"].is_not_null().any() and (phase != ranges.UNKNOWN or phases.height == 1):
         steps = {row["phase"]: row["steps"] for row in phases.iter_rows(named=True)}
         layer_types = run.info.layer_types_of(phase)
         breakdown = layer_breakdown(subset, layer_types, steps)

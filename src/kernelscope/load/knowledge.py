@@ -63,3 +63,9 @@ def source_frames() -> dict[str, Any]:
 def step_annotations() -> list[dict[str, Any]]:
     """data/step_annotations.toml: step annotations of serving engines and scripts, in trust order."""
     return packaged_toml(_DATA, "step_annotations.toml")["rule"]
+
+
+@cache
+def annotation_modules() -> dict[str, Any]:
+    """data/annotation_modules.toml: user annotations that are never modules (docs/importing.md)."""
+    return packaged_toml(_DATA, "annotation_modules.toml")
