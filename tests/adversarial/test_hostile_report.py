@@ -208,3 +208,33 @@ def test_a_hostile_file_name_in_the_unrecorded_device_note_is_code_not_markup(tm
         spans = [" ".join(t.content.split()) for t in tokens if t.type == "code_inline"]
         shown = " ".join("".join(" " if ord(c) < 32 else c for c in payload).split())  # control characters as spaces
         assert any(shown in span for span in spans), (key, spans)
+
+
+def test_hostile_user_annotations_become_modules_as_text(tmp_path):
+    """Modules taken from a script's own record_function annotations (tests/data/public/tokenomics) with hostile
+    names: in the layer breakdown of both reports as text, never as markup; the pages run only their own script."""
+    source = Path(__file__).resolve().parents[1] / "data" / "public" / "tokenomics"
+    doc = json.loads(gzip.decompress((source / "llama_trace_4layers0_with_annotations.json.gz").read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ("user_annotation", "gpu_user_annotation") and e["name"] == "Attention":
+            e["name"] = "Attention<script>window.__ks_pwned=1</script>|x\n# Injected ![m](/etc/hostname)"
+    trace = tmp_path / "trace.json.gz"
+    trace.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert main(["-q", "import", str(trace), "--out", str(tmp_path / "run")]) == 0
+    report = tmp_path / "run" / "report"
+    for name in ("report.md", "report.zh.md"):
+        text = (report / name).read_text()
+        tokens = MarkdownIt("commonmark").enable("table").parse(text)
+        inline = [child for t in tokens for child in (t.children or [])]
+        assert not [t for t in tokens if t.type == "html_block"] and not [c for c in inline if c.type == "html_inline"]
+        assert all(c.attrGet("src").startswith("figures/") for c in inline if c.type == "image")
+        headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+        assert not [h for h in headings if h.startswith("Injected")]
+        rendered = MarkdownIt("commonmark").enable("table").render(text)
+        assert "Attention&lt;script&gt;window.__ks_pwned=1&lt;/script&gt;" in rendered  # shown, as text
+    for name in ("report.html", "report.zh.html"):
+        parser = _Tags()
+        parser.feed((report / name).read_text())
+        scripts = [attrs for tag, attrs in parser.tags if tag == "script"]
+        assert len(scripts) == 1 and not scripts[0]
+        assert not [attrs for _, attrs in parser.tags if any(k.startswith("on") for k in attrs)]
