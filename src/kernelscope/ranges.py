@@ -11,6 +11,8 @@ import re
 
 PHASE_PREFIX = "ks.phase:"
 MODULE_PREFIX = "ks.module:"
+# A module's layer: the first purely numeric part of its name (`model.layers.3.mlp` is layer 3), whatever gave it.
+LAYER_IN_MODULE = r"(?:^|\.)(\d+)(?:\.|$)"
 GENERATION_PREFIX = "ks.generation:"
 # Around one engine kernel launch, declaring its exact cost: `ks.cost|<kernel>|flops=…|bytes=…|precision=…`
 # (pushed through kernelscope.engine_costs, read by analyze.kernel_costs).

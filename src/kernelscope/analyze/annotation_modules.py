@@ -22,9 +22,9 @@ import polars as pl
 from kernelscope.analyze.intervals import NestedIntervals, gather_rows
 from kernelscope.analyze.python_frames import Launches
 from kernelscope.load import knowledge
+from kernelscope.ranges import LAYER_IN_MODULE
 
 _NUMBERED = re.compile(r"^(?P<base>.*?[A-Za-z])[ _.-]?(?P<number>\d+)$")
-_LAYER = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
 
 
 @dataclass(frozen=True)
@@ -48,11 +48,11 @@ def annotation_modules(annotations: pl.DataFrame, launches: Launches, span: int)
     """annotations: user annotation ranges (name, thread, start_ns, dur_ns). None when none of them can be a
     module or none holds a kernel's launch."""
     skip = _not_modules()
-    names = annotations["name"].to_list()
-    keep = np.array([not any(p.search(name) for p in skip) for name in names], dtype=bool)
-    if not keep.any():
+    # Tried once per distinct name: a serving trace repeats a few names over many ranges.
+    modules = [name for name in annotations["name"].unique().to_list() if not any(p.search(name) for p in skip)]
+    if not modules:
         return None
-    ranges = annotations.filter(pl.Series(keep))
+    ranges = annotations.filter(pl.col("name").is_in(modules))
     index = NestedIntervals.build(ranges["thread"].to_numpy(), ranges["start_ns"].to_numpy(),
                                   ranges["dur_ns"].to_numpy(), span)
     row = index.innermost(launches.thread, launches.time)
@@ -61,7 +61,7 @@ def annotation_modules(annotations: pl.DataFrame, launches: Launches, span: int)
     parts, layer_class = _parts(ranges["name"].to_list(), index)
     paths = _paths(parts, index)
     module = pl.Series("module", paths, dtype=pl.String)
-    layer = module.str.extract(_LAYER.pattern, 1).cast(pl.Int64)
+    layer = module.str.extract(LAYER_IN_MODULE, 1).cast(pl.Int64)
     layers = sorted({int(n) for n in layer.drop_nulls().to_list()})
     return AnnotationModules(module=gather_rows(module, row), layer=gather_rows(layer, row), layer_class=layer_class,
                              layer_types={n: layer_class for n in layers} if layer_class else {})

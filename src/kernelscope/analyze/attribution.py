@@ -20,8 +20,6 @@ from kernelscope.analyze.wide_tables import beside, time_where
 from kernelscope.contracts.tables import conform_kernels, conform_ops
 from kernelscope.contracts.trace import TraceTables
 
-_LAYER_PATTERN = r"(?:^|\.)(\d+)(?:\.|$)"
-
 
 def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Returns (kernels, ops): kernels sorted by start with attribution columns; ops with op_id, depth. Both
@@ -83,7 +81,7 @@ def attribute(tables: TraceTables) -> tuple[pl.DataFrame, pl.DataFrame]:
         gather_rows(phase_parts.struct.field("field_0"), phase_rows).fill_null(ranges.UNKNOWN).alias("phase"),
         gather_rows(phase_parts.struct.field("field_1").cast(pl.Int64, strict=False), phase_rows).alias("step"),
         gather_rows(module_of, module_rows).alias("module"),
-        gather_rows(module_of.str.extract(_LAYER_PATTERN, 1).cast(pl.Int64), module_rows).alias("layer"),
+        gather_rows(module_of.str.extract(ranges.LAYER_IN_MODULE, 1).cast(pl.Int64), module_rows).alias("layer"),
         gather_rows(generations["name"].str.strip_prefix(ranges.GENERATION_PREFIX).cast(pl.Int64, strict=False),
                     generation_rows).alias("generation"),
     )

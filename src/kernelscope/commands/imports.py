@@ -16,8 +16,10 @@ DESCRIPTION = (
     "Read Kineto / torch.profiler traces (.json or .json.gz) written by any program (vLLM, SGLang, "
     "training jobs, kernelscope itself), Nsight Systems SQLite exports or .nsys-rep reports, `nsys stats` "
     "kernel summaries (CSV / TSV; one file per phase, named *prefill* / *decode*), or Nsight Compute "
-    "exports into a run directory. Several trace files become ranks of one run. Phases and modules are "
-    "known only if the program pushed kernelscope's ranges (profiler or NVTX ranges)."
+    "exports into a run directory. Several trace files become ranks of one run. Phases, steps and modules "
+    "come from kernelscope's ranges where the program pushed them, else from the trace's own markers: step "
+    "annotations of serving engines, ProfilerStep#N ranges, forwards, nn.Module frames, record_function "
+    "annotations (docs/importing.md)."
 )
 
 
