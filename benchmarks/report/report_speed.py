@@ -8,7 +8,8 @@ Each run renders into a fresh copy of RUN (the report replaces RUN/report); the 
 whole process (start-up, imports, tables, figures, HTML), as a user sees it, and the memory its peak resident set
 (the process and its helpers, sampled every 20 ms). The new tree is also timed with an empty compiled-template cache
 (report/template_cache.py), as on the first report after an install. With --import-trace, `import TRACE` is timed
-too, with and without its report, in both trees."""
+too, with and without its report, in both trees. --old-python / --new-python run a tree under another environment
+(another matplotlib, say); the versions of the libraries that matter are recorded for each."""
 
 from __future__ import annotations
 
@@ -43,10 +44,15 @@ def _env(src: Path, cache: Path) -> dict[str, str]:
     return env
 
 
+# The Python each tree runs under (--old-python / --new-python: an environment with other library versions).
+PYTHON: dict[Path, str] = {}
+
+
 def _measured(argv: list[str], env: dict[str, str], what: str) -> tuple[float, int]:
     """One whole kernelscope process: seconds and peak RSS in bytes (with its children)."""
     start = time.perf_counter()
-    process = psutil.Popen([sys.executable, "-m", "kernelscope", "-q", *argv], env=env, stdout=subprocess.DEVNULL)
+    python = PYTHON.get(Path(env["PYTHONPATH"]), sys.executable)
+    process = psutil.Popen([python, "-m", "kernelscope", "-q", *argv], env=env, stdout=subprocess.DEVNULL)
     peak = 0
     while process.poll() is None:
         with contextlib.suppress(psutil.Error):  # a helper that ended between the two calls
@@ -89,6 +95,13 @@ def _import_modes(trees: dict[str, Path], trace: Path, rounds: int, cache: Path)
                                            for name in trees}}
 
 
+def _versions(python: str) -> dict[str, str]:
+    """The versions of the libraries a report's time depends on, in `python`'s environment."""
+    code = ("import json, importlib.metadata as m; "
+            "print(json.dumps({p: m.version(p) for p in ('matplotlib', 'polars', 'numpy', 'pillow')}))")
+    return json.loads(subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path)
@@ -98,7 +111,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--import-trace", type=Path, help="also time `import TRACE` with and without its report")
     parser.add_argument("--import-rounds", type=int, default=3)
+    parser.add_argument("--old-python", default=sys.executable, help="the Python the old tree runs under")
+    parser.add_argument("--new-python", default=sys.executable, help="the Python the new tree runs under")
     args = parser.parse_args()
+    PYTHON[args.old.resolve()] = args.old_python
+    PYTHON[args.new.resolve()] = args.new_python
     times: dict[str, list[float]] = {"old": [], "new": [], "new_cold_template_cache": []}
     peaks: dict[str, list[int]] = {key: [] for key in times}
     with tempfile.TemporaryDirectory() as cache:
@@ -118,6 +135,8 @@ def main() -> None:
         "speedup": statistics.median(times["old"]) / statistics.median(times["new"]), "commit": commit(),
         "machine": f"{os.cpu_count()} cores (CPU machine)", "date": time.strftime("%Y-%m-%d"),
         "bytecode": "cached for both trees (PYTHONPYCACHEPREFIX, one warm-up run each)",
+        "python": {"old": args.old_python, "new": args.new_python},
+        "libraries": {name: _versions(python) for name, python in (("old", args.old_python), ("new", args.new_python))},
     }
     if args.import_trace:
         with tempfile.TemporaryDirectory() as cache:

@@ -14,13 +14,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import matplotlib.image as mpimg
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axis import Axis, Tick
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.text import Text
+from PIL import Image
 
 PNG_DPI = 150  # every figure file, PNG and SVG (figures._write)
 PNG_OPTIONS = {"compress_level": 1}  # zlib level 1: at the default level the encoder was a sixth of each save
@@ -107,13 +108,21 @@ def save_png_versions(fig: Figure, versions: list[Any], label: Callable[[Any], N
                 for artist in worded:
                     artist.draw(renderer)
             paths = files(version)
+            pixels = np.asarray(canvas.get_renderer().buffer_rgba())
             for path in paths:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                mpimg.imsave(path, canvas.get_renderer().buffer_rgba(), format="png", origin="upper", dpi=fig.dpi,
-                             pil_kwargs=dict(PNG_OPTIONS))
+                write_png(path, pixels, fig.dpi)
         written.append(paths)
     plt.close(fig)
     return written
+
+
+def write_png(path: Path, pixels: np.ndarray, dpi: float) -> None:
+    """An RGBA buffer as PNG: as RGB where every pixel is opaque (a figure on its white face), which is a fifth
+    less to filter and compress than RGBA and decodes to the same pixels."""
+    opaque = bool(pixels[..., 3].min() == 255)
+    image = Image.fromarray(np.ascontiguousarray(pixels[..., :3]) if opaque else pixels, "RGB" if opaque else "RGBA")
+    image.save(path, format="png", dpi=(dpi, dpi), **PNG_OPTIONS)
 
 
 def _tick_makers(fig: Figure) -> list[Any]:
