@@ -29,6 +29,7 @@ from kernelscope.analyze.projection import (
     target_from_ceilings,
 )
 from kernelscope.analyze.projection_fit import FitRun, calibration_table, fit_factors
+from kernelscope.analyze.whatif import what_if
 from kernelscope.contracts.tables import conform_kernels
 from kernelscope.errors import UserError
 from kernelscope.load.rundir import read_run
@@ -138,6 +139,35 @@ def test_merged_rows_project_as_the_rows_themselves(options):
     key = ["phase", "group"]
     by_group = group_projection(every).sort(key)
     assert_frame_equal(group_projection(merged, alike.steps).sort(key), by_group, check_exact=False, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("options", [Options(), Options(fuse=True, weight_bits=4)])
+def test_what_if_tables_are_those_of_every_launch(options):
+    """what_if projects one row per kernel name and launches that project alike (merge_kernel_launches); its
+    per-kernel table must be what projecting every launch gives: time per step summed launch by launch, and the
+    bound most launches of the name have (ties: the first by name), on a real run."""
+    run = with_costs_and_names(read_run(RUNS / "h100-qwen2-1.5b-b8-slim"))
+    model = default_model()
+    inputs = projection_inputs(run.kernels, run.ncu, model)
+    source = target_from_ceilings(run_ceilings(run.info), model)
+    target = source.changed(sram_bytes=32e6)
+    study = what_if(inputs, source, target, model, options, 50e6, run.info, sweeps=[])
+    every = project(inputs, target, model, options, 50e6)
+    steps = dict(phase_projection(every).select("phase", "steps").iter_rows())
+    expected: dict[tuple[str, str], tuple[float, str]] = {}
+    for (phase, name), launches in every.group_by("phase", "name"):
+        counts: dict[str, int] = {}
+        for bound in launches["bound"].to_list():
+            counts[bound] = counts.get(bound, 0) + 1
+        most = min(counts, key=lambda bound: (-counts[bound], bound))
+        expected[(phase, name)] = (launches["projected_ns"].sum() / steps[phase], most)
+    assert study.kernels.height > 10
+    for row in study.kernels.iter_rows(named=True):
+        per_step, bound = expected[(row["phase"], row["name"])]
+        assert row["projected_per_step_ns"] == pytest.approx(per_step, rel=1e-9)
+        assert row["bound"] == bound
+    by_group = group_projection(every).sort("phase", "group")
+    assert_frame_equal(study.groups.sort("phase", "group"), by_group, check_exact=False, rel_tol=1e-9)
 
 
 def test_fit_recovers_known_factors():

@@ -166,6 +166,27 @@ def merge_alike(inputs: pl.DataFrame | AlikeRows, steps: dict[str, int] | None =
     return AlikeRows(rows, step_counts(inputs) if steps is None else steps)
 
 
+# Columns of a kernel name the what-if's kernel table and labels read: the same for every launch of the name.
+_NAME_COLUMNS = ("friendly_name", "library", "category", "description")
+
+
+def merge_kernel_launches(inputs: pl.DataFrame) -> pl.DataFrame:
+    """`inputs` (projection_inputs) with the launches of a kernel name that project alike merged into one row (the
+    sums of their bytes, FLOPs, launches and measured time; `launch_rows`: how many rows it stands for): every
+    per-phase, per-kind and per-name total of a projection is the same from these rows, and a trace of a million
+    launches projects a few thousand rows. Rows merge in the order they first appear, so a name's first row (its
+    friendly name, library) is the one it was."""
+    keys = [*_ALIKE, "name"]
+    carried = [pl.col(c).first() for c in _NAME_COLUMNS if c in inputs.columns]
+    first = [pl.col("start_ns").min()] if "start_ns" in inputs.columns else []
+    sums = [pl.col(c).sum() for c in ("bytes_used", "flops", "instances", "dur_ns")]
+    return (inputs.with_columns(pl.col(c).alias(f"_{c}") for c in keys)
+            .group_by([f"_{c}" for c in keys], maintain_order=True)
+            .agg(*sums, *carried, *first, pl.len().alias("launch_rows"))
+            .rename({f"_{c}": c for c in keys if c not in ("bytes_used", "flops", "instances")})
+            .drop("_bytes_used", "_flops", "_instances"))
+
+
 def project(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options = Options(),
             source_l2_bytes: float | None = None, steps: dict[str, int] | None = None) -> pl.DataFrame:
     """Per kernel: latency_ns, memory_ns, compute_ns, projected_ns and what bounds it (`bound`). `inputs` comes

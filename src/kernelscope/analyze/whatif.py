@@ -27,6 +27,7 @@ from kernelscope.analyze.projection import (
     Target,
     group_projection,
     merge_alike,
+    merge_kernel_launches,
     phase_projection,
     phase_times,
     project,
@@ -72,14 +73,17 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
             sweeps: list[tuple[str, list[float]]] | None = None, parallel: ParallelRequest | None = None) -> WhatIf:
     settings = whatif_settings()
     steps = step_counts(inputs)  # once: every per-step table divides by them
-    on_source = project(inputs, source, model, Options(), source_l2_bytes, steps)
+    # Every table below is a sum per phase, kind of work or kernel name: projected from the launches of each name
+    # that project alike, one row each.
+    merged = merge_kernel_launches(inputs)
+    on_source = project(merged, source, model, Options(), source_l2_bytes, steps)
     # The run on its own device (the report's what-if) is projected once.
     same = target == source and options == Options()
-    on_target = on_source if same else project(inputs, target, model, options, source_l2_bytes, steps)
+    on_target = on_source if same else project(merged, target, model, options, source_l2_bytes, steps)
     calibration = phase_projection(on_source, steps)
     phases = _phase_table(calibration, calibration if same else phase_projection(on_target, steps))
     timings = _timings(info, calibration)
-    alike = merge_alike(inputs, steps)  # scenarios, requirements and sweeps project the run many times
+    alike = merge_alike(merged, steps)  # scenarios, requirements and sweeps project the run many times
     requirements = _requirements(alike, target, model, options, source_l2_bytes, phases, settings)
     chosen = sweeps if sweeps is not None else default_sweeps(target, settings)
     sweep_tables = [sweep(alike, target, model, options, parameter, values, source_l2_bytes,
@@ -92,16 +96,21 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
         requirements=requirements,
         sweeps=pl.concat(sweep_tables, how="vertical_relaxed") if sweep_tables else pl.DataFrame(),
         timings=timings,
-        parallel=_parallel(inputs, on_source, on_target, parallel, settings) if parallel is not None else None,
+        parallel=(_parallel(inputs, source, target, model, options, source_l2_bytes, steps, parallel, settings)
+                  if parallel is not None else None),
     )
 
 
-def _parallel(inputs: pl.DataFrame, on_source: pl.DataFrame, on_target: pl.DataFrame, request: ParallelRequest,
+def _parallel(inputs: pl.DataFrame, source: Target, target: Target, model: ProjectionModel, options: Options,
+              source_l2_bytes: float | None, steps: dict[str, int], request: ParallelRequest,
               settings: dict[str, Any]) -> ParallelProjection | None:
-    """The run on request.target_ranks ranks; None when it has no collectives matched across ranks."""
+    """The run on request.target_ranks ranks; None when it has no collectives matched across ranks. Projected
+    launch by launch: a collective's instances are matched across ranks."""
     comm = communication(inputs)
     if comm is None or comm.instances.height == 0:
         return None
+    on_source = project(inputs, source, model, Options(), source_l2_bytes, steps)
+    on_target = project(inputs, target, model, options, source_l2_bytes, steps)
     knobs = parallel_settings(settings.get("parallel") or {})
     if request.hop_latency_ns is not None:
         knobs = replace(knobs, hop_latency_ns=request.hop_latency_ns)
@@ -152,10 +161,11 @@ def _kernel_table(projected: pl.DataFrame, top: int, steps: dict[str, int] | Non
         projected.with_columns(as_codes("name")).group_by("phase", "name")
         .agg(pl.col("friendly_name").first(), pl.col("group").first(), pl.col("instances").sum().alias("launches"),
              pl.col("dur_ns").sum().cast(pl.Float64).alias("measured_ns"), pl.col("projected_ns").sum(),
-             pl.col("bound").mode().first().alias("bound"), pl.col("latency_per_launch_ns").first(),
+             pl.col("latency_per_launch_ns").first(),
              pl.col("memory_efficiency").first(), pl.col("compute_efficiency").first(),
              *(pl.col(c).cast(pl.Float64).sum().alias(c) for c in per_step))
         .with_columns(as_text("name"))
+        .join(_most_common_bound(projected), on=["phase", "name"], how="left")
         .join(steps, on="phase")
         .join(labels, on="name", how="left")
         .with_columns((pl.col("measured_ns") / pl.col("steps")).alias("measured_per_step_ns"),
@@ -177,6 +187,15 @@ def _kernel_table(projected: pl.DataFrame, top: int, steps: dict[str, int] | Non
                 "bytes_projected_per_step", "flops_per_step", "latency_per_launch_ns", "measured_per_launch_ns",
                 "memory_efficiency", "compute_efficiency", "bound", "why")
     )
+
+
+def _most_common_bound(projected: pl.DataFrame) -> pl.DataFrame:
+    """Per phase and kernel name, the bound most of its launch rows have (merged rows count as the rows they stand
+    for, `launch_rows`); of bounds held equally often, the first by name."""
+    rows = pl.col("launch_rows") if "launch_rows" in projected.columns else pl.lit(1)
+    return (projected.group_by("phase", "name", "bound").agg(rows.sum().alias("_rows"))
+            .sort("phase", "name", "_rows", "bound", descending=[False, False, True, False])
+            .group_by("phase", "name", maintain_order=True).first().drop("_rows"))
 
 
 def _labels(kernels: pl.DataFrame) -> pl.DataFrame:
