@@ -135,6 +135,7 @@ def main() -> None:
         "speedup": statistics.median(times["old"]) / statistics.median(times["new"]), "commit": commit(),
         "machine": f"{os.cpu_count()} cores (CPU machine)", "date": time.strftime("%Y-%m-%d"),
         "bytecode": "cached for both trees (PYTHONPYCACHEPREFIX, one warm-up run each)",
+        "trees": {"old": f"{args.old} at {commit(args.old)}", "new": f"{args.new} at {commit(args.new)}"},
         "python": {"old": args.old_python, "new": args.new_python},
         "libraries": {name: _versions(python) for name, python in (("old", args.old_python), ("new", args.new_python))},
     }
