@@ -11,7 +11,11 @@ Busy time: the union of the device events' intervals ([ts, ts + dur]) per device
 summed over the devices; in a file without device activity, the union of the CPU ops' whole calls per thread
 (pid, tid), summed over the threads. In µs as the file writes them, counted from each lane's first start (a
 timestamp of ~1.7e15 µs is a float with a quarter-µs step: adding a duration to it would round the end), rounded
-to ns at the end."""
+to ns at the end.
+
+Kernel launch calls: the runtime or driver calls that launched kernels, each once (a graph launch starts many): for
+each kernel with a correlation id, the call with the same id, where the file holds exactly one (the device's
+events sit under another pid than the host's)."""
 
 from __future__ import annotations
 
@@ -42,6 +46,12 @@ class Reference:
     cpu_ops: int = 0
     busy_ns: int | None = None  # None: no event with a time
     busy_stretches: int = 0  # busy stretches (each stretch's two ends are rounded once)
+    kernel_launch_calls_ns: list[int] = field(default_factory=list)  # each call that launched kernels, once
+
+
+# Runtime and driver calls (the host side of a launch), tied to the kernels they launched by `args.correlation`.
+KERNEL_CATEGORIES = {"kernel", "mtia_ccp_events"}
+RUNTIME_CATEGORIES = {"cuda_runtime", "runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime", "mtia_runtime"}
 
 
 def read_events(path: Path) -> list[dict]:
@@ -59,7 +69,9 @@ def reference(path: Path) -> Reference:
     ref = Reference()
     device_intervals: defaultdict[object, list[tuple[float, float]]] = defaultdict(list)
     cpu_intervals: defaultdict[object, list[tuple[float, float]]] = defaultdict(list)
-    for event in events:
+    calls: defaultdict[object, list[int]] = defaultdict(list)  # (pid, correlation) → indices of runtime calls
+    kernel_calls: list[object] = []  # the correlation id of each kernel
+    for index, event in enumerate(events):
         if event.get("ph") != "X" or event.get("ts") is None:
             continue
         category = str(event.get("cat", "")).lower()
@@ -67,9 +79,13 @@ def reference(path: Path) -> Reference:
         if category in ("cpu_op", "operator"):
             ref.cpu_ops += 1
             cpu_intervals[(event.get("pid"), event.get("tid"))].append((start, dur))
+        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        if category in RUNTIME_CATEGORIES and args.get("correlation") is not None:
+            calls[(event.get("pid"), args["correlation"])].append(index)
         if category not in DEVICE_CATEGORIES:
             continue
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        if category in KERNEL_CATEGORIES and args.get("correlation") is not None:
+            kernel_calls.append(args["correlation"])
         device_intervals[args.get("device", event.get("pid"))].append((start, dur))
         ns = round(float(event.get("dur") or 0.0) * 1000)
         name = documented_name(str(event.get("name", "")))
@@ -78,6 +94,15 @@ def reference(path: Path) -> Reference:
         ref.launches += 1
         ref.device_ns += ns
     ref.by_name = {name: (counts[name], totals[name]) for name in counts}
+    # A kernel's launch: the one runtime call of the host process (the same pid) with its correlation id.
+    # Each call once, however many kernels it launched (a CUDA-graph launch).
+    host_pids = {pid for pid, _ in calls}
+    launched: set[int] = set()
+    for correlation in kernel_calls:
+        found = [index for host in host_pids for index in calls.get((host, correlation), [])]
+        if len(found) == 1:
+            launched.add(found[0])
+    ref.kernel_launch_calls_ns = [round(float(events[index].get("dur") or 0.0) * 1000) for index in sorted(launched)]
     lanes = device_intervals if device_intervals else cpu_intervals
     if lanes:
         unions = [_union_us(intervals) for intervals in lanes.values()]

@@ -288,7 +288,7 @@ def test_phases_of_summary_rows_claim_no_steps(tmp_path):
     row = phase_table(kernels).row(0, named=True)
     assert row["kernel_count"] == 850 and row["device_time_ns"] == 7_000_000
     for column in ("steps", "device_time_per_step_ns", "kernels_per_step", "span_ns", "busy_pct", "mean_gap_ns",
-                   "mean_launch_ns"):
+                   "mean_launch_ns", "median_launch_ns"):
         assert row[column] is None, column
     assert step_table(kernels).height == 0
     summary = summarize(Run(kernels=kernels, ops=pl.DataFrame(),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 from pathlib import Path
 
 import polars as pl
@@ -53,6 +54,23 @@ def test_busy_time_is_the_union_the_file_holds(path):
     expected = reference(path)
     assert expected.busy_ns is not None
     assert abs(busy_ns(kernels) - expected.busy_ns) <= expected.busy_stretches
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:60])
+def test_launch_calls_are_the_files_kernel_launches_each_once(path):
+    """The phase table's launch calls (over the whole trace) against the file's runtime calls that launched kernels,
+    each once (tests/trace_reference.py): a graph launch is one call, a synchronous copy's call is none."""
+    from kernelscope.analyze.phases import launch_calls
+
+    kernels, _ = attribute(read_trace(path))
+    calls = reference(path).kernel_launch_calls_ns
+    table = launch_calls(kernels.with_columns(pl.lit("whole trace").alias("phase")))
+    if not calls:
+        assert table.height == 0
+        return
+    row = table.row(0, named=True)
+    assert row["mean_launch_ns"] == pytest.approx(statistics.mean(calls), rel=1e-12)
+    assert row["median_launch_ns"] == pytest.approx(statistics.median(calls), rel=1e-12)
 
 
 def _rewrite(source: Path, target: Path, layout: str) -> Path:

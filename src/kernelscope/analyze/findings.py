@@ -109,6 +109,7 @@ def _phase_metrics(tables: Any, phase: str) -> dict[str, Metric]:
     m[f"{phase}_kernels_per_step"] = _from_table(phases, "phases", "kernels_per_step", row, agg="first")
     m[f"{phase}_device_ns_per_step"] = _from_table(phases, "phases", "device_time_per_step_ns", row, agg="first")
     m[f"{phase}_mean_launch_ns"] = _from_table(phases, "phases", "mean_launch_ns", row, agg="first")
+    m[f"{phase}_median_launch_ns"] = _from_table(phases, "phases", "median_launch_ns", row, agg="first")
     return m
 
 
