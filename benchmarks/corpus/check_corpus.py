@@ -1,6 +1,7 @@
 """Import every trace of the corpus (benchmarks/corpus/manifest.toml, rebuilt by build_corpus.py) and compare it
 with what the file holds, computed independently (tests/trace_reference.py): launches, device time,
-per-kernel-name totals and busy time (the union of the file's intervals); also the catalog's coverage of kernel time. Writes one JSON result.
+per-kernel-name totals, busy time (the union of the file's intervals) and the launch calls' mean and median; also
+the catalog's coverage of kernel time. Writes one JSON result.
 
     python benchmarks/corpus/check_corpus.py [--corpus /work/corpus] [--out benchmarks/results/corpus-DATE.json]
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -24,7 +26,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from kernelscope.analyze.attribution import attribute  # noqa: E402
 from kernelscope.analyze.naming import with_kernel_catalog  # noqa: E402
-from kernelscope.analyze.phases import busy_ns  # noqa: E402
+from kernelscope.analyze.phases import busy_ns, launch_calls  # noqa: E402
 from kernelscope.errors import UserError  # noqa: E402
 from kernelscope.load.sources import read_trace  # noqa: E402
 from tests.trace_reference import reference  # noqa: E402
@@ -42,6 +44,10 @@ def check(path: Path) -> dict:
     ours = {name: (count, total) for name, count, total in
             device.group_by("name").agg(pl.len(), pl.col("dur_ns").sum()).iter_rows()}
     busy = busy_ns(kernels)
+    calls = launch_calls(kernels.with_columns(pl.lit("whole trace").alias("phase")))
+    ours_calls = calls.row(0)[1:] if calls.height else None
+    expected_calls = ref.kernel_launch_calls_ns
+    theirs_calls = (statistics.mean(expected_calls), statistics.median(expected_calls)) if expected_calls else None
     named = with_kernel_catalog(device.filter(pl.col("kind") == "kernel"))
     kernel_ns = int(named["dur_ns"].sum())
     known_ns = int(named.filter((pl.col("library") != "unknown") & (pl.col("category") != "other"))["dur_ns"].sum())
@@ -54,6 +60,11 @@ def check(path: Path) -> dict:
         # Each busy stretch's two ends are rounded to ns (the file's times are µs with fractions).
         "busy_ns": busy, "busy_ns_expected": ref.busy_ns,
         "busy_match": busy is not None and ref.busy_ns is not None and abs(busy - ref.busy_ns) <= ref.busy_stretches,
+        # Mean and median host time of the calls that launched kernels, each once, against the file's own calls.
+        "launch_calls": len(expected_calls), "launch_call_mean_median_ns": ours_calls,
+        "launch_calls_match": ours_calls == theirs_calls or (ours_calls is not None and theirs_calls is not None and
+                                                             all(abs(a - b) <= 1e-9 * max(abs(b), 1)
+                                                                 for a, b in zip(ours_calls, theirs_calls, strict=True))),
         "match": device.height == ref.launches and int(device["dur_ns"].sum()) == ref.device_ns
         and ours == ref.by_name,
         "cpu_only": device.height == 0,
@@ -85,6 +96,7 @@ def main() -> None:
         "refused": sum(bool(r.get("refused")) for r in kineto),
         "matching": sum(bool(r.get("match")) for r in kineto),
         "busy_matching": sum(bool(r.get("busy_match")) for r in kineto),
+        "launch_calls_matching": sum(bool(r.get("launch_calls_match")) for r in kineto),
         "sources": sorted({r["source"] for r in rows}),
     }
     for vendor in ("nvidia", "amd"):
