@@ -13,6 +13,8 @@ summed over the devices; in a file without device activity, the union of the CPU
 timestamp of ~1.7e15 µs is a float with a quarter-µs step: adding a duration to it would round the end), rounded
 to ns at the end.
 
+Idle gaps: per device, from the end of everything that started before to the next start, where that is later.
+
 Kernel launch calls: the runtime or driver calls that launched kernels, each once (a graph launch starts many): for
 each kernel with a correlation id, the call with the same id, where the file holds exactly one (the device's
 events sit under another pid than the host's)."""
@@ -47,6 +49,16 @@ class Reference:
     busy_ns: int | None = None  # None: no event with a time
     busy_stretches: int = 0  # busy stretches (each stretch's two ends are rounded once)
     kernel_launch_calls_ns: list[int] = field(default_factory=list)  # each call that launched kernels, once
+    idle_gaps_ns: list[int] = field(default_factory=list)  # between a device's busy stretches, largest first
+    largest_gap: Gap | None = None  # the largest of them, with the events around it
+
+
+@dataclass
+class Gap:
+    ns: int
+    before: str  # the event that reached furthest before the gap (documented name)
+    after: str  # the event whose start ended it
+    host_wait_ns: int | None  # from the gap's start to the start of the runtime call that launched `after`
 
 
 # Runtime and driver calls (the host side of a launch), tied to the kernels they launched by `args.correlation`.
@@ -68,6 +80,7 @@ def reference(path: Path) -> Reference:
     totals: defaultdict[str, int] = defaultdict(int)
     ref = Reference()
     device_intervals: defaultdict[object, list[tuple[float, float]]] = defaultdict(list)
+    device_events: defaultdict[object, list[dict]] = defaultdict(list)
     cpu_intervals: defaultdict[object, list[tuple[float, float]]] = defaultdict(list)
     calls: defaultdict[object, list[int]] = defaultdict(list)  # (pid, correlation) → indices of runtime calls
     kernel_calls: list[object] = []  # the correlation id of each kernel
@@ -87,6 +100,7 @@ def reference(path: Path) -> Reference:
         if category in KERNEL_CATEGORIES and args.get("correlation") is not None:
             kernel_calls.append(args["correlation"])
         device_intervals[args.get("device", event.get("pid"))].append((start, dur))
+        device_events[args.get("device", event.get("pid"))].append(event)
         ns = round(float(event.get("dur") or 0.0) * 1000)
         name = documented_name(str(event.get("name", "")))
         counts[name] += 1
@@ -103,6 +117,9 @@ def reference(path: Path) -> Reference:
         if len(found) == 1:
             launched.add(found[0])
     ref.kernel_launch_calls_ns = [round(float(events[index].get("dur") or 0.0) * 1000) for index in sorted(launched)]
+    ref.idle_gaps_ns = sorted((round(gap * 1000) for intervals in device_intervals.values()
+                               for gap in _gaps_us(intervals)), reverse=True)
+    ref.largest_gap = _largest_gap(device_events, calls, events)
     lanes = device_intervals if device_intervals else cpu_intervals
     if lanes:
         unions = [_union_us(intervals) for intervals in lanes.values()]
@@ -124,3 +141,44 @@ def _union_us(intervals: list[tuple[float, float]]) -> tuple[float, int]:
         else:
             current[1] = max(current[1], end)
     return total + current[1] - current[0], stretches
+
+
+def _gaps_us(intervals: list[tuple[float, float]]) -> list[float]:
+    """The gaps between the busy stretches of (start, duration) intervals: from the end of all that started before
+    to the next start."""
+    first = min(start for start, _ in intervals)
+    gaps, reach = [], None
+    for start, end in sorted((start - first, start - first + dur) for start, dur in intervals):
+        if reach is not None and start > reach:
+            gaps.append(start - reach)
+        reach = end if reach is None else max(reach, end)
+    return gaps
+
+
+def _largest_gap(lanes: dict[object, list[dict]], calls: dict[object, list[int]], events: list[dict]) -> Gap | None:
+    """The largest gap of any device, with the event that reached furthest before it, the one that ended it and how
+    long after it began the host called that one's launch (the runtime call of the same correlation id)."""
+    best: tuple[float, dict, dict, float] | None = None
+    for lane in lanes.values():
+        first = min(float(e["ts"]) for e in lane)
+        ordered = sorted(lane, key=lambda e: (float(e["ts"]), float(e.get("dur") or 0.0)))
+        reach, holder = None, None
+        for event in ordered:
+            start = float(event["ts"]) - first
+            end = start + float(event.get("dur") or 0.0)
+            if reach is not None and start > reach and (best is None or start - reach > best[0]):
+                best = (start - reach, holder, event, reach + first)
+            if reach is None or end >= reach:
+                reach, holder = end, event
+    if best is None:
+        return None
+    gap, before, after, opened = best
+    args = after.get("args") if isinstance(after.get("args"), dict) else {}
+    found = [index for (_, correlation), indices in calls.items() if correlation == args.get("correlation")
+             for index in indices]
+    wait = None
+    if args.get("correlation") is not None and len(found) == 1:
+        called = float(events[found[0]]["ts"])
+        wait = round(min(max(called - opened, 0.0), gap) * 1000)
+    return Gap(round(gap * 1000), documented_name(str(before.get("name", ""))),
+               documented_name(str(after.get("name", ""))), wait)

@@ -73,6 +73,37 @@ def test_launch_calls_are_the_files_kernel_launches_each_once(path):
     assert row["median_launch_ns"] == pytest.approx(statistics.median(calls), rel=1e-12)
 
 
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:60])
+def test_idle_gaps_are_the_gaps_between_the_files_busy_stretches(path):
+    """Idle gaps (over the whole trace) against the gaps between the union of the file's intervals per device
+    (tests/trace_reference.py). The file's times are µs with fractions and each gap's two ends are rounded to ns, so
+    a gap may differ by up to 2 ns, and one under 3 ns may be found on one side only."""
+    from kernelscope.analyze.idle_gaps import idle_gaps
+
+    kernels, _ = attribute(read_trace(path))
+    expected = reference(path).idle_gaps_ns
+    found = idle_gaps(kernels, top=10)
+    if found is None:
+        assert all(gap <= 2 for gap in expected)
+        return
+    count, total = int(found.per_phase["gaps"].sum()), int(found.per_phase["idle_ns"].sum())
+    assert sum(gap > 2 for gap in expected) <= count <= len(expected)
+    assert abs(total - sum(expected)) <= 2 * max(count, len(expected))
+    largest = found.largest["gap_ns"].to_list()
+    assert len(largest) == min(10, count)
+    assert all(abs(ours - theirs) <= 2 for ours, theirs in zip(largest, expected, strict=False))
+    # Where one gap is clearly the largest: the events around it, and how long after it began the host called the
+    # launch that ended it.
+    gap = reference(path).largest_gap
+    if gap is not None and (len(largest) == 1 or largest[1] < largest[0] - 4):
+        row = found.largest.row(0, named=True)
+        assert (row["before"], row["after"]) == (gap.before, gap.after)
+        if gap.host_wait_ns is None:
+            assert row["host_wait_ns"] is None
+        else:
+            assert abs(row["host_wait_ns"] - gap.host_wait_ns) <= 2
+
+
 def _rewrite(source: Path, target: Path, layout: str) -> Path:
     """The same trace in another writer's layout (json module: the events and fields unchanged)."""
     document = json.loads(gzip.decompress(source.read_bytes()))

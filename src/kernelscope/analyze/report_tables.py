@@ -13,6 +13,7 @@ from kernelscope.analyze.communication import Communication, communication
 from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
 from kernelscope.analyze.generations import generation_table
 from kernelscope.analyze.hardware import Ceilings, classification_rule
+from kernelscope.analyze.idle_gaps import IdleGaps, idle_gaps
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.kernel_stats import SUMMARY_INPUT_COLUMNS, kernel_summary
 from kernelscope.analyze.launch_counts import has_timeline
@@ -84,6 +85,7 @@ class ReportTables:
     missing_ceilings: list[MissingCeiling] = field(default_factory=list)  # roofs the run needs, the device lacks
     by_phase: dict[str, PhaseTables] = field(default_factory=dict)
     every_step: pl.DataFrame | None = None  # steps of every phase with step numbers, with what their marker says
+    idle: IdleGaps | None = None  # the GPUs' idle gaps (runs with a device timeline)
     source_lines: pl.DataFrame | None = None  # traces with Python frames
     unattributed: pl.DataFrame | None = None
     measured: MeasuredTables | None = None
@@ -170,6 +172,7 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
                                                    roofline.get(phase))
         tables.projection = projection.result()
     tables.every_step = _every_step(kernels, run)
+    tables.idle = idle_gaps(kernels, labels)
     link = ceilings.spec.interconnect if ceilings is not None and ceilings.spec is not None else None
     tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None,
                                          run.info.layer_types)

@@ -228,6 +228,9 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         **_phase_contexts(tables, table, top_n),
         "measured": _measured_context(tables, table, top_n),
         "phase_table": table("phases", tables.phases),
+        "idle_phases": table("idle_phases", tables.idle.per_phase if tables.idle is not None else None),
+        "idle_gaps": table("idle_gaps", tables.idle.largest if tables.idle is not None else None),
+        "idle": tables.idle,
         "communication": _communication_context(tables, table),
         "ranks": _ranks_context(tables, run.info, table),
         "ceilings": tables.ceilings,
@@ -447,6 +450,9 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
     frames["kernel_names"] = tables.labels
     if tables.every_step is not None:
         frames["steps"] = tables.every_step
+    if tables.idle is not None:
+        frames["idle_gaps"] = tables.idle.per_phase
+        frames["largest_idle_gaps"] = tables.idle.largest
     if tables.source_lines is not None:
         frames["source_lines"] = tables.source_lines
     if tables.measured is not None:
