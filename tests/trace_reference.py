@@ -51,6 +51,8 @@ class Reference:
     kernel_launch_calls_ns: list[int] = field(default_factory=list)  # each call that launched kernels, once
     idle_gaps_ns: list[int] = field(default_factory=list)  # between a device's busy stretches, largest first
     largest_gap: Gap | None = None  # the largest of them, with the events around it
+    gap_host_wait_ns: int = 0  # summed over the gaps whose closing kernel's launch call is in the file
+    gap_with_call_ns: int = 0  # those gaps' length
 
 
 @dataclass
@@ -119,7 +121,7 @@ def reference(path: Path) -> Reference:
     ref.kernel_launch_calls_ns = [round(float(events[index].get("dur") or 0.0) * 1000) for index in sorted(launched)]
     ref.idle_gaps_ns = sorted((round(gap * 1000) for intervals in device_intervals.values()
                                for gap in _gaps_us(intervals)), reverse=True)
-    ref.largest_gap = _largest_gap(device_events, calls, events)
+    ref.largest_gap, ref.gap_host_wait_ns, ref.gap_with_call_ns = _gap_details(device_events, calls, events)
     lanes = device_intervals if device_intervals else cpu_intervals
     if lanes:
         unions = [_union_us(intervals) for intervals in lanes.values()]
@@ -155,10 +157,13 @@ def _gaps_us(intervals: list[tuple[float, float]]) -> list[float]:
     return gaps
 
 
-def _largest_gap(lanes: dict[object, list[dict]], calls: dict[object, list[int]], events: list[dict]) -> Gap | None:
+def _gap_details(lanes: dict[object, list[dict]], calls: dict[object, list[int]],
+                 events: list[dict]) -> tuple[Gap | None, int, int]:
     """The largest gap of any device, with the event that reached furthest before it, the one that ended it and how
-    long after it began the host called that one's launch (the runtime call of the same correlation id)."""
+    long after it began the host called that one's launch (the runtime call of the same correlation id); and over
+    every gap whose closing kernel's call is found, that host wait and the gaps' length, summed (ns)."""
     best: tuple[float, dict, dict, float] | None = None
+    wait_total, known_total = 0.0, 0.0
     for lane in lanes.values():
         first = min(float(e["ts"]) for e in lane)
         ordered = sorted(lane, key=lambda e: (float(e["ts"]), float(e.get("dur") or 0.0)))
@@ -166,19 +171,31 @@ def _largest_gap(lanes: dict[object, list[dict]], calls: dict[object, list[int]]
         for event in ordered:
             start = float(event["ts"]) - first
             end = start + float(event.get("dur") or 0.0)
-            if reach is not None and start > reach and (best is None or start - reach > best[0]):
-                best = (start - reach, holder, event, reach + first)
+            if reach is not None and start > reach:
+                wait = _host_wait(event, reach + first, start - reach, calls, events)
+                if wait is not None:
+                    wait_total, known_total = wait_total + wait, known_total + (start - reach)
+                if best is None or start - reach > best[0]:
+                    best = (start - reach, holder, event, reach + first)
             if reach is None or end >= reach:
                 reach, holder = end, event
     if best is None:
-        return None
+        return None, 0, 0
     gap, before, after, opened = best
-    args = after.get("args") if isinstance(after.get("args"), dict) else {}
-    found = [index for (_, correlation), indices in calls.items() if correlation == args.get("correlation")
-             for index in indices]
-    wait = None
-    if args.get("correlation") is not None and len(found) == 1:
-        called = float(events[found[0]]["ts"])
-        wait = round(min(max(called - opened, 0.0), gap) * 1000)
-    return Gap(round(gap * 1000), documented_name(str(before.get("name", ""))),
-               documented_name(str(after.get("name", ""))), wait)
+    wait = _host_wait(after, opened, gap, calls, events)
+    return (Gap(round(gap * 1000), documented_name(str(before.get("name", ""))),
+                documented_name(str(after.get("name", ""))), None if wait is None else round(wait * 1000)),
+            round(wait_total * 1000), round(known_total * 1000))
+
+
+def _host_wait(event: dict, opened: float, gap: float, calls: dict[object, list[int]],
+               events: list[dict]) -> float | None:
+    """µs from `opened` to the start of the one runtime call of the event's correlation id, within [0, gap]."""
+    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    correlation = args.get("correlation")
+    if correlation is None:  # (any device event: a copy's or memset's call starts it too)
+        return None
+    found = [index for (_, key), indices in calls.items() if key == correlation for index in indices]
+    if len(found) != 1:
+        return None
+    return min(max(float(events[found[0]]["ts"]) - opened, 0.0), gap)

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from kernelscope.analyze.findings import Metric, _holds, evaluate, load_rules
@@ -47,3 +49,38 @@ def test_a_waiting_rank_is_told_its_cause(phase):
     late = {f.id: f for f in evaluate(metrics(**base, **{f"{phase}_wait_imbalance_pct": 10.0}))}
     assert f"{phase}-rank-wait" in late and f"{phase}-rank-imbalance" not in late
     assert "starts its kernels later" in late[f"{phase}-rank-wait"].rule["en"]
+
+
+PUBLIC = Path(__file__).resolve().parents[1] / "data" / "public" / "tracelens"
+
+
+@pytest.mark.parametrize(("trace", "rule", "phase"), [
+    ("traces__b200__eager_trace.json.gz", "prefill-waits-for-host", "prefill"),
+    ("inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz", "decode-one-idle-gap", "decode"),
+])
+def test_idle_gap_findings_on_public_traces_hold_the_files_numbers(tmp_path, trace, rule, phase):
+    """An eager vLLM prefill on a B200 whose GPU mostly waits for the host's launches, and an SGLang decode window
+    whose idle time is one long stretch: each gets its finding, with numbers the file itself gives
+    (tests/trace_reference.py: the gaps between the union of its intervals, the runtime calls that started the
+    kernels closing them)."""
+    import csv
+
+    from kernelscope.cli import main
+    from tests.trace_reference import reference
+
+    path = PUBLIC / trace
+    assert main(["-q", "import", str(path), "--out", str(tmp_path / "run")]) == 0
+    with open(tmp_path / "run" / "report" / "tables" / "findings.csv", newline="") as table:
+        rows = list(csv.DictReader(table))
+    numbers = {row["number"]: float(row["value"]) for row in rows if row["rule"] == rule}
+    assert numbers, [row["rule"] for row in rows]
+    ref = reference(path)
+    if rule.endswith("waits-for-host"):
+        assert numbers[f"{phase}_gap_host_wait_pct"] == pytest.approx(
+            100.0 * ref.gap_host_wait_ns / ref.gap_with_call_ns, abs=0.01)
+        assert numbers[f"{phase}_gap_idle_ns"] == pytest.approx(sum(ref.idle_gaps_ns), abs=2 * len(ref.idle_gaps_ns))
+    else:
+        assert numbers[f"{phase}_largest_gap_ns"] == pytest.approx(ref.largest_gap.ns, abs=2)
+        assert numbers[f"{phase}_largest_gap_pct"] == pytest.approx(100.0 * ref.largest_gap.ns / sum(ref.idle_gaps_ns),
+                                                                    abs=0.01)
+    assert not [row for row in rows if row["rule"].endswith(("waits-for-host", "one-idle-gap")) and row["rule"] != rule]

@@ -70,6 +70,9 @@ def compute_metrics(tables: Any, info: RunInfo) -> dict[str, Metric]:
     batch_size = info.workload.batch_size if info.workload is not None else None
     m["batch_size"] = Metric(batch_size, formula="run.json workload.batch_size")
     m["tpot_ms"] = Metric(info.plain_timings.tpot_ms, formula="run.json timings.plain.tpot_ms")
+    # Runs timed without the profiler (kernelscope's own) judge host overhead by their TPOT; others by idle gaps.
+    m["timed_without_profiler"] = Metric(int(info.plain_timings.tpot_ms is not None),
+                                         formula="1 if run.json timings.plain.tpot_ms is set, else 0")
     # The fastest timed run: a finding built on the TPOT holds only if it holds for that run too (runs written
     # before every run's value was kept fall back to the median).
     all_tpot = info.plain_timings.tpot_ms_all if info.timings is not None else []
@@ -110,6 +113,11 @@ def _phase_metrics(tables: Any, phase: str) -> dict[str, Metric]:
     m[f"{phase}_device_ns_per_step"] = _from_table(phases, "phases", "device_time_per_step_ns", row, agg="first")
     m[f"{phase}_mean_launch_ns"] = _from_table(phases, "phases", "mean_launch_ns", row, agg="first")
     m[f"{phase}_median_launch_ns"] = _from_table(phases, "phases", "median_launch_ns", row, agg="first")
+    m[f"{phase}_busy_pct"] = _from_table(phases, "phases", "busy_pct", row, agg="first")
+    idle = tables.idle.per_phase if tables.idle is not None else None
+    for name, column in (("gap_idle_ns", "idle_ns"), ("largest_gap_ns", "largest_ns"),
+                         ("largest_gap_pct", "largest_pct"), ("gap_host_wait_pct", "host_wait_pct")):
+        m[f"{phase}_{name}"] = _from_table(idle, "idle_gaps", column, row, agg="first")
     return m
 
 
