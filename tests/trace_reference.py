@@ -162,7 +162,7 @@ def _gap_details(lanes: dict[object, list[dict]], calls: dict[object, list[int]]
     """The largest gap of any device, with the event that reached furthest before it, the one that ended it and how
     long after it began the host called that one's launch (the runtime call of the same correlation id); and over
     every gap whose closing kernel's call is found, that host wait and the gaps' length, summed (ns)."""
-    best: tuple[float, dict, dict, float] | None = None
+    best: tuple[float, dict, dict, float, float] | None = None
     wait_total, known_total = 0.0, 0.0
     for lane in lanes.values():
         first = min(float(e["ts"]) for e in lane)
@@ -172,25 +172,26 @@ def _gap_details(lanes: dict[object, list[dict]], calls: dict[object, list[int]]
             start = float(event["ts"]) - first
             end = start + float(event.get("dur") or 0.0)
             if reach is not None and start > reach:
-                wait = _host_wait(event, reach + first, start - reach, calls, events)
+                wait = _host_wait(event, first, reach, start - reach, calls, events)
                 if wait is not None:
                     wait_total, known_total = wait_total + wait, known_total + (start - reach)
                 if best is None or start - reach > best[0]:
-                    best = (start - reach, holder, event, reach + first)
+                    best = (start - reach, holder, event, first, reach)
             if reach is None or end >= reach:
                 reach, holder = end, event
     if best is None:
         return None, 0, 0
-    gap, before, after, opened = best
-    wait = _host_wait(after, opened, gap, calls, events)
+    gap, before, after, first, opened = best
+    wait = _host_wait(after, first, opened, gap, calls, events)
     return (Gap(round(gap * 1000), documented_name(str(before.get("name", ""))),
                 documented_name(str(after.get("name", ""))), None if wait is None else round(wait * 1000)),
             round(wait_total * 1000), round(known_total * 1000))
 
 
-def _host_wait(event: dict, opened: float, gap: float, calls: dict[object, list[int]],
-               events: list[dict]) -> float | None:
-    """µs from `opened` to the start of the one runtime call of the event's correlation id, within [0, gap]."""
+def _host_wait(event: dict, first: float, opened: float, gap: float, calls: dict[object, list[int]],
+                events: list[dict]) -> float | None:
+    """µs from `opened` (counted from the lane's `first` start, as the call's start is: exact for the file's floats)
+    to the start of the one runtime call of the event's correlation id, within [0, gap]."""
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
     correlation = args.get("correlation")
     if correlation is None:  # (any device event: a copy's or memset's call starts it too)
@@ -198,4 +199,4 @@ def _host_wait(event: dict, opened: float, gap: float, calls: dict[object, list[
     found = [index for (_, key), indices in calls.items() if key == correlation for index in indices]
     if len(found) != 1:
         return None
-    return min(max(float(events[found[0]]["ts"]) - opened, 0.0), gap)
+    return min(max((float(events[found[0]]["ts"]) - first) - opened, 0.0), gap)

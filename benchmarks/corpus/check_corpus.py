@@ -1,7 +1,7 @@
 """Import every trace of the corpus (benchmarks/corpus/manifest.toml, rebuilt by build_corpus.py) and compare it
 with what the file holds, computed independently (tests/trace_reference.py): launches, device time,
-per-kernel-name totals, busy time (the union of the file's intervals) and the launch calls' mean and median; also
-the catalog's coverage of kernel time. Writes one JSON result.
+per-kernel-name totals, busy time (the union of the file's intervals), the launch calls' mean and median and the idle
+gaps (count, total, the largest, host wait); also the catalog's coverage of kernel time. Writes one JSON result.
 
     python benchmarks/corpus/check_corpus.py [--corpus /work/corpus] [--out benchmarks/results/corpus-DATE.json]
 """
@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 from kernelscope.analyze.attribution import attribute  # noqa: E402
+from kernelscope.analyze.idle_gaps import idle_gaps  # noqa: E402
 from kernelscope.analyze.naming import with_kernel_catalog  # noqa: E402
 from kernelscope.analyze.phases import busy_ns, launch_calls  # noqa: E402
 from kernelscope.errors import UserError  # noqa: E402
@@ -51,6 +52,7 @@ def check(path: Path) -> dict:
     named = with_kernel_catalog(device.filter(pl.col("kind") == "kernel"))
     kernel_ns = int(named["dur_ns"].sum())
     known_ns = int(named.filter((pl.col("library") != "unknown") & (pl.col("category") != "other"))["dur_ns"].sum())
+    gaps = idle_gaps(kernels.with_columns(pl.lit("whole trace").alias("phase")), top=10)
     return {
         "refused": None,
         "seconds": round(seconds, 3),
@@ -65,12 +67,29 @@ def check(path: Path) -> dict:
         "launch_calls_match": ours_calls == theirs_calls or (ours_calls is not None and theirs_calls is not None and
                                                              all(abs(a - b) <= 1e-9 * max(abs(b), 1)
                                                                  for a, b in zip(ours_calls, theirs_calls, strict=True))),
+        # Idle gaps against the gaps between the file's busy stretches (each end rounded: 2 ns a gap).
+        "idle_gaps": int(gaps.per_phase["gaps"].sum()) if gaps else 0, "idle_gaps_expected": len(ref.idle_gaps_ns),
+        "idle_gaps_match": _gaps_match(gaps, ref),
         "match": device.height == ref.launches and int(device["dur_ns"].sum()) == ref.device_ns
         and ours == ref.by_name,
         "cpu_only": device.height == 0,
         "kernel_ns": kernel_ns,
         "catalog_coverage": round(known_ns / kernel_ns, 4) if kernel_ns else None,
     }
+
+
+def _gaps_match(gaps, ref) -> bool:
+    expected = ref.idle_gaps_ns
+    if gaps is None:
+        return all(gap <= 2 for gap in expected)
+    count, total = int(gaps.per_phase["gaps"].sum()), int(gaps.per_phase["idle_ns"].sum())
+    largest = gaps.largest["gap_ns"].to_list()
+    wait = gaps.per_phase["host_wait_pct"][0]
+    wait_ok = (not ref.gap_with_call_ns or wait is not None
+               and abs(wait - 100.0 * ref.gap_host_wait_ns / ref.gap_with_call_ns) <= 0.01)
+    return (sum(gap > 2 for gap in expected) <= count <= len(expected)
+            and abs(total - sum(expected)) <= 2 * max(count, len(expected))
+            and all(abs(a - b) <= 2 for a, b in zip(largest, expected, strict=False)) and wait_ok)
 
 
 def main() -> None:
@@ -97,6 +116,7 @@ def main() -> None:
         "matching": sum(bool(r.get("match")) for r in kineto),
         "busy_matching": sum(bool(r.get("busy_match")) for r in kineto),
         "launch_calls_matching": sum(bool(r.get("launch_calls_match")) for r in kineto),
+        "idle_gaps_matching": sum(bool(r.get("idle_gaps_match")) for r in kineto),
         "sources": sorted({r["source"] for r in rows}),
     }
     for vendor in ("nvidia", "amd"):
