@@ -163,16 +163,17 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
     # A phase's rows are copied without the columns its tables never read (the decode phase of a big trace is most
     # of its rows).
     per_phase = kernels.drop(_NOT_PER_PHASE, strict=False)
-    # The run's own projection needs none of the other tables: computed on a thread of its own meanwhile (its
-    # Polars work runs outside the GIL).
+    # The run's own projection and the idle gaps need none of the other tables: computed on a thread of its own
+    # meanwhile (their Polars and NumPy work runs outside the GIL).
     with ThreadPoolExecutor(max_workers=1) as beside:
         projection = beside.submit(own_device_projection, run.with_kernels(kernels), ceilings)
+        idle = beside.submit(idle_gaps, kernels, labels)  # likewise (NumPy and Polars)
         for phase in phases["phase"]:
             tables.by_phase[phase] = _phase_tables(run, per_phase, phase, phases, labels, ceilings,
                                                    roofline.get(phase))
         tables.projection = projection.result()
+        tables.idle = idle.result()
     tables.every_step = _every_step(kernels, run)
-    tables.idle = idle_gaps(kernels, labels)
     link = ceilings.spec.interconnect if ceilings is not None and ceilings.spec is not None else None
     tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None,
                                          run.info.layer_types)
