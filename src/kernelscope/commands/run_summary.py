@@ -1,5 +1,5 @@
 """What `profile` and `import` print when they finish (before the run's path, the last line): latency, the
-bandwidth decode achieved, time per phase, the top kernels, attribution coverage and the report's absolute path,
+bandwidth decode achieved, time per phase, the GPUs' idle time between kernels, the top kernels, attribution coverage and the report's absolute path,
 in the spirit of gpt-fast's closing line. Read back from the run directory, so it says what the run holds."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from kernelscope.analyze.communication import communication
+from kernelscope.analyze.idle_gaps import idle_gaps
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.naming import kernel_labels
 from kernelscope.contracts.run import Run
@@ -59,6 +60,8 @@ def terminal_summary(run_dir: Path) -> str:
         steps = (f", {plural(p.steps, 'step')}" + (f", {fmt.duration(per_step * 1e3)} per step" if per_step and p.steps > 1 else "")
                  if p.steps else "")
         lines.append(f"  {fmt.one_line(name)}: {fmt.duration(total * 1e3)} of {time_word}, {plural(p.kernel_count, unit[:-1], unit)}{steps}")
+    if not cpu and (idle := _idle_line(run)) is not None:
+        lines.append(idle)
     lines.append(f"  top {min(TOP, run.kernels['name'].n_unique())} {unit} by total time:")
     lines += [f"    {share:5.1f}%  {fmt.duration(total):>11}  {label}" for share, total, label in _top(run.kernels)]
     lines.append(f"  attribution: {100 * summary.attribution_coverage:.1f}% of the {time_word} has a phase and a "
@@ -124,6 +127,20 @@ def _phase_hint(run: Run, op_coverage: float) -> str | None:
                 "ops, modules and steps (docs/importing.md)")
     return ("  phases: the trace marks none; record with `prof.step()` after each forward, ranges named prefill / "
             "decode, or `with_modules=True` (docs/importing.md)")
+
+
+def _idle_line(run: Run) -> str | None:
+    """The GPUs' idle time between kernels and the largest gap: what it followed, and how far into it the host called
+    the launch that ended it (the report's Idle gaps section says more)."""
+    gaps = idle_gaps(run.kernels, kernel_labels(run.kernels), top=1)
+    if gaps is None:
+        return None
+    total, count = int(gaps.per_phase["idle_ns"].sum()), int(gaps.per_phase["gaps"].sum())
+    largest = gaps.largest.row(0, named=True)
+    wait = largest["host_wait_ns"]
+    called = (f"; the host called the launch that ended it {fmt.duration(wait)} into it" if wait is not None else "")
+    return (f"  GPU idle between kernels: {fmt.duration(total)} in {plural(count, 'gap')}; the largest, "
+            f"{fmt.duration(largest['gap_ns'])}, after {fmt.one_line(largest['before'])}{called}")
 
 
 def _top(kernels: pl.DataFrame) -> list[tuple[float, float, str]]:
