@@ -271,12 +271,14 @@ def timings_table(views: list[RunView]) -> pl.DataFrame:
 
 # --- phases ---------------------------------------------------------------------------------------------------
 
-PHASE_METRICS = ["device_time_ns", "steps", "device_time_per_step_ns", "kernels_per_step", "busy_pct"]
+PHASE_METRICS = ["device_time_ns", "steps", "device_time_per_step_ns", "kernels_per_step", "busy_pct", "median_launch_ns"]
 
 
 def phases_table(views: list[RunView], phase_names: list[str]) -> pl.DataFrame:
-    """Per phase and run: device time, steps, per step, kernels per step, GPU busy share; per-step ratios."""
-    parts = [v.phases.select("phase", *PHASE_METRICS) for v in views]
+    """Per phase and run: device time, steps, per step, kernels per step, GPU busy share, median launch call;
+    per-step ratios. (Runs made before launch calls had a median show none.)"""
+    parts = [v.phases.select("phase", *(c if c in v.phases.columns else pl.lit(None, dtype=pl.Float64).alias(c)
+                                         for c in PHASE_METRICS)) for v in views]
     keys = pl.DataFrame({"phase": phase_names}, schema={"phase": pl.String})
     table = _side_by_side(keys, ["phase"], parts, [v.label for v in views], PHASE_METRICS)
     table = _with_ratios(table, [v.label for v in views], "device_time_per_step_ns")

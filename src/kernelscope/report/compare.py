@@ -164,6 +164,7 @@ def _phases_table(c: Comparison, w: _Words) -> str:
         *_per_run(labels, h["per_step"], "device_time_per_step_ns", fmt.duration),
         *_per_run(labels, h["kernels_per_step"], "kernels_per_step", lambda v: fmt.number(v, 1)),
         *_per_run(labels, h["busy"], "busy_pct", fmt.percent),
+        *_per_run(labels, h["median_launch_call"], "median_launch_ns", fmt.duration),
         *_ratios(labels, h["ratio_of"]),
     ], numeric_from=1)
 
