@@ -107,12 +107,9 @@ def _largest(rows: pl.DataFrame, lane: list[str], optional: list[str], labels: p
     # Which GPU, where the run has several: rank:device.
     gpu = (pl.concat_str([pl.col(c).cast(pl.String).fill_null("?") for c in lane], separator=":")
            if several_gpus and lane else pl.lit(None, dtype=pl.String))
-    if labels is not None:
-        label = labels.select("name", "label")
-        for column in ("before", "after"):
-            rows = (rows.join(label.rename({"name": column, "label": f"_{column}"}), on=column, how="left",
-                              maintain_order="left")
-                    .with_columns(pl.coalesce(f"_{column}", column).alias(column)).drop(f"_{column}"))
+    if labels is not None:  # a name without a label stays as it is
+        labelled = labels.filter(pl.col("label").is_not_null())
+        rows = rows.with_columns(pl.col(c).replace(labelled["name"], labelled["label"]) for c in ("before", "after"))
     op = pl.col("top_op") if "top_op" in optional else pl.lit(None, dtype=pl.String)
     return rows.select("phase", *lane, gpu.alias("gpu"), "gap_ns", "at_ns", "before", "after", op.alias("op"),
                        "host_wait_ns")

@@ -110,7 +110,8 @@ def _parallel(inputs: pl.DataFrame, source: Target, target: Target, model: Proje
     if comm is None or comm.instances.height == 0:
         return None
     on_source = project(inputs, source, model, Options(), source_l2_bytes, steps)
-    on_target = project(inputs, target, model, options, source_l2_bytes, steps)
+    same = target == source and options == Options()
+    on_target = on_source if same else project(inputs, target, model, options, source_l2_bytes, steps)
     knobs = parallel_settings(settings.get("parallel") or {})
     if request.hop_latency_ns is not None:
         knobs = replace(knobs, hop_latency_ns=request.hop_latency_ns)

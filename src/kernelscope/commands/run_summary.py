@@ -1,6 +1,6 @@
 """What `profile` and `import` print when they finish (before the run's path, the last line): latency, the
-bandwidth decode achieved, time per phase, the GPUs' idle time between kernels, the top kernels, attribution coverage and the report's absolute path,
-in the spirit of gpt-fast's closing line. Read back from the run directory, so it says what the run holds."""
+bandwidth decode achieved, time per phase, the GPUs' idle time between kernels, the top kernels, attribution
+coverage and the report's absolute path, in the spirit of gpt-fast's closing line. Read back from the run directory, so it says what the run holds."""
 
 from __future__ import annotations
 
@@ -60,10 +60,12 @@ def terminal_summary(run_dir: Path) -> str:
         steps = (f", {plural(p.steps, 'step')}" + (f", {fmt.duration(per_step * 1e3)} per step" if per_step and p.steps > 1 else "")
                  if p.steps else "")
         lines.append(f"  {fmt.one_line(name)}: {fmt.duration(total * 1e3)} of {time_word}, {plural(p.kernel_count, unit[:-1], unit)}{steps}")
-    if not cpu and (idle := _idle_line(run)) is not None:
+    labels = kernel_labels(run.kernels)
+    if not cpu and (idle := _idle_line(run, labels)) is not None:
         lines.append(idle)
     lines.append(f"  top {min(TOP, run.kernels['name'].n_unique())} {unit} by total time:")
-    lines += [f"    {share:5.1f}%  {fmt.duration(total):>11}  {label}" for share, total, label in _top(run.kernels)]
+    lines += [f"    {share:5.1f}%  {fmt.duration(total):>11}  {label}"
+              for share, total, label in _top(run.kernels, labels)]
     lines.append(f"  attribution: {100 * summary.attribution_coverage:.1f}% of the {time_word} has a phase and a "
                  f"module, {100 * summary.op_coverage:.1f}% a framework op")
     if (waits := _waits_line(run)) is not None:
@@ -129,10 +131,10 @@ def _phase_hint(run: Run, op_coverage: float) -> str | None:
             "decode, or `with_modules=True` (docs/importing.md)")
 
 
-def _idle_line(run: Run) -> str | None:
+def _idle_line(run: Run, labels: pl.DataFrame) -> str | None:
     """The GPUs' idle time between kernels and the largest gap: what it followed, and how far into it the host called
     the launch that ended it (the report's Idle gaps section says more)."""
-    gaps = idle_gaps(run.kernels, kernel_labels(run.kernels), top=1)
+    gaps = idle_gaps(run.kernels, labels, top=1)
     if gaps is None:
         return None
     total, count = int(gaps.per_phase["idle_ns"].sum()), int(gaps.per_phase["gaps"].sum())
@@ -143,8 +145,8 @@ def _idle_line(run: Run) -> str | None:
             f"{fmt.duration(largest['gap_ns'])}, after {fmt.one_line(largest['before'])}{called}")
 
 
-def _top(kernels: pl.DataFrame) -> list[tuple[float, float, str]]:
-    labels = kernel_labels(kernels).head(TOP)
+def _top(kernels: pl.DataFrame, labels: pl.DataFrame) -> list[tuple[float, float, str]]:
+    labels = labels.head(TOP)  # (kernel_labels: by total time)
     total = float(kernels["dur_ns"].sum()) or 1.0
     return [(100 * row["total_ns"] / total, float(row["total_ns"]), fmt.one_line(row["label"] or row["name"]))
             for row in labels.iter_rows(named=True)]
