@@ -155,15 +155,21 @@ def merge_alike(inputs: pl.DataFrame | AlikeRows, steps: dict[str, int] | None =
     (scenarios, requirements, sweeps). steps: step_counts(inputs), where the caller has it."""
     if isinstance(inputs, AlikeRows):
         return inputs
-    keys = [f"_{c}" for c in _ALIKE]
-    first = [pl.col("start_ns").min()] if "start_ns" in inputs.columns else []  # the phases' order
-    rows = (inputs.with_columns(pl.col(c).alias(f"_{c}") for c in _ALIKE)
-            .group_by(keys)
-            .agg(pl.col("bytes_used").sum(), pl.col("flops").sum(), pl.col("instances").sum(),
-                 pl.col("dur_ns").sum(), *first)
-            .rename({f"_{c}": c for c in _ALIKE if c not in ("bytes_used", "flops", "instances")})
-            .drop("_bytes_used", "_flops", "_instances"))
-    return AlikeRows(rows, step_counts(inputs) if steps is None else steps)
+    return AlikeRows(_merged(inputs, _ALIKE), step_counts(inputs) if steps is None else steps)
+
+
+_SUMMED = ("bytes_used", "flops", "instances")  # keys of _ALIKE that a merged row holds the sums of
+
+
+def _merged(inputs: pl.DataFrame, keys: list[str], *extra: pl.Expr, in_order: bool = False) -> pl.DataFrame:
+    """The rows equal in `keys` as one: sums of bytes, FLOPs, launches and measured time, the first start (the
+    phases' order) and `extra`. Keys are grouped as copies, so that the summed ones can be summed."""
+    first = [pl.col("start_ns").min()] if "start_ns" in inputs.columns else []
+    return (inputs.with_columns(pl.col(c).alias(f"_{c}") for c in keys)
+            .group_by([f"_{c}" for c in keys], maintain_order=in_order)
+            .agg(*(pl.col(c).sum() for c in (*_SUMMED, "dur_ns")), *first, *extra)
+            .rename({f"_{c}": c for c in keys if c not in _SUMMED})
+            .drop(f"_{c}" for c in _SUMMED))
 
 
 # Columns of a kernel name the what-if's kernel table and labels read: the same for every launch of the name.
@@ -176,15 +182,8 @@ def merge_kernel_launches(inputs: pl.DataFrame) -> pl.DataFrame:
     per-phase, per-kind and per-name total of a projection is the same from these rows, and a trace of a million
     launches projects a few thousand rows. Rows merge in the order they first appear, so a name's first row (its
     friendly name, library) is the one it was."""
-    keys = [*_ALIKE, "name"]
     carried = [pl.col(c).first() for c in _NAME_COLUMNS if c in inputs.columns]
-    first = [pl.col("start_ns").min()] if "start_ns" in inputs.columns else []
-    sums = [pl.col(c).sum() for c in ("bytes_used", "flops", "instances", "dur_ns")]
-    return (inputs.with_columns(pl.col(c).alias(f"_{c}") for c in keys)
-            .group_by([f"_{c}" for c in keys], maintain_order=True)
-            .agg(*sums, *carried, *first, pl.len().alias("launch_rows"))
-            .rename({f"_{c}": c for c in keys if c not in ("bytes_used", "flops", "instances")})
-            .drop("_bytes_used", "_flops", "_instances"))
+    return _merged(inputs, [*_ALIKE, "name"], *carried, pl.len().alias("launch_rows"), in_order=True)
 
 
 def project(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options = Options(),

@@ -230,7 +230,6 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "phase_table": table("phases", tables.phases),
         "idle_phases": table("idle_phases", tables.idle.per_phase if tables.idle is not None else None),
         "idle_gaps": table("idle_gaps", tables.idle.largest if tables.idle is not None else None),
-        "idle": tables.idle,
         "communication": _communication_context(tables, table),
         "ranks": _ranks_context(tables, run.info, table),
         "ceilings": tables.ceilings,
