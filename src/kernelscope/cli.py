@@ -62,6 +62,8 @@ _received: list[int] = []  # the signal that is ending this command, if any
 def _on_signal(signum: int, frame: object) -> None:
     # A second signal while cleaning up must not cut the cleanup short.
     signal.signal(signum, signal.SIG_IGN)
+    if workers.output_in_place():  # the command's output is whole and in place: it ends as it succeeded
+        return
     _received.append(signum)
     if not workers.deliver_later(signum):  # inside a signals_held block it is raised as the block ends
         workers.raise_for(signum)
@@ -117,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = SILENT if args.quiet or not sys.stderr.isatty() else Steps()
     previous = {}
     _received.clear()
+    workers.start_command()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(ValueError):  # not the main thread (main() called from a test's thread)
             if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored by whoever started us: stays so

@@ -26,12 +26,35 @@ class Terminated(BaseException):
 
 _held = 0  # depth of signals_held blocks
 _pending: list[int] = []  # a signal received while held
+_output_in_place = False  # the command's output has been renamed into place: a signal no longer changes its outcome
 
 
 def raise_for(signum: int) -> None:
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Terminated(signum)
+
+
+def start_command() -> None:
+    """A command begins (main() may run several in one process, as tests do): nothing is in place or pending."""
+    global _output_in_place, _held
+    _output_in_place = False
+    _held = 0
+    _pending.clear()
+
+
+def mark_output_in_place() -> None:
+    """Called inside signals_held, right after a command's output (a new run, an updated run, a written file) was
+    renamed into place: that rename is every command's last write, so from now on a signal is ignored and the
+    command ends as it succeeded, instead of exiting as interrupted with its whole output left behind. A signal
+    held until this block ends is dropped for the same reason."""
+    global _output_in_place
+    _output_in_place = True
+    _pending.clear()
+
+
+def output_in_place() -> bool:
+    return _output_in_place
 
 
 def deliver_later(signum: int) -> bool:

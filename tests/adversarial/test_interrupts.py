@@ -185,3 +185,38 @@ def test_signal_while_ranks_run_stops_them_all_and_leaves_nothing(place, name):
     assert not (work / "out").exists()
     # No rank, launcher or other process of the command is left (ranks run in the command's folder).
     assert _leftovers(work, temp) == []
+
+
+_SIGNAL_AT_THE_COMMIT = """
+import os, signal, sys
+from kernelscope import cli
+from kernelscope.load import rundir
+
+moment = sys.argv[1]
+original = rundir.mark_output_in_place
+def at_the_commit():
+    if moment == "before":  # the output was just renamed into place; the signal is held by that block
+        os.kill(os.getpid(), signal.{name})
+    original()
+    if moment == "after":  # the command is over but for returning and printing the run's path
+        os.kill(os.getpid(), signal.{name})
+rundir.mark_output_in_place = at_the_commit
+sys.argv = ["kernelscope", "-q", *sys.argv[2:]]
+cli.entry()
+"""
+
+
+@pytest.mark.parametrize("moment", ["before", "after"])
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_signal_once_the_output_is_in_place_leaves_a_finished_command(place, name, moment):
+    """A signal that lands as the finished run is renamed into place, or after it, no longer stops the command:
+    it exits 0 with its output whole, never 'interrupted' with the run left behind (which a user would take for
+    a partial result)."""
+    work, temp = place
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.run([sys.executable, "-c", _SIGNAL_AT_THE_COMMIT.replace("{name}", name), moment, "import",
+                           str(TRACE), "--out", "out", "--no-report"], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stderr == "" and proc.stdout.strip() == str((work / "out").resolve())
+    assert (work / "out" / "kernels.parquet").is_file() and _leftovers(work, temp) == []

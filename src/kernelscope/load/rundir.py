@@ -41,7 +41,7 @@ from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.contracts.tables import costs_stored
 from kernelscope.errors import UserError
-from kernelscope.workers import signals_held
+from kernelscope.workers import mark_output_in_place, signals_held
 
 
 def rank_report_dir(rank: int) -> str:
@@ -131,6 +131,7 @@ def staged_directory(final: Path, replace: bool = False) -> Iterator[Path]:
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 os.replace(tmp, final)  # over the empty directory that claimed the name
+            mark_output_in_place()
     except BaseException:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -158,6 +159,7 @@ def updating_run(run_dir: Path) -> Iterator[Path]:
             entries = sorted(staging.iterdir(), key=lambda p: p.name == RUN_JSON)
             with signals_held():  # the swap is short: a signal waits until the run is whole again
                 _swap_all(entries, run_dir, staging.with_name(staging.name.replace(".partial-", ".old-")))
+                mark_output_in_place()
         finally:
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -223,13 +225,15 @@ def new_file(target: Path, replace: bool = False) -> Iterator[Path]:
             tmp = Path(name)
         os.chmod(tmp, 0o666 & ~umask())
         yield tmp
-        if replace:
-            os.replace(tmp, target)
-            return
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            raise UserError(f"{target}: already exists (written by another command meanwhile)") from None
+        with signals_held():  # the file is put in place whole; a signal waits for that, then no longer counts
+            if replace:
+                os.replace(tmp, target)
+            else:
+                try:
+                    os.link(tmp, target)
+                except FileExistsError:
+                    raise UserError(f"{target}: already exists (written by another command meanwhile)") from None
+            mark_output_in_place()
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
