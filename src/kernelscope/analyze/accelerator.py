@@ -56,8 +56,8 @@ def accelerator_needs(kernels: pl.DataFrame, info: RunInfo, ceilings: Ceilings |
     prefill = kernels.filter(pl.col("phase") == ranges.PREFILL)
     needs.decode_cost_coverage = cost_coverage(decode) if decode.height else None
     needs.prefill_cost_coverage = cost_coverage(prefill) if prefill.height else None
+    steps = step_counts(decode).get(ranges.DECODE, 1) if decode.height else 1  # once: both uses divide by it
     if decode.height:
-        steps = step_counts(decode).get(ranges.DECODE, 1)
         needs.decode_bytes_per_step = float(decode["bytes_moved"].sum()) / steps
         needs.decode_flops_per_step = float(decode["flops"].sum()) / steps
         if ceilings is not None and ceilings.bandwidth:
@@ -70,7 +70,7 @@ def accelerator_needs(kernels: pl.DataFrame, info: RunInfo, ceilings: Ceilings |
         mix = categories[ranges.DECODE]
         needs.fixed_function = mix.filter(pl.col("category").is_in(FIXED_FUNCTION_CATEGORIES))
         needs.fixed_function_pct = float(needs.fixed_function["time_pct"].sum())
-    needs.weights_per_layer, needs.weight_bytes_per_step = _weights(decode, layer_types)
+    needs.weights_per_layer, needs.weight_bytes_per_step = _weights(decode, layer_types, steps)
     needs.kv_bytes_per_token, needs.kv_bytes_at_context, needs.context_tokens = _kv(info)
     needs.l2_bytes = (ceilings.spec.l2_bytes if ceilings and ceilings.spec else None) or info.hardware.l2_cache_bytes
     return needs
@@ -100,12 +100,11 @@ def _requirements(needs: AcceleratorNeeds) -> pl.DataFrame:
         "bandwidth_bytes_per_s": pl.Float64, "compute_flops_per_s": pl.Float64})
 
 
-def _weights(decode: pl.DataFrame, layer_types: dict[int, str]) -> tuple[pl.DataFrame, float | None]:
+def _weights(decode: pl.DataFrame, layer_types: dict[int, str], steps: int) -> tuple[pl.DataFrame, float | None]:
     """Bytes the matrix products of one layer read per decode step (at batch 1, the layer's weights), per
-    layer type: the mean over its layers."""
+    layer type: the mean over its layers. steps: the decode steps (step_counts)."""
     if not decode.height:
         return pl.DataFrame(), None
-    steps = step_counts(decode).get(ranges.DECODE, 1)
     matmul = (decode.select("category", "bytes_moved", "layer")  # the columns read, before a filter copies them
               .filter(pl.col("category").is_in(["GEMM", "GEMV"]) & pl.col("bytes_moved").is_not_null()))
     total = float(matmul["bytes_moved"].sum()) / steps
