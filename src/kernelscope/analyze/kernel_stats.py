@@ -40,7 +40,10 @@ def kernel_summary(kernels: pl.DataFrame, by: list[str] | None = None) -> pl.Dat
 
 def _one_launch_per_row(kernels: pl.DataFrame) -> bool:
     """Every row is one launch (any trace): no summary row to combine."""
-    return INSTANCES not in kernels.columns or bool(kernels.select((launches() == 1).all()).item())
+    if INSTANCES not in kernels.columns:
+        return True
+    counts = kernels[INSTANCES]  # null counts as one launch; min and max make no column to check every row
+    return counts.null_count() == counts.len() or (counts.min() == 1 and counts.max() == 1)
 
 
 def _from_launches(k: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
