@@ -3,7 +3,8 @@
 #   1. the README's main job: `kernelscope profile` on its default (qwen2-1.5b, one GPU), timed;
 #   2. `kernelscope profile --gpus 2 --ep 2 --model deepseek-v3` (full width, 3 layers, experts split over the
 #      ranks), with its report: the phase table's GPU busy of a run of several GPUs must stay within 0-100% and its
-#      mean gaps non-negative (phases.phase_table), checked from the run's kernels in plain Python.
+#      mean gaps non-negative (phases.phase_table), checked from the run's kernels in plain Python;
+#   3. `kernelscope report` of both runs again, read back from their files: summary.json must not change.
 # Wheels the image lacks travel in .whl/small (carry it; see multi_gpu_capture.sh for keeping the tree small).
 # Writes under $OUT: steps.txt, env.txt, busy.txt, one tar.gz per run (report, tables, run.json, summary.json).
 set -u -o pipefail
@@ -22,6 +23,13 @@ log "deepseek-v3 on 2 GPUs, ep 2"; t0=$SECONDS
 ks profile --gpus 2 --ep 2 --model deepseek-v3 --prompt-len 64 --new-tokens 8 --repeats 2 --out "$W/runs/ds-ep2" \
   > "$W/ds-ep2.log" 2>&1
 log "deepseek-v3 ep 2 rc=$? $((SECONDS-t0))s"
+# The runs read back (their constant columns from the Parquet footers): the report made again must say the same.
+for run in default ds-ep2; do
+  [ -d "$W/runs/$run" ] || continue
+  cp "$W/runs/$run/summary.json" "$W/$run.summary.before.json"
+  ks report "$W/runs/$run" > /dev/null 2>> "$W/rerender.log"
+  log "report $run again rc=$? summary $(cmp -s "$W/$run.summary.before.json" "$W/runs/$run/summary.json" && echo same || echo DIFFERS)"
+done
 for run in default ds-ep2; do
   [ -d "$W/runs/$run" ] || continue
   python3 - "$W/runs/$run" >> "$OUT/busy.txt" <<'PY'
