@@ -38,3 +38,41 @@ def test_op_groups_match_a_plain_grouping_of_the_trace(qwen_gpu_trace):
         assert got == expected
         # several instances share a signature: the grouping is by signature, not by instance
         assert max(v[0] for v in expected.values()) > 1
+
+
+def _expected_without_ops(kernels: pl.DataFrame) -> dict[str, tuple[int, int, int]]:
+    """kernels → (instances, kernels per instance, total ns) when no kernel has an outermost op: in time order, a
+    kernel joins the one before it when it is a follower (a split-K reduction, a combine step, a second stage) on the
+    same stream of the same rank."""
+    import re
+
+    follows = re.compile(r"splitKreduce|splitkv_combine|_combine_kernel|[Ss]tage_?2|stage2")
+    rows = sorted(kernels.filter(pl.col("kind") == "kernel").iter_rows(named=True), key=lambda r: r["start_ns"])
+    groups: list[list[dict]] = []
+    for row in rows:
+        follower = bool(follows.search(row["name"])) or row["category"] == "attention-combine"
+        before = groups[-1][-1] if groups else None
+        if follower and before is not None and (before["stream"], before["rank"]) == (row["stream"], row["rank"]):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    out: dict[str, list[int]] = {}
+    for group in groups:
+        key = " + ".join(r["friendly_name"] or r["name"] for r in group)
+        entry = out.setdefault(key, [0, len(group), 0])
+        entry[0] += 1
+        entry[2] += sum(r["dur_ns"] for r in group)
+    return {key: tuple(value) for key, value in out.items()}
+
+
+def test_without_framework_ops_followers_join_the_kernel_before_them(qwen_gpu_trace):
+    """A trace without CPU ops (an nsys export, a kernel-only capture): the split-K reductions of this real trace's
+    cuBLAS GEMMs join their GEMM."""
+    kernels, _ops = attribute(load_kineto(qwen_gpu_trace))
+    bare = kernels.with_columns(pl.lit(None, dtype=pl.Int64).alias("top_op_id"),
+                                pl.lit(None, dtype=pl.String).alias("top_op"))
+    expected = _expected_without_ops(bare)
+    assert any(" + " in key for key in expected)  # some kernels were followers
+    got = {r["kernels"]: (r["instances"], r["kernels_per_instance"], r["total_ns"])
+           for r in op_group_table(bare).iter_rows(named=True)}
+    assert got == expected

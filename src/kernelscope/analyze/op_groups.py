@@ -19,21 +19,25 @@ FOLLOWER_CATEGORIES = ["attention-combine"]
 
 
 def assign_groups(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Adds group_id (the same value for the kernels of one op instance) and _label (the kernel's friendly name, else
-    its name), sorted by start."""
-    k = kernels.sort("start_ns", nulls_last=True)
-    follower = pl.col("name").str.contains(FOLLOWER_NAME) | pl.col("category").is_in(FOLLOWER_CATEGORIES).fill_null(False)
+    """Adds group_id (the same value for the kernels of one op instance), sorted by start. kernels carry `_follower`
+    (follower())."""
+    # Runs keep their kernels in time order: sorted (a copy of every column) only where they are not.
+    k = kernels if kernels["start_ns"].is_sorted(nulls_last=True) else kernels.sort("start_ns", nulls_last=True)
     # Without an op instance: start a new group unless this kernel follows another on its stream.
     other_lane = (pl.col("stream") != pl.col("stream").shift(1)) | (pl.col("rank") != pl.col("rank").shift(1))
-    starts = (~follower | other_lane | pl.col("start_ns").is_null()).fill_null(True)
+    starts = (~pl.col("_follower") | other_lane | pl.col("start_ns").is_null()).fill_null(True)
     fallback = starts.cast(pl.Int64).cum_sum()
     # A number, not a string per kernel (formatting one was most of the time of this table on big runs): op
     # instances even, runs of kernels without one odd.
     return k.with_columns(
         pl.when(pl.col("top_op_id").is_not_null()).then(2 * pl.col("top_op_id")).otherwise(2 * fallback + 1)
-        .alias("group_id"),
-        pl.coalesce("friendly_name", "name").alias("_label"),
-    )
+        .alias("group_id"))
+
+
+def follower() -> pl.Expr:
+    """Whether a kernel is the second part of the one before it (a split-K reduction, an attention combine)."""
+    return (pl.col("name").str.contains(FOLLOWER_NAME)
+            | pl.col("category").is_in(FOLLOWER_CATEGORIES).fill_null(False)).alias("_follower")
 
 
 # What grouping reads of a kernels table (friendly_name may be set by the caller).
@@ -46,12 +50,16 @@ def op_group_table(kernels: pl.DataFrame) -> pl.DataFrame:
     total time, share of the phase and time per instance. Sorted by total time."""
     # Only the columns grouping reads, before filtering and sorting (each would copy every column of a wide table).
     kernels = kernels.select(c for c in GROUP_COLUMNS if c in kernels.columns)
-    grouped = assign_groups(kernels.filter(pl.col("kind") == "kernel"))
-    # A signature is first a list of label numbers; only the distinct ones are spelled out (joining the names of
-    # every instance's kernels made a string per instance).
-    grouped = grouped.with_columns(pl.col("_label").cast(pl.Categorical).to_physical().alias("_label_id"))
-    spelled = grouped.select("_label_id", "_label").unique("_label_id")
-    label_of = dict(zip(spelled["_label_id"].to_list(), spelled["_label"].to_list(), strict=True))
+    # Each row's label (friendly name, else name) as a number and whether it follows the kernel before it, before the
+    # kernels are picked out: the filter then copies neither names nor labels. A signature is first a list of label
+    # numbers; only the distinct ones are spelled out (joining the names of every instance's kernels made a string
+    # per instance).
+    label = pl.coalesce("friendly_name", "name")
+    numbered = kernels.with_columns(label.cast(pl.Categorical).to_physical().alias("_label_id"), follower())
+    spelled = numbered.select("_label_id", "friendly_name", "name").unique("_label_id").select("_label_id", label)
+    label_of = dict(spelled.iter_rows())
+    grouped = assign_groups(numbered.select("kind", "stream", "rank", "start_ns", "top_op_id", "top_op", "dur_ns",
+                                            INSTANCES, "_label_id", "_follower").filter(pl.col("kind") == "kernel"))
     # Groups in any order: the table is sorted by keys that are unique per row at the end.
     instances = grouped.group_by("group_id").agg(
         pl.col("top_op").first().fill_null("(no framework op)").alias("op"),
