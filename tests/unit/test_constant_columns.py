@@ -88,3 +88,14 @@ def test_small_and_unusual_tables_round_trip(tmp_path):
         assert_frame_equal(pl.read_parquet(path), table)  # every value is in the file itself
     skipped = json.loads(pl.read_parquet_metadata(tmp_path / "nan_and_mixed.parquet").get(CONSTANTS_KEY, "{}"))
     assert skipped == {}  # NaN, a value beside a null and text are read as written
+
+
+@pytest.mark.parametrize("footer", ['["rank"]', '{"kernel_id": 1}', '{"no_such_column": 1}', '{"name": 3}',
+                                    '{"rank": "x"}', '{"rank": NaN}', '{"rank": [1]}', "not json"])
+def test_a_footer_not_as_kernelscope_writes_it_is_ignored(run_dir, tmp_path, footer):
+    """A hand-made or damaged footer (wrong shape, the first column, an unknown column, a value of another kind or
+    not finite) never changes what is read: the file is read whole."""
+    original = pl.read_parquet(run_dir / "kernels.parquet")
+    path = tmp_path / "kernels.parquet"
+    original.write_parquet(path, metadata={CONSTANTS_KEY: footer, ROWS_KEY: str(original.height)})
+    assert_frame_equal(rundir._read_table(path), original)

@@ -60,11 +60,21 @@ def read_skipping_constants(path: Path) -> pl.DataFrame | None:
     except ValueError:
         return None
     schema = pl.read_parquet_schema(path)
-    read = [column for column in schema if column not in constants]
-    if not isinstance(constants, dict) or not read or not set(constants) <= set(schema):
+    if not _describes(constants, schema):
         return None
+    read = [column for column in schema if column not in constants]
     table = pl.read_parquet(path, columns=read)
     if table.height != rows:
         return None
     return table.select(pl.lit(constants[column], dtype=dtype).alias(column) if column in constants
                         else pl.col(column) for column, dtype in schema.items())
+
+
+def _describes(constants: object, schema: dict[str, pl.DataType]) -> bool:
+    """Whether a footer's constants are what footer_metadata writes for a file of this schema: columns of the file
+    but its first, each with null or a finite number (anything else: the file is read whole)."""
+    if not isinstance(constants, dict) or not set(constants) <= set(list(schema)[1:]):
+        return False
+    return all(value is None or (isinstance(value, int | float) and not isinstance(value, bool)
+                                 and math.isfinite(value) and schema[column].is_numeric())
+               for column, value in constants.items())
