@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.launch_counts import launches
-from kernelscope.analyze.wide_tables import as_codes, as_text
+from kernelscope.analyze.wide_tables import as_codes, as_text, text_columns
 from kernelscope.contracts.tables import INSTANCES
 
 STAT_COLUMNS = ["time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns"]
@@ -28,7 +28,7 @@ def kernel_summary(kernels: pl.DataFrame, by: list[str] | None = None) -> pl.Dat
     # Only the columns read; text keys as category codes (a window and a group-by per row hashed long kernel names
     # twice: most of this table's time on big runs).
     read = [*by, *SUMMARY_INPUT_COLUMNS]
-    text = [key for key in keys if kernels.schema[key] == pl.String]
+    text = text_columns(kernels, keys)
     k = kernels.select(c for c in dict.fromkeys(read) if c in kernels.columns).with_columns(as_codes(*text))
     stats = _from_launches(k, keys) if _one_launch_per_row(k) else _from_rows(k, keys)
     total = pl.col("total_ns").sum().over(by) if by else pl.col("total_ns").sum()

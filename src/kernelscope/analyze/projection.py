@@ -24,7 +24,7 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.hardware import Ceilings
 from kernelscope.analyze.phases import ordered_phases, step_counts
-from kernelscope.analyze.wide_tables import as_text
+from kernelscope.analyze.wide_tables import as_codes, as_text, text_columns
 from kernelscope.load import knowledge
 
 BOUNDS = ["memory", "compute", "latency", "carried", "fused"]
@@ -168,9 +168,9 @@ def _merged(inputs: pl.DataFrame, keys: list[str], *extra: pl.Expr, in_order: bo
     first = [pl.col("start_ns").min()] if "start_ns" in inputs.columns else []
     # Text keys as category codes: grouped by several keys, Polars copies each row's keys into one buffer, and
     # kernel names run to hundreds of characters (665 MB and half of this step's time at 1.5 million launches).
-    text = {c for c in keys if inputs.schema[c] == pl.String}
-    return (inputs.with_columns((pl.col(c).cast(pl.Categorical) if c in text else pl.col(c)).alias(f"_{c}")
-                                for c in keys)
+    text = text_columns(inputs, keys)
+    codes = dict(zip(text, as_codes(*text), strict=True))
+    return (inputs.with_columns(codes.get(c, pl.col(c)).alias(f"_{c}") for c in keys)
             .group_by([f"_{c}" for c in keys], maintain_order=in_order)
             .agg(*(pl.col(c).sum() for c in (*_SUMMED, "dur_ns")), *first, *extra)
             .rename({f"_{c}": c for c in keys if c not in _SUMMED})

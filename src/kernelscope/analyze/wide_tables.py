@@ -18,6 +18,11 @@ def time_where(kernels: pl.DataFrame, condition: pl.Expr) -> int:
     return int(kernels.select(pl.col("dur_ns").filter(condition).sum()).item() or 0)
 
 
+def text_columns(table: pl.DataFrame, columns: list[str]) -> list[str]:
+    """Those of `columns` that hold text: the keys to group by as codes (as_codes)."""
+    return [column for column in columns if table.schema[column] == pl.String]
+
+
 def as_codes(*columns: str) -> list[pl.Expr]:
     """Text columns as category codes, to group by: Polars hashes a text key in full on every group-by and window,
     and kernel names run to hundreds of characters; as codes they are hashed once, when cast. `as_text` turns them
