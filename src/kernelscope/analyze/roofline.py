@@ -32,33 +32,32 @@ def place_on_roofline(kernels: pl.DataFrame, ceilings: Ceilings | None) -> pl.Da
         return kernels.with_columns(
             *(pl.lit(None, dtype=pl.Float64).alias(c) for c in _METRICS), pl.lit("unclassified").alias("roofline_class")
         )
-    peaks = pl.DataFrame(
-        {"precision": list(ceilings.flops), "peak_flops": list(ceilings.flops.values())},
-        schema={"precision": pl.String, "peak_flops": pl.Float64},
-    )
+    # Each launch's peak looked up by precision (an expression: a join would copy every column of the wide table).
+    peak = pl.col("precision").replace_strict(ceilings.flops, default=None, return_dtype=pl.Float64)
     seconds = pl.col("dur_ns") / 1e9
     bw = ceilings.bandwidth
-    k = kernels.join(peaks, on="precision", how="left").with_columns(
+    achieved_flops = pl.col("flops") / seconds
+    achieved_bytes = pl.col("bytes_moved") / seconds
+    # The intermediates (peak, achieved rates, the roof at the kernel's intensity) live only for the steps below.
+    k = kernels.with_columns(
         (pl.col("flops") / pl.col("bytes_moved")).alias("arithmetic_intensity"),
-        (pl.col("flops") / seconds).alias("achieved_flops_per_s"),
-        (pl.col("bytes_moved") / seconds).alias("achieved_bytes_per_s"),
-        (pl.col("peak_flops") / bw).alias("ridge_intensity"),
+        peak.alias("_peak"), achieved_flops.alias("_achieved_flops"), achieved_bytes.alias("_achieved_bytes"),
     )
     k = k.with_columns(
-        (100 * pl.col("achieved_flops_per_s") / pl.col("peak_flops")).alias("compute_roof_pct"),
-        (100 * pl.col("achieved_bytes_per_s") / bw).alias("memory_roof_pct"),
-        pl.min_horizontal(pl.col("peak_flops"), pl.col("arithmetic_intensity") * bw).alias("roof_flops_per_s"),
+        (100 * pl.col("_achieved_flops") / pl.col("_peak")).alias("compute_roof_pct"),
+        (100 * pl.col("_achieved_bytes") / bw).alias("memory_roof_pct"),
+        pl.min_horizontal(pl.col("_peak"), pl.col("arithmetic_intensity") * bw).alias("_roof_flops"),
     )
     attained = (
         pl.when(pl.col("flops") > 0)
-        .then(100 * pl.col("achieved_flops_per_s") / pl.col("roof_flops_per_s"))
+        .then(100 * pl.col("_achieved_flops") / pl.col("_roof_flops"))
         .otherwise(pl.col("memory_roof_pct"))
     )
     k = k.with_columns(attained.alias("roof_pct"))
     # A kernel without FLOPs needs only the bandwidth roof; one with FLOPs needs its precision's peak too.
-    has_peak = pl.col("peak_flops").is_not_null() | (pl.col("flops").fill_null(0) == 0)
+    has_peak = pl.col("_peak").is_not_null() | (pl.col("flops").fill_null(0) == 0)
     known = pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0) & has_peak
-    compute_side = pl.col("arithmetic_intensity") >= pl.col("ridge_intensity")
+    compute_side = pl.col("arithmetic_intensity") >= pl.col("_peak") / bw  # at or above the ridge point
     approached = pl.col("roof_pct") >= rule["approach_pct"]
     cls = (
         pl.when(~known).then(pl.lit("unclassified"))
@@ -67,7 +66,8 @@ def place_on_roofline(kernels: pl.DataFrame, ceilings: Ceilings | None) -> pl.Da
         .when(pl.col("dur_ns") < rule["latency_ns"]).then(pl.lit("latency-bound"))
         .otherwise(pl.lit("balanced"))
     )
-    return k.with_columns(cls.alias("roofline_class")).drop("peak_flops")
+    return k.with_columns(cls.alias("roofline_class")).drop("_peak", "_achieved_flops", "_achieved_bytes",
+                                                            "_roof_flops")
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,8 @@ def missing_ceilings(kernels: pl.DataFrame, ceilings: Ceilings | None) -> list[M
     return missing
 
 
-_METRICS = ["arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "ridge_intensity",
-            "compute_roof_pct", "memory_roof_pct", "roof_flops_per_s", "roof_pct"]
+# The per-launch metrics a placed kernels table carries (None where there is no roofline).
+_METRICS = ["arithmetic_intensity", "compute_roof_pct", "memory_roof_pct", "roof_pct"]
 
 
 def class_table(kernels: pl.DataFrame) -> pl.DataFrame:
