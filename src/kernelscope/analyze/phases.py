@@ -30,6 +30,15 @@ def end_ns(kernels: pl.DataFrame) -> pl.Expr:
     return pl.col("start_ns") + whole
 
 
+def numbered_steps(kernels: pl.DataFrame) -> pl.Expr:
+    """Distinct (generation, step) pairs among the rows with a step number. Most runs hold one generation (or
+    none): the steps alone are then counted, without making a pair of every row (a third of the phase table)."""
+    numbered = pl.col("step").is_not_null()
+    if kernels[GENERATION].n_unique() <= 1:
+        return pl.col("step").filter(numbered).n_unique()
+    return pl.struct(GENERATION, "step").filter(numbered).n_unique()
+
+
 def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
     """Per phase: launches (kernel_count), device time, steps, device time and launches per step, share of all
     device time, and the span from the first kernel's start to the last kernel's end.
@@ -42,7 +51,7 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
     generation, summed), GPU busy and gaps need start times: null for summary rows."""
     total = kernels["dur_ns"].sum() or 1
     has_step = pl.col("step").is_not_null()
-    decode_steps = pl.struct(GENERATION, "step").filter(has_step).n_unique()
+    decode_steps = numbered_steps(kernels)
     generations = pl.col(GENERATION).drop_nulls().n_unique()
     table = kernels.group_by("phase").agg(
         launch_count().alias("kernel_count"),
@@ -73,7 +82,7 @@ def phase_table(kernels: pl.DataFrame) -> pl.DataFrame:
     table = table.join(spans, on="phase", how="left")
     timeline = kernels.select("phase", *_timeline_columns(kernels))  # groups copy only what busy_ns reads
     busy = pl.DataFrame(
-        [(phase, busy_ns(group), _lanes(group)) for (phase,), group in timeline.group_by("phase")],
+        [(phase, *busy_and_lanes(group)) for phase, group in _phase_groups(timeline)],
         schema={"phase": pl.String, "busy_ns": pl.Int64, "_lanes": pl.Int64}, orient="row",
     )
     launch = launch_calls(kernels)  # placed after busy_ns, as the table's columns are ordered
@@ -143,11 +152,22 @@ def _columns(kernels: pl.DataFrame, lane: tuple[str, ...]) -> list[str]:
     return [c for c in lane if c in kernels.columns]
 
 
+def _phase_groups(timeline: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """Each phase's rows: a slice (no copy) where they lie together, as they do in runs kept in time order whose
+    phases do not interleave; gathered by a group-by otherwise."""
+    phase = timeline["phase"]
+    changes = phase.ne_missing(phase.shift(1)).arg_true().to_list()  # where each stretch of one phase begins
+    bounds = [*changes, timeline.height]
+    names = [phase[i] for i in changes]
+    if len(set(names)) < len(names):  # a phase comes back: its rows are not together
+        return [(name, group) for (name,), group in timeline.group_by("phase")]
+    return [(name, timeline.slice(start, end - start)) for name, start, end in zip(names, bounds, bounds[1:],
+                                                                                    strict=False)]
+
+
 def _lanes(kernels: pl.DataFrame) -> int:
     """Timelines among `kernels` (rank and device pairs with start times; rank and thread for CPU ops)."""
-    device, cpu = _split(kernels)
-    return (device.select(_columns(device, _LANE)).unique().height
-            + (cpu.select(_columns(cpu, _CPU_LANE)).unique().height if cpu.height else 0))
+    return busy_and_lanes(kernels)[1]
 
 
 def busy_ns(kernels: pl.DataFrame) -> int | None:
@@ -155,26 +175,38 @@ def busy_ns(kernels: pl.DataFrame) -> int | None:
     own), plus each CPU thread's op time (its ops' self times); None without start times (summary rows), and for
     CPU ops recorded without their whole calls' durations (runs imported before `op_dur_ns`: their spans end
     too early to hold their busy time)."""
+    return busy_and_lanes(kernels)[0]
+
+
+def busy_and_lanes(kernels: pl.DataFrame) -> tuple[int | None, int]:
+    """busy_ns and _lanes in one pass over the rows: each device timeline is met once anyway."""
     device, cpu = _split(kernels)
-    if device.height == 0 and cpu.height == 0:
-        return None
-    if cpu.height and (WHOLE_CALL not in cpu.columns or cpu[WHOLE_CALL].is_null().any()):
-        return None
-    total = int(cpu["dur_ns"].sum()) if cpu.height else 0
+    cpu_lanes = cpu.select(_columns(cpu, _CPU_LANE)).unique().height if cpu.height else 0
     lanes = _columns(device, _LANE)
+    if cpu.height and (WHOLE_CALL not in cpu.columns or cpu[WHOLE_CALL].is_null().any()):
+        return None, device.select(lanes).unique().height + cpu_lanes
+    total = int(cpu["dur_ns"].sum()) if cpu.height else 0
+    device_lanes = 0
     for _, group in device.select(*lanes, "start_ns", "dur_ns").group_by(*lanes):
-        start = group["start_ns"].to_numpy()
-        end = start + group["dur_ns"].to_numpy()
-        if (start[1:] < start[:-1]).any():  # runs keep kernels in time order: sorted only where they are not
-            order = np.argsort(start, kind="stable")
-            start, end = start[order], end[order]
-        reach = np.maximum.accumulate(end)
-        # A new busy stretch begins where a kernel starts after everything before it has ended.
-        breaks = np.flatnonzero(start[1:] > reach[:-1]) + 1
-        first = np.concatenate(([0], breaks))
-        last = np.concatenate((breaks - 1, [len(start) - 1]))
-        total += int((reach[last] - start[first]).sum())
-    return total
+        device_lanes += 1
+        total += _union_ns(group["start_ns"].to_numpy(), group["dur_ns"].to_numpy())
+    if device.height == 0 and cpu.height == 0:
+        return None, 0
+    return total, device_lanes + cpu_lanes
+
+
+def _union_ns(start: np.ndarray, dur: np.ndarray) -> int:
+    """Length of the union of the intervals [start, start + dur)."""
+    end = start + dur
+    if (start[1:] < start[:-1]).any():  # runs keep kernels in time order: sorted only where they are not
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    # A new busy stretch begins where a kernel starts after everything before it has ended.
+    breaks = np.flatnonzero(start[1:] > reach[:-1]) + 1
+    first = np.concatenate(([0], breaks))
+    last = np.concatenate((breaks - 1, [len(start) - 1]))
+    return int((reach[last] - start[first]).sum())
 
 
 def step_table(kernels: pl.DataFrame) -> pl.DataFrame:
@@ -209,7 +241,7 @@ def step_counts(kernels: pl.DataFrame) -> dict[str, int]:
     if not kernels.height:
         return {}
     table = kernels.group_by("phase").agg(
-        pl.struct(GENERATION, "step").filter(pl.col("step").is_not_null()).n_unique().alias("numbered_steps"),
+        numbered_steps(kernels).alias("numbered_steps"),
         pl.col(GENERATION).drop_nulls().n_unique().alias("generations"),
     )
     return {
