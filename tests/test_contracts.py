@@ -22,7 +22,7 @@ SHARED = {"contracts", "errors", "ranges", "packaged", "filenames", "progress", 
 ENGINE_MAY_IMPORT = {"kernelscope.engine", "kernelscope.engine_costs"}
 # The package's one lazy door to a stage: `kernelscope.open_run` & co. load kernelscope.api on first use.
 PACKAGE_API = ("kernelscope.__init__", "kernelscope.api")
-HEAVY = ("torch", "matplotlib", "transformers", "triton", "jinja2", "markdown_it")
+HEAVY = ("torch", "matplotlib", "transformers", "triton", "jinja2", "markdown_it", "cmarkgfm")
 # Calls that read or write files; analysis gets its data passed in (load/ reads, report/ writes).
 IO_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "read_parquet", "write_parquet",
             "write_csv", "read_csv", "write_ipc", "read_ipc", "mkdir", "unlink", "packaged_toml", "rmtree"}

@@ -181,7 +181,7 @@ LAYOUT = """() => {
   blocks.forEach(el => { const r = el.getBoundingClientRect();
     if (r.right > width + 0.5) out.wider.push(el.tagName + " " + el.textContent.slice(0, 60)); });
   // A number is on one line: its cell's text makes a single line box.
-  document.querySelectorAll("td[style*=right]").forEach(td => {
+  document.querySelectorAll("td[align=right]").forEach(td => {
     const range = document.createRange(); range.selectNodeContents(td);
     const rects = Array.from(range.getClientRects()).filter(r => r.width > 0);
     const tops = new Set(rects.map(r => Math.round(r.top)));

@@ -9,9 +9,8 @@ import hashlib
 import html
 import re
 from pathlib import Path
-from typing import Any
 
-from markdown_it import MarkdownIt
+import cmarkgfm
 
 STYLE = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans CJK SC","PingFang SC",sans-serif;
@@ -23,11 +22,11 @@ h1{border-bottom:2px solid #d0d7de;padding-bottom:6px} h2{border-bottom:1px soli
 div.table{overflow-x:auto;max-width:100%;margin:10px 0}
 table{border-collapse:collapse;font-size:13px}
 th,td{border:1px solid #d0d7de;padding:4px 8px;vertical-align:top} th{background:#f6f8fa;cursor:pointer;white-space:nowrap}
-td[style*="right"]{white-space:nowrap;font-variant-numeric:tabular-nums}
+td[align="right"]{white-space:nowrap;font-variant-numeric:tabular-nums}
 th.sorted-asc::after{content:" ▲"} th.sorted-desc::after{content:" ▼"} tr:nth-child(even) td{background:#fbfcfd}
 code{background:#f0f2f4;padding:1px 4px;border-radius:4px;font-size:12px}
 td code{word-break:normal;overflow-wrap:normal}
-td:not([style]){min-width:6em}
+td:not([align]){min-width:6em}
 img{max-width:100%;height:auto;border:1px solid #eee;margin:8px 0}
 details{border:1px solid #d0d7de;border-radius:6px;padding:6px 14px;margin:24px 0}
 details>summary{font-size:1.4em;font-weight:600;cursor:pointer}
@@ -150,20 +149,8 @@ def markdown_to_html(markdown: str, base: Path, lang: str, title: str,
 def page_with_figure_links(markdown: str, lang: str, title: str, after_headings: dict[str, str] | None = None) -> str:
     """The page of markdown_to_html with its images still linked (figures/<file>), not embedded: it can be made
     before the figures are drawn."""
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")
-    tokens = md.parse(markdown)
-    seen: dict[str, int] = {}
-    toc: list[tuple[int, str, str]] = []
-    for i, token in enumerate(tokens):
-        if token.type == "heading_open" and token.tag == "h1":
-            # The page's title as the heading shows it: its Markdown escapes resolved, not the source text.
-            title = _plain_text(tokens[i + 1]) or title
-        if token.type == "heading_open" and token.tag in ("h2", "h3"):
-            text = _plain_text(tokens[i + 1])
-            anchor = _slug(text, seen)
-            token.attrSet("id", anchor)
-            toc.append((int(token.tag[1]), text, anchor))
-    body = md.renderer.render(tokens, md.options, {})
+    body, toc, title = _headings_anchored(cmarkgfm.markdown_to_html_with_extensions(markdown, extensions=["table"]),
+                                          title)
     first_anchor: dict[str, str] = {}
     for _, text, anchor in toc:
         first_anchor.setdefault(text, anchor)
@@ -205,9 +192,34 @@ def _scrolling_tables(body: str) -> str:
     return _TABLE.sub(table, body)
 
 
-def _plain_text(inline: Any) -> str:
-    """A heading's text as shown (escapes resolved, code spans' content), for its anchor and the contents."""
-    return "".join(child.content for child in inline.children or [] if child.type in ("text", "code_inline"))
+_HEADING = re.compile(r"<h([1-3])>(.*?)</h\1>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _headings_anchored(body: str, title: str) -> tuple[str, list[tuple[int, str, str]], str]:
+    """The body with an id on every h2 and h3 (the contents' entries: level, text, anchor) and the page's title:
+    the last h1's text, else `title`."""
+    seen: dict[str, int] = {}
+    toc: list[tuple[int, str, str]] = []
+    titles: list[str] = []
+
+    def anchored(match: re.Match[str]) -> str:
+        level, inner = int(match.group(1)), match.group(2)
+        text = _plain_text(inner)
+        if level == 1:
+            titles.append(text)
+            return match.group(0)
+        anchor = _slug(text, seen)
+        toc.append((level, text, anchor))
+        return f'<h{level} id="{anchor}">{inner}</h{level}>'
+
+    body = _HEADING.sub(anchored, body)
+    return body, toc, next((text for text in reversed(titles) if text), title)  # the last h1 with words, as shown
+
+
+def _plain_text(inner: str) -> str:
+    """A heading's text as shown (its markup dropped, escapes resolved), for its anchor and the contents."""
+    return html.unescape(_TAG.sub("", inner))
 
 
 def _after_title(body: str, toc: str) -> str:
