@@ -76,3 +76,23 @@ def test_without_framework_ops_followers_join_the_kernel_before_them(qwen_gpu_tr
     got = {r["kernels"]: (r["instances"], r["kernels_per_instance"], r["total_ns"])
            for r in op_group_table(bare).iter_rows(named=True)}
     assert got == expected
+
+
+def test_given_labels_each_kernel_is_spelled_by_its_names_label(qwen_gpu_trace):
+    """With the report's labels (one per name), signatures spell each kernel by its name's label, or its name where
+    the label is missing; the groups are those of the names."""
+    kernels, _ops = attribute(load_kineto(qwen_gpu_trace))
+    decode = kernels.filter(pl.col("phase") == "decode")
+    names = sorted(decode["name"].unique().to_list())
+    spelled = {name: (f"kernel {i}" if i % 2 == 0 else None) for i, name in enumerate(names)}
+    labels = pl.DataFrame({"name": list(spelled), "label": list(spelled.values())},
+                          schema={"name": pl.String, "label": pl.String})
+    relabelled = {}
+    for (op, signature), value in _expected(decode).items():
+        parts = [spelled[name] or name for name in signature.split(" + ")]
+        relabelled[(op, " + ".join(parts))] = value
+    table = op_group_table(decode, labels).filter(pl.col("op") != "(no framework op)")
+    got = {(r["op"], r["kernels"]): (r["instances"], r["kernels_per_instance"], r["total_ns"])
+           for r in table.iter_rows(named=True)}
+    assert got == relabelled
+    assert any("kernel " in key[1] for key in got) and len(got) > 5

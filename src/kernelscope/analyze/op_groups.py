@@ -45,18 +45,28 @@ GROUP_COLUMNS = ("kind", "name", "category", "stream", "rank", "start_ns", "top_
                  "dur_ns", INSTANCES)
 
 
-def op_group_table(kernels: pl.DataFrame) -> pl.DataFrame:
+def op_group_table(kernels: pl.DataFrame, labels: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per group signature (outermost op + its kernels in launch order): instances, kernels per instance,
-    total time, share of the phase and time per instance. Sorted by total time."""
+    total time, share of the phase and time per instance. Sorted by total time. Kernels are spelled by their
+    friendly name, else their name; or, given `labels` (name → label, one distinct label per name: kernel_labels),
+    by the label of their name, else their name."""
     # Only the columns grouping reads, before filtering and sorting (each would copy every column of a wide table).
     kernels = kernels.select(c for c in GROUP_COLUMNS if c in kernels.columns)
-    # Each row's label (friendly name, else name) as a number and whether it follows the kernel before it, before the
-    # kernels are picked out: the filter then copies neither names nor labels. A signature is first a list of label
-    # numbers; only the distinct ones are spelled out (joining the names of every instance's kernels made a string
-    # per instance).
-    label = pl.coalesce("friendly_name", "name")
-    numbered = kernels.with_columns(label.cast(pl.Categorical).to_physical().alias("_label_id"), follower())
-    spelled = numbered.select("_label_id", "friendly_name", "name").unique("_label_id").select("_label_id", label)
+    # Each row's label as a number and whether it follows the kernel before it, before the kernels are picked out:
+    # the filter then copies neither names nor labels. A signature is first a list of label numbers; only the
+    # distinct ones are spelled out (joining the names of every instance's kernels made a string per instance).
+    if labels is None:
+        label = pl.coalesce("friendly_name", "name")
+        numbered = kernels.with_columns(label.cast(pl.Categorical).to_physical().alias("_label_id"), follower())
+        spelled = numbered.select("_label_id", "friendly_name", "name").unique("_label_id").select("_label_id", label)
+    else:
+        # Labels are one per name and distinct: a name's number stands for its label. Setting every launch's label
+        # beside it (a join on names hundreds of characters long) was a fifth of this table on big runs.
+        numbered = kernels.with_columns(pl.col("name").cast(pl.Categorical).to_physical().alias("_label_id"),
+                                        follower())
+        spelled = (numbered.select("_label_id", "name").unique("_label_id")
+                   .join(labels.select("name", "label"), on="name", how="left")
+                   .select("_label_id", pl.coalesce("label", "name")))
     label_of = dict(spelled.iter_rows())
     grouped = assign_groups(numbered.select("kind", "stream", "rank", "start_ns", "top_op_id", "top_op", "dur_ns",
                                             INSTANCES, "_label_id", "_follower").filter(pl.col("kind") == "kernel"))

@@ -40,7 +40,6 @@ from kernelscope.analyze.roofline import (
 )
 from kernelscope.analyze.source_lines import source_line_table
 from kernelscope.analyze.whatif import WhatIf, what_if
-from kernelscope.analyze.wide_tables import beside
 from kernelscope.contracts.run import Run
 
 
@@ -248,8 +247,7 @@ def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFr
         tables.unknown_kernels = kernel_summary(unknown).head(10)
     # Op groups need launch order or framework ops; kernel summaries (nsys stats imports) have neither.
     if has_timeline(kernels) or kernels["top_op_id"].is_not_null().any():
-        labelled = beside(subset, names, ["name"])  # op_group_table reads only the columns it groups by
-        tables.op_groups = op_group_table(labelled.with_columns(pl.col("label").alias("friendly_name")))
+        tables.op_groups = op_group_table(subset, names)
     # Kernels outside every phase are left out of the breakdown, unless the trace marks no phase at all.
     if kernels["module"].is_not_null().any() and (phase != ranges.UNKNOWN or phases.height == 1):
         steps = {row["phase"]: row["steps"] for row in phases.iter_rows(named=True)}
