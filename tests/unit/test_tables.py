@@ -170,3 +170,20 @@ def test_gpu_busy_of_several_ranks_is_each_gpu_share_of_the_span():
         assert len(lanes) == 2 and row["busy_ns"] == busy
         assert row["busy_pct"] == pytest.approx(100.0 * busy / (span * 2)) and row["busy_pct"] <= 100.0
         assert row["mean_gap_ns"] == pytest.approx((span * 2 - busy) / row["kernel_count"]) and row["mean_gap_ns"] >= 0
+
+
+def test_phase_table_is_the_same_whether_each_phases_rows_lie_together_or_not(qwen_gpu_trace):
+    """A run in time order holds each phase's rows together (taken as slices); rows of phases that interleave are
+    gathered per phase instead. Both give the same table: busy time, lanes, gaps, steps, spans."""
+    from kernelscope.analyze.attribution import attribute
+    from kernelscope.load.kineto import load_kineto
+
+    kernels, _ = attribute(load_kineto(qwen_gpu_trace))
+    ordered = kernels.sort("start_ns")
+    phases = ordered["phase"]
+    assert phases.filter(phases.ne_missing(phases.shift(1))).is_unique().all()  # each phase in one stretch
+    interleaved = ordered.with_row_index("_i").sort(pl.col("_i") % 3, "_i").drop("_i")
+    mixed = interleaved["phase"]
+    assert not mixed.filter(mixed.ne_missing(mixed.shift(1))).is_unique().all()  # phases come back
+    assert phase_table(interleaved).equals(phase_table(ordered))
+    assert phase_table(ordered)["busy_ns"].min() > 0

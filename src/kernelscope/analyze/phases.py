@@ -156,13 +156,14 @@ def _phase_groups(timeline: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     """Each phase's rows: a slice (no copy) where they lie together, as they do in runs kept in time order whose
     phases do not interleave; gathered by a group-by otherwise."""
     phase = timeline["phase"]
-    changes = phase.ne_missing(phase.shift(1)).arg_true().to_list()  # where each stretch of one phase begins
-    bounds = [*changes, timeline.height]
-    names = [phase[i] for i in changes]
-    if len(set(names)) < len(names):  # a phase comes back: its rows are not together
+    begins = phase.ne_missing(phase.shift(1))  # where each stretch of one phase begins
+    firsts = phase.filter(begins)
+    if firsts.n_unique() < firsts.len():  # a phase comes back: its rows are not together
         return [(name, group) for (name,), group in timeline.group_by("phase")]
-    return [(name, timeline.slice(start, end - start)) for name, start, end in zip(names, bounds, bounds[1:],
-                                                                                    strict=False)]
+    starts = begins.arg_true().to_list()  # one per phase
+    bounds = [*starts, timeline.height]
+    return [(name, timeline.slice(start, end - start))
+            for name, start, end in zip(firsts.to_list(), bounds, bounds[1:], strict=False)]
 
 
 def _lanes(kernels: pl.DataFrame) -> int:
