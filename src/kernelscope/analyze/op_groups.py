@@ -62,10 +62,14 @@ def op_group_table(kernels: pl.DataFrame, labels: pl.DataFrame | None = None) ->
     else:
         # Labels are one per name and distinct: a name's number stands for its label. Setting every launch's label
         # beside it (a join on names hundreds of characters long) was a fifth of this table on big runs.
-        numbered = kernels.with_columns(pl.col("name").cast(pl.Categorical).to_physical().alias("_label_id"),
-                                        follower())
-        spelled = (numbered.select("_label_id", "name").unique("_label_id")
-                   .join(labels.select("name", "label"), on="name", how="left")
+        numbered = kernels.with_columns(pl.col("name").cast(pl.Categorical).to_physical().alias("_label_id"))
+        names = numbered.select("_label_id", "name").unique("_label_id")
+        # The follower pattern tried once per distinct name, not on every launch's name.
+        following = names.filter(pl.col("name").str.contains(FOLLOWER_NAME))["_label_id"]
+        numbered = numbered.with_columns(
+            (pl.col("_label_id").is_in(following.implode())
+             | pl.col("category").is_in(FOLLOWER_CATEGORIES).fill_null(False)).alias("_follower"))
+        spelled = (names.join(labels.select("name", "label"), on="name", how="left")
                    .select("_label_id", pl.coalesce("label", "name")))
     label_of = dict(spelled.iter_rows())
     grouped = assign_groups(numbered.select("kind", "stream", "rank", "start_ns", "top_op_id", "top_op", "dur_ns",
