@@ -410,3 +410,57 @@ def test_a_kernel_label_keeps_off_the_texts_already_in_the_axes():
         assert not label.get_window_extent(renderer).overlaps(ridge.get_window_extent(renderer))
     finally:
         plt.close(fig)
+
+
+def test_histogram_panels_bin_every_value_a_launch_has(tables):
+    """Each panel of a real run's histograms holds every launch's finite value (positive where its bins are
+    logarithmic), in bins spanning them: counted against the rows read in plain Python."""
+    import math
+
+    import numpy as np
+
+    from kernelscope.report.figure_inputs import HISTOGRAMS, histogram_panels
+
+    decode = tables.kernels.filter(pl.col("phase") == "decode")
+    panels = {panel.key: panel for panel in histogram_panels(decode)}
+    checked = 0
+    for column, scale, _log in HISTOGRAMS:
+        if column == "blocks":
+            rows = [gx * gy * gz if None not in (gx, gy, gz) else None
+                    for gx, gy, gz in decode.select("grid_x", "grid_y", "grid_z").iter_rows()]
+        elif column == "threads_per_block":
+            rows = [bx * by * bz if None not in (bx, by, bz) else None
+                    for bx, by, bz in decode.select("block_x", "block_y", "block_z").iter_rows()]
+        else:
+            rows = decode[column].to_list()
+        values = [float(v) * scale for v in rows if v is not None and math.isfinite(float(v) * scale)]
+        key = "duration" if column == "dur_ns" else column
+        if not values:
+            assert key not in panels
+            continue
+        panel = panels[key]
+        kept = [v for v in values if v > 0] if panel.log_x else values
+        assert int(panel.counts.sum()) == len(kept), column
+        assert panel.edges[0] == pytest.approx(min(kept)) and panel.edges[-1] == pytest.approx(max(kept))
+        assert (panel.counts == np.histogram(kept, bins=panel.edges)[0]).all(), column
+        checked += 1
+    assert checked >= 6
+
+
+def test_measured_histogram_panels_bin_every_measured_value(tables):
+    """Nsight Compute's panels likewise hold every measured launch's value (the run measured its decode kernels)."""
+    import math
+
+    from kernelscope.report.figure_inputs import MEASURED_HISTOGRAMS, measured_histogram_panels
+
+    launches = tables.measured.launches
+    panels = {panel.key: panel for panel in measured_histogram_panels(launches)}
+    checked = 0
+    for column, key, _log in MEASURED_HISTOGRAMS:
+        if column not in launches.columns or key not in panels:
+            continue
+        values = [float(v) for v in launches[column].to_list() if v is not None and math.isfinite(float(v))]
+        kept = [v for v in values if v > 0] if panels[key].log_x else values
+        assert int(panels[key].counts.sum()) == len(kept), column
+        checked += 1
+    assert checked >= 5

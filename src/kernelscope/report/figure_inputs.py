@@ -52,8 +52,12 @@ class HistogramPanel:
 
 def binned(values: np.ndarray, key: str, log: bool) -> HistogramPanel:
     """BINS bins over the values; logarithmic where `log` allows it and the values span more than 20×."""
-    if log and values.min() > 0 and values.max() / values.min() > 20:
-        edges = np.logspace(math.log10(values.min()), math.log10(values.max()), BINS)
+    low, high = values.min(), values.max()
+    if log and low > 0 and high / low > 20:
+        edges = np.logspace(math.log10(low), math.log10(high), BINS)
+        # 10 ** log10(x) can miss x in the last bit: the outer edges are the values themselves, or the smallest or
+        # largest launch would fall outside every bin (one launch of a real run's 3,085 was left out).
+        edges[0], edges[-1] = low, high
         counts, edges = np.histogram(values, bins=edges)
         return HistogramPanel(counts, edges, key, True)
     counts, edges = np.histogram(values, bins=BINS)
@@ -61,9 +65,16 @@ def binned(values: np.ndarray, key: str, log: bool) -> HistogramPanel:
 
 
 def _finite(series: pl.Series, scale: float, log: bool) -> np.ndarray:
-    values = series.drop_nulls().cast(pl.Float64).to_numpy() * scale
-    values = values[np.isfinite(values)]
-    return values[values > 0] if log else values
+    # Each step copies only where it changes something (a column of every launch is tens of MB on a big run).
+    values = series.drop_nulls().cast(pl.Float64).to_numpy()
+    if scale != 1.0:
+        values = values * scale
+    finite = np.isfinite(values)
+    if not finite.all():
+        values = values[finite]
+    if log and not (values > 0).all():
+        values = values[values > 0]
+    return values
 
 
 def histogram_panels(kernels: pl.DataFrame, cpu_run: bool = False) -> list[HistogramPanel]:
