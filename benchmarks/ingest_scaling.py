@@ -86,21 +86,26 @@ def build_tiny(work: Path, events: int) -> Path:
 def measure(trace: Path, tree: Path) -> dict[str, float]:
     """One whole-process import: wall seconds and the peak RSS summed over the process and its children."""
     with tempfile.TemporaryDirectory(prefix="ks-ingest-") as tmp:
-        started = time.perf_counter()
-        proc = psutil.Popen([sys.executable, "-m", "kernelscope", "-q", "import", str(trace), "--no-report",
-                             "--out", os.path.join(tmp, "run")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(tree)})
-        peak = 0
-        while proc.poll() is None:
-            try:
-                rss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
-                peak = max(peak, rss)
-            except psutil.Error:
-                pass
-            time.sleep(0.02)
-        seconds = time.perf_counter() - started
-        if proc.returncode != 0:
-            raise SystemExit(f"{trace}: import failed: {proc.stderr.read().decode()[-500:]}")
+        return whole_process(["import", str(trace), "--no-report", "--out", os.path.join(tmp, "run")], tree)
+
+
+def whole_process(arguments: list[str], tree: Path) -> dict[str, float]:
+    """`kernelscope -q ARGUMENTS` run from `tree`: wall seconds and the peak RSS summed over the process and its
+    children (helpers and the fork server they start from), sampled every 20 ms."""
+    started = time.perf_counter()
+    proc = psutil.Popen([sys.executable, "-m", "kernelscope", "-q", *arguments], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(tree)})
+    peak = 0
+    while proc.poll() is None:
+        try:
+            rss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
+            peak = max(peak, rss)
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"kernelscope {' '.join(arguments)} failed: {proc.stderr.read().decode()[-500:]}")
     return {"seconds": seconds, "peak_rss_bytes": peak}
 
 
