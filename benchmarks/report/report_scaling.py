@@ -1,5 +1,6 @@
 """Whole-process `kernelscope report RUN` at several trace sizes, and `import TRACE` with and without its report:
-seconds and peak RSS (the process, the fork server and the figure helpers), medians of repeats, inputs alternated.
+seconds (medians of repeats, inputs alternated, nothing sampling the processes meanwhile) and peak RSS (the process,
+the fork server and the figure helpers, sampled in one more run of each).
 
     python benchmarks/report/report_scaling.py --sizes 100,300,1000,2000 --repeats 3 [--runs DIR,...]
 
@@ -58,26 +59,27 @@ def main() -> int:
         shutil.copytree(given, copy)
         runs[f"run {Path(given).name}"] = copy
     measured: dict[str, list[dict[str, float]]] = {}
+    memory = {label: whole_process(["report", str(run)], tree)["peak_rss_bytes"] for label, run in runs.items()}
     with tempfile.TemporaryDirectory(prefix="ks-report-") as tmp:
         for _ in range(args.repeats):  # alternate: drifts hit every input alike
             for label, run in runs.items():
-                measured.setdefault(f"report|{label}", []).append(whole_process(["report", str(run)], tree))
+                measured.setdefault(f"report|{label}", []).append(
+                    whole_process(["report", str(run)], tree, sample_memory=False))
             for mb, trace in traces.items():
                 for mode, extra in (("import --no-report", ["--no-report"]), ("import", [])):
                     out = Path(tmp) / f"{mb}-{len(extra)}"
                     shutil.rmtree(out, ignore_errors=True)
                     measured.setdefault(f"{mode}|{mb}", []).append(
-                        whole_process(["import", str(trace), *extra, "--out", str(out)], tree))
+                        whole_process(["import", str(trace), *extra, "--out", str(out)], tree, sample_memory=False))
 
-    def median(key: str, field: str) -> float:
-        return statistics.median(r[field] for r in measured[key])
+    def median(key: str) -> float:
+        return statistics.median(r["seconds"] for r in measured[key])
 
-    reports = [{"input": label, "launches": launches(run), "seconds": median(f"report|{label}", "seconds"),
-                "peak_rss_bytes": median(f"report|{label}", "peak_rss_bytes"), "runs": measured[f"report|{label}"]}
-               for label, run in runs.items()]
+    reports = [{"input": label, "launches": launches(run), "seconds": median(f"report|{label}"),
+                "peak_rss_bytes": memory[label], "runs": measured[f"report|{label}"]} for label, run in runs.items()]
     imports = []
     for mb, trace in traces.items():
-        plain, full = median(f"import --no-report|{mb}", "seconds"), median(f"import|{mb}", "seconds")
+        plain, full = median(f"import --no-report|{mb}"), median(f"import|{mb}")
         imports.append({"trace_bytes": trace.stat().st_size, "no_report_seconds": plain, "with_report_seconds": full,
                         "with_report_over_no_report": full / plain,
                         "runs": {mode: measured[f"{mode}|{mb}"] for mode in ("import --no-report", "import")}})
