@@ -5,7 +5,8 @@
 #   2. qwen2-1.5b with tensor parallelism (prompt 128, 64 new tokens), with its report;
 #   3. (PART=moe) the deepseek-v3 preset (full width, 3 layers) with experts split over the ranks (--ep 2).
 # Writes under $OUT: steps.txt, env.txt, one tar.gz per run directory (and the plain traces), logs.tar.gz.
-# Wheels the image lacks (msgspec, polars, pycxxfilt, jinja2, rich, …) travel in .whl/small (carry it); to fit the
+# Wheels the image lacks (msgspec, polars, pycxxfilt, jinja2, rich, cmarkgfm with cffi and pycparser, …; built for
+# the device's Python 3.12) travel in .whl/small (carry it); to fit the
 # 64 MiB a call may carry, keep benchmarks/results and tests/data out of the tree that travels (git rm -r --cached
 # them and list them in .git/info/exclude for the call; git reset afterwards).
 set -u -o pipefail
