@@ -134,7 +134,7 @@ def _has_cpu_ops(kernels: pl.DataFrame) -> bool:
 
 
 def _timeline_columns(kernels: pl.DataFrame) -> list[str]:
-    """What busy_ns and _lanes read of a kernels table (a CPU op's thread and whole call only where there are any)."""
+    """What busy_and_lanes reads of a kernels table (a CPU op's thread and whole call only where there are any)."""
     wanted = (*_LANE, "start_ns", "dur_ns", *(("kind", "pid", "tid", WHOLE_CALL) if _has_cpu_ops(kernels) else ()))
     return [c for c in dict.fromkeys(wanted) if c in kernels.columns]
 
@@ -166,11 +166,6 @@ def _phase_groups(timeline: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
             for name, start, end in zip(firsts.to_list(), bounds, bounds[1:], strict=False)]
 
 
-def _lanes(kernels: pl.DataFrame) -> int:
-    """Timelines among `kernels` (rank and device pairs with start times; rank and thread for CPU ops)."""
-    return busy_and_lanes(kernels)[1]
-
-
 def busy_ns(kernels: pl.DataFrame) -> int | None:
     """Time during which at least one kernel runs (the union of kernel intervals), summed over devices (each rank's
     own), plus each CPU thread's op time (its ops' self times); None without start times (summary rows), and for
@@ -180,7 +175,8 @@ def busy_ns(kernels: pl.DataFrame) -> int | None:
 
 
 def busy_and_lanes(kernels: pl.DataFrame) -> tuple[int | None, int]:
-    """busy_ns and _lanes in one pass over the rows: each device timeline is met once anyway."""
+    """busy_ns, and the timelines among `kernels` (rank and device pairs with start times; rank and thread for CPU
+    ops), in one pass: each device timeline is met once for both."""
     device, cpu = _split(kernels)
     cpu_lanes = cpu.select(_columns(cpu, _CPU_LANE)).unique().height if cpu.height else 0
     lanes = _columns(device, _LANE)
