@@ -1,4 +1,5 @@
-"""Whole-process `kernelscope report RUN` at several trace sizes, and `import TRACE` with and without its report:
+"""Whole-process `kernelscope report RUN` at several trace sizes, and `import TRACE` with and without its report
+(and with a report of tables and text alone, `--figure-formats none`):
 seconds (medians of repeats, inputs alternated, nothing sampling the processes meanwhile) and peak RSS (the process,
 the fork server and the figure helpers, sampled in one more run of each).
 
@@ -28,6 +29,9 @@ from _provenance import commit  # noqa: E402
 from ingest_scaling import build, whole_process  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+# Each import measured: without a report, with it, and with a report of tables and text alone.
+IMPORT_MODES = (("import --no-report", ["--no-report"]), ("import", []),
+                ("import --figure-formats none", ["--figure-formats", "none"]))
 
 
 def launches(run: Path) -> int:
@@ -66,7 +70,7 @@ def main() -> int:
                 measured.setdefault(f"report|{label}", []).append(
                     whole_process(["report", str(run)], tree, sample_memory=False))
             for mb, trace in traces.items():
-                for mode, extra in (("import --no-report", ["--no-report"]), ("import", [])):
+                for mode, extra in IMPORT_MODES:
                     out = Path(tmp) / f"{mb}-{len(extra)}"
                     shutil.rmtree(out, ignore_errors=True)
                     measured.setdefault(f"{mode}|{mb}", []).append(
@@ -79,13 +83,14 @@ def main() -> int:
                 "peak_rss_bytes": memory[label], "runs": measured[f"report|{label}"]} for label, run in runs.items()]
     imports = []
     for mb, trace in traces.items():
-        plain, full = median(f"import --no-report|{mb}"), median(f"import|{mb}")
+        plain, full, text = (median(f"{mode}|{mb}") for mode, _ in IMPORT_MODES)
         imports.append({"trace_bytes": trace.stat().st_size, "no_report_seconds": plain, "with_report_seconds": full,
                         "with_report_over_no_report": full / plain,
-                        "runs": {mode: measured[f"{mode}|{mb}"] for mode in ("import --no-report", "import")}})
+                        "no_figures_seconds": text, "no_figures_over_no_report": text / plain,
+                        "runs": {mode: measured[f"{mode}|{mb}"] for mode, _ in IMPORT_MODES}})
     result = {
-        "what": "whole-process `kernelscope -q report RUN`, and `import TRACE` with and without its report "
-                "(medians of repeats, inputs alternated)",
+        "what": "whole-process `kernelscope -q report RUN`, and `import TRACE` with and without its report, and "
+                "with a report without figures (medians of repeats, inputs alternated)",
         "date": date.today().isoformat(), "commit": commit(), "machine": platform.node(), "cores": os.cpu_count(),
         "load_average_at_start": os.getloadavg(), "repeats": args.repeats, "tree": str(tree),
         "reports": reports, "imports": imports,
@@ -95,10 +100,11 @@ def main() -> int:
     print(f"{'report of':24} {'launches':>10} {'s':>6} {'peak GB':>8}")
     for r in reports:
         print(f"{r['input']:24} {r['launches']:10,} {r['seconds']:6.2f} {r['peak_rss_bytes'] / 1e9:8.2f}")
-    print(f"{'import of':24} {'no report s':>12} {'report s':>9} {'ratio':>6}")
+    print(f"{'import of':24} {'no report s':>12} {'report s':>9} {'ratio':>6} {'no figures s':>13} {'ratio':>6}")
     for r in imports:
         print(f"{r['trace_bytes'] / 1e6:8.0f} MB trace{'':10} {r['no_report_seconds']:12.2f} "
-              f"{r['with_report_seconds']:9.2f} {r['with_report_over_no_report']:6.2f}")
+              f"{r['with_report_seconds']:9.2f} {r['with_report_over_no_report']:6.2f} "
+              f"{r['no_figures_seconds']:13.2f} {r['no_figures_over_no_report']:6.2f}")
     return 0
 
 

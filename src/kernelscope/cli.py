@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     from kernelscope.report import figure_formats
 
-    formats = figure_formats.chosen.set(getattr(args, "figure_formats", None) or figure_formats.DEFAULT)
+    asked = getattr(args, "figure_formats", None)  # () is an answer: no figures
+    formats = figure_formats.chosen.set(figure_formats.DEFAULT if asked is None else asked)
     try:
         return _run(args, steps)
     finally:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -113,6 +114,51 @@ def test_import_of_a_real_gpu_trace(qwen_gpu_trace, tmp_path):
         assert f"](figures/{name}.png)" in text
     classes = pl.read_csv(out / "report" / "tables" / "roofline_classes_decode.csv")
     assert abs(classes["time_pct"].sum() - 100) < 1e-6 and classes["launches"].sum() == kernels.height
+
+
+def _without_figures(markdown: str) -> str:
+    """A report's Markdown less its figures: image lines gone, and sections left with no text (the histograms'
+    heading and intro) gone too. Blank-line runs collapsed."""
+    lines = [line for line in markdown.splitlines() if not (line.startswith("![") and "](figures/" in line)]
+    sections, current = [], []
+    for line in lines:
+        if line.startswith("## ") and current:
+            sections.append(current)
+            current = []
+        current.append(line)
+    sections.append(current)
+    kept = [section for section in sections if not section[0].startswith("## Histograms")]
+    text = "\n".join(line for section in kept for line in section)
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text.strip()
+
+
+def test_a_report_without_figures_is_the_report_less_its_figures(qwen_gpu_trace, tmp_path):
+    """`--figure-formats none`: the same tables and words as the report with figures, no figure file or link,
+    and matplotlib never loaded (the process says which modules it imported)."""
+    drawn = tmp_path / "drawn"
+    assert kernelscope("import", str(qwen_gpu_trace), "--out", str(drawn)).returncode == 0
+    bare = tmp_path / "bare"
+    shutil.copytree(drawn, bare)
+    probe = ("import sys; from kernelscope.cli import main; code = main(['-q', 'report', sys.argv[1], "
+             "'--figure-formats', 'none']); print('matplotlib' in sys.modules); sys.exit(code)")
+    env = dict(os.environ, KERNELSCOPE_CALIBRATION_DIR=str(CALIBRATION_DIR))
+    result = subprocess.run([sys.executable, "-c", probe, str(bare)], capture_output=True, text=True, env=env,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+    assert (drawn / "report" / "figures").is_dir() and not (bare / "report" / "figures").exists()
+    for name in ("report.md", "report.zh.md", "report.html", "report.zh.html"):
+        text = (bare / "report" / name).read_text()
+        assert "figures/" not in text and "<img" not in text and "data:image" not in text
+    assert "](figures/" in (drawn / "report" / "report.md").read_text()
+    assert (_without_figures((bare / "report" / "report.md").read_text())
+            == _without_figures((drawn / "report" / "report.md").read_text()))
+    tables = sorted(p.name for p in (drawn / "report" / "tables").iterdir())
+    assert tables == sorted(p.name for p in (bare / "report" / "tables").iterdir())
+    for name in tables:
+        assert (bare / "report" / "tables" / name).read_bytes() == (drawn / "report" / "tables" / name).read_bytes()
 
 
 def test_import_of_several_files_makes_ranks(qwen_gpu_trace, tmp_path):

@@ -10,11 +10,12 @@ import matplotlib.pyplot as plt
 import polars as pl
 import pytest
 
+from kernelscope import workers
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.report_tables import report_tables
 from kernelscope.load import rundir
 from kernelscope.pipeline import run_ceilings
-from kernelscope.report import figure_jobs, figures, render
+from kernelscope.report import figure_formats, figure_jobs, figures, render
 
 RUN = Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
 
@@ -160,6 +161,19 @@ def test_helpers_draw_every_job_once_with_the_names_one_process_gives(tables, tm
         drawing.submit(alone_h[:1] + alone_c[:1])
         alone = drawing.collect()
     assert {k: [p.name for p in v] for k, v in alone.items()} == {k: [p.name for p in drawn[k]] for k in alone}
+
+
+@pytest.mark.parametrize(("allowed", "host", "expected"), [
+    ({0, 1}, 64, 2),  # a container's two cores on a big host: two helpers, not one per host core
+    ({0}, 64, 0),  # one core: drawn in this process
+    (set(range(64)), 64, figure_jobs.MAX_HELPERS),
+    (set(range(3)), 3, 3),
+])
+def test_figure_helpers_follow_the_cores_this_process_may_use(monkeypatch, allowed, host, expected):
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: allowed, raising=False)
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: host)
+    monkeypatch.setattr(figure_jobs, "main_module_importable", lambda: True)
+    assert figure_jobs.default_helpers() == expected
 
 
 def test_a_job_that_fails_in_a_helper_raises_its_own_error_here(tmp_path):
@@ -464,3 +478,31 @@ def test_measured_histogram_panels_bin_every_measured_value(tables):
         assert int(panels[key].counts.sum()) == len(kept), column
         checked += 1
     assert checked >= 5
+
+
+@pytest.mark.parametrize(("text", "formats"), [("png", ("png",)), ("svg", ("png", "svg")), ("SVG, png", ("png", "svg")),
+                                               ("none", ()), (" None ", ())])
+def test_figure_formats_read_from_the_option(text, formats):
+    assert figure_formats.parse(text) == formats
+
+
+@pytest.mark.parametrize("text", ["none,png", "pdf", "", ","])
+def test_figure_formats_refused(text):
+    with pytest.raises(ValueError, match="figure formats are png and svg"):
+        figure_formats.parse(text)
+
+
+def test_no_figure_formats_draws_nothing_and_starts_no_helper(tables, tmp_path):
+    """With `--figure-formats none` every job comes back with no files, none drawn here or by a helper."""
+    token = figure_formats.chosen.set(())
+    try:
+        histograms, charts = _all_jobs(tables, tmp_path)
+        with figure_jobs.FigureDrawing(helpers=2) as drawing:
+            drawing.submit(histograms + charts)
+            assert drawing.expected() == {job.key: [] for job in histograms + charts}
+            drawn = drawing.collect()
+            assert drawing._helpers == []
+    finally:
+        figure_formats.chosen.reset(token)
+    assert drawn == {job.key: [] for job in histograms + charts} and drawn
+    assert not any(tmp_path.iterdir())

@@ -44,8 +44,9 @@ def add_lang_arg(p: argparse.ArgumentParser) -> None:
     """The options of every command that writes a report: its languages and its figures' file formats."""
     p.add_argument("--lang", type=languages, default=LANGUAGES,
                    help=f"report languages, comma-separated: {', '.join(LANGUAGES)} (default: all)")
-    p.add_argument("--figure-formats", type=figure_formats, default=None, metavar="png[,svg]",
-                   help="files of each figure: png (default; what the reports show) or png,svg")
+    p.add_argument("--figure-formats", type=figure_formats, default=None, metavar="png[,svg]|none",
+                   help="files of each figure: png (default; what the reports show), png,svg, or none (reports "
+                        "of tables and text, no figures drawn)")
 
 
 def add_output_args(p: argparse.ArgumentParser) -> None:

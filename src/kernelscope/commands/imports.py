@@ -103,18 +103,20 @@ def _warm_up_helpers(args: argparse.Namespace) -> None:
     read files (several files) or chunks of one (large files) then start at once instead of a second late, when
     half of their share would already be done here."""
     from kernelscope.load.native_reader import native_reader_built
+    from kernelscope.report import figure_formats
 
     several = len(args.files) > 1 and args.jobs != 1 and args.cluster is None
+    figures = not args.no_report and figure_formats.drawn()
     # The native reader decodes a large file by threads: a fork server would only take a core from it (~10% of a
     # 340 MB import on 2 cores), unless a report's figures will need one.
-    large = (not native_reader_built() or not args.no_report) and any(
+    large = (not native_reader_built() or figures) and any(
         path.is_file() and path.stat().st_size > 64 << 20 for path in args.files)
     if not (several or large):
         return
     from kernelscope.report.figure_jobs import start_fork_server
 
     # With a report, the figure helpers start from the same server: it loads matplotlib for them once.
-    start_fork_server(["kernelscope.commands.importers.rank_files"], with_figures=not args.no_report)
+    start_fork_server(["kernelscope.commands.importers.rank_files"], with_figures=figures)
 
 
 def _jobs(text: str) -> int:

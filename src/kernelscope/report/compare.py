@@ -16,6 +16,7 @@ import polars as pl
 from jinja2 import Environment
 
 from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col, ratio_col, significant_col
+from kernelscope.report import figure_formats
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
@@ -47,12 +48,12 @@ def signed_duration(ns: float | None) -> fmt.Markdown:
 def render_comparison(comparison: Comparison, runs: list[ComparedRun], out_dir: Path, top_n: int = TOP_N,
                       languages: tuple[str, ...] = LANGUAGES) -> list[Path]:
     """Writes everything into out_dir (created). `runs`: per run its label and path. Returns the files."""
-    from kernelscope.report import figures  # matplotlib: loaded only where a figure is drawn
-
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(comparison, out_dir / "tables")
     figure_links: dict[str, str] = {}
-    for phase in comparison.compared_phases:
+    for phase in comparison.compared_phases if figure_formats.drawn() else []:
+        from kernelscope.report import figures  # matplotlib: loaded only where a figure is drawn
+
         paths = figures.compare_bars(comparison.categories.filter(pl.col("phase") == phase), comparison.labels,
                                      "category", f"Device time per step by category: {phase}",
                                      out_dir / "figures", f"compare_{phase}")

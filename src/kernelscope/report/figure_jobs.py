@@ -24,11 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope.report import figure_formats
-from kernelscope.workers import add_cleanup, forkserver_context, remove_cleanup, signals_held
+from kernelscope.workers import add_cleanup, forkserver_context, remove_cleanup, signals_held, usable_cores
 
 FIGURES_MODULE = "kernelscope.report.figures"  # preloaded by the fork server the helpers start from
 HELPER_NICENESS = 10  # figure helpers run at a lower priority than the process that computes the tables
-MAX_HELPERS = 4  # a report has about 16 figures; more processes would mostly wait
+# A report has 8 figure sets (16 PNGs, two languages each drawn together; 10 with Nsight Compute figures): one
+# helper per set where cores allow. On a 16-core host, 8 helpers took a 333 MB import with its report from 1.60x
+# to 1.38x the import without it (4 and 8 helpers, medians of 10, speed-ab-h100-2026-11-28/helpers).
+MAX_HELPERS = 8
 
 # Drawing functions (figures.py) that draw one figure in several languages at once (figures.VERSIONED). Named
 # here, not taken from figures.py: this process plans the figures without loading matplotlib.
@@ -123,9 +126,10 @@ def main_module_importable() -> bool:
 
 
 def default_helpers() -> int:
-    """Helper processes for a report's figures: one per core up to MAX_HELPERS; none on one core or where the
-    main module cannot be re-imported."""
-    cores = os.cpu_count() or 1
+    """Helper processes for a report's figures: one per core this process may run on (a container's or taskset's
+    share, not the host's count) up to MAX_HELPERS; none on one core or where the main module cannot be
+    re-imported."""
+    cores = usable_cores()
     if cores < 2 or not main_module_importable():
         return 0
     return min(cores, MAX_HELPERS)
@@ -136,8 +140,9 @@ class FigureDrawing:
     all are submitted. A context manager: helpers are plain processes, always stopped when the block ends."""
 
     def __init__(self, helpers: int | None = None) -> None:
-        self._wanted = default_helpers() if helpers is None else helpers
         self._formats = figure_formats.chosen.get()
+        # No formats (`--figure-formats none`): nothing is drawn, every job comes back with no files.
+        self._wanted = 0 if not self._formats else default_helpers() if helpers is None else helpers
         self._jobs: list[FigureJob] = []
         self._sets: list[tuple[FigureJob, ...]] = []  # as submitted (job_sets)
         self._done: dict[str, list[Path] | None] = {}  # outcomes received from the helpers, by job key
@@ -221,8 +226,12 @@ class FigureDrawing:
             self._receive(block=True)
         self._stop()
         for jobs_of_set in self._sets:
-            if undone := tuple(job for job in jobs_of_set if job.key not in self._done):
+            if not (undone := tuple(job for job in jobs_of_set if job.key not in self._done)):
+                continue
+            if self._formats:
                 self._done.update(_draw_set(undone, self._formats))
+            else:
+                self._done.update((job.key, []) for job in undone)
         return {job.key: self._done[job.key] for job in self._jobs}
 
     def _receive(self, block: bool) -> None:
@@ -260,17 +269,19 @@ def start_fork_server(preload: list[str], with_figures: bool) -> None:
     """Start the fork server now with `preload` loaded, and matplotlib as well when a report's figures will be
     drawn: the helpers a command starts later (chunk readers, figure drawers) then start at once, instead of each
     importing those libraries (the server's preload is fixed by its first start). Nothing happens where the main
-    module cannot be re-imported; a helper that cannot start is for its user to meet."""
-    if main_module_importable():
+    module cannot be re-imported; a helper that cannot start is for its user to meet. With `--figure-formats none`
+    no figure is drawn: matplotlib is not loaded."""
+    figures = with_figures and figure_formats.drawn()
+    if (preload or figures) and main_module_importable():
         with contextlib.suppress(Exception):
-            forkserver_context(preload + ([FIGURES_MODULE] if with_figures else []))
+            forkserver_context(preload + ([FIGURES_MODULE] if figures else []))
 
 
 def warm_up_helper() -> None:
     """Start the fork server now (it imports matplotlib in the background), so that helpers start at once when a
     report's figures are submitted. Nothing happens where no helper would be used; a failure is FigureDrawing's
     to meet."""
-    if default_helpers():
+    if figure_formats.drawn() and default_helpers():
         start_fork_server([], with_figures=True)
 
 

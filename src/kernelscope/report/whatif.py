@@ -18,6 +18,7 @@ from kernelscope.analyze.accelerator import MIN_COST_COVERAGE
 from kernelscope.analyze.projection import ProjectionModel, Target, default_model
 from kernelscope.analyze.whatif import WhatIf, dominant_groups
 from kernelscope.contracts.run_info import Workload
+from kernelscope.report import figure_formats
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
 from kernelscope.report.languages import LANGUAGES
@@ -54,12 +55,13 @@ def times(value: float | None) -> str:
 
 def render_whatif(study: WhatIf, model: ProjectionModel, workload: Workload | None, run_path: Path, out_dir: Path,
                   languages: tuple[str, ...] = LANGUAGES) -> list[Path]:
-    from kernelscope.report import figures  # matplotlib: loaded only where a figure is drawn
-
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(study, out_dir / "tables")
     figure_links: dict[str, str] = {}
-    for parameter in dict.fromkeys(study.sweeps["parameter"].to_list() if study.sweeps.height else []):
+    swept = study.sweeps["parameter"].to_list() if study.sweeps.height and figure_formats.drawn() else []
+    for parameter in dict.fromkeys(swept):
+        from kernelscope.report import figures  # matplotlib: loaded only where a figure is drawn
+
         for phase in (ranges.DECODE, ranges.PREFILL):
             mark = (getattr(study.target, parameter) if hasattr(study.target, parameter)
                     else study.target.flops.get(parameter))
