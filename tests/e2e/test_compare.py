@@ -172,3 +172,18 @@ def test_traces_without_phase_markers_are_compared_whole(tmp_path):
         assert abs(phases[f"device_time_ns[{label}]"][0] - total_us * 1000) <= len(events)  # µs → ns rounding
     categories = pl.read_csv(tmp_path / "cmp" / "tables" / "categories.csv")
     assert categories["phase"].unique().to_list() == ["unknown"] and categories.height > 1
+
+
+def test_a_comparison_without_figures_is_the_comparison_less_its_figures(tmp_path):
+    drawn, bare = tmp_path / "drawn", tmp_path / "bare"
+    for out, extra in ((drawn, []), (bare, ["--figure-formats", "none"])):
+        result = kernelscope("compare", str(H200), str(H100), "--lang", "en", "--out", str(out), *extra)
+        assert result.returncode == 0, result.stderr
+    assert any((drawn / "figures").iterdir()) and not (bare / "figures").exists()
+    with_figures = (drawn / "compare.md").read_text()
+    images = [line for line in with_figures.splitlines() if line.startswith("![") and "](figures/" in line]
+    assert images
+    expected = "\n".join(line for line in with_figures.splitlines() if line not in images)
+    collapse = re.compile(r"\n{3,}")
+    assert collapse.sub("\n\n", (bare / "compare.md").read_text()).strip() == collapse.sub("\n\n", expected).strip()
+    assert "<img" not in (bare / "compare.html").read_text()

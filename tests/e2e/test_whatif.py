@@ -148,3 +148,19 @@ def test_study_states_its_baseline_and_shows_each_projection_s_terms(tmp_path):
     assert ("A memory efficiency above 1" in text) == bool((kernels["memory_efficiency"] > 1).any())
     for _, phase_rows in kernels.group_by("phase"):
         assert phase_rows["label"].n_unique() == phase_rows.height  # no two rows share a name
+
+
+def test_a_study_without_figures_is_the_study_less_its_figures(tmp_path):
+    drawn, bare = tmp_path / "drawn", tmp_path / "bare"
+    for out, extra in ((drawn, []), (bare, ["--figure-formats", "none"])):
+        result = kernelscope("whatif", str(RUNS / "h200-qwen2-0.5b-ncu"), "--hw", "h100-sxm", "--lang", "en",
+                             "--out", str(out), *extra)
+        assert result.returncode == 0, result.stderr
+    assert any((drawn / "figures").iterdir()) and not (bare / "figures").exists()
+    with_figures = (drawn / "whatif.md").read_text()
+    images = [line for line in with_figures.splitlines() if line.startswith("![") and "](figures/" in line]
+    assert images
+    expected = "\n".join(line for line in with_figures.splitlines() if line not in images)
+    collapse = re.compile(r"\n{3,}")
+    assert collapse.sub("\n\n", (bare / "whatif.md").read_text()).strip() == collapse.sub("\n\n", expected).strip()
+    assert "<img" not in (bare / "whatif.html").read_text()

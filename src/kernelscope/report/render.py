@@ -157,6 +157,7 @@ def _report_text(run: Run, summary: Summary, tables: ReportTables, top_n: int, l
     figure_links = {key: fmt.Markdown(f"figures/{paths[0].name}") for key, paths in figures.items() if paths}
     context["figures"] = figure_links
     context["histogram_figures"] = [key for key in figure_links if "histograms" in key]
+    context["figures_drawn"] = figure_formats.drawn()  # not with --figure-formats none: the appendix says so
     text = _env(lang, run.info.is_cpu).get_template("report.md.j2").render(**context)
     if lang == "zh":
         text = space_cjk(text)
