@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -132,6 +133,19 @@ def _without_figures(markdown: str) -> str:
     while "\n\n\n" in text:
         text = text.replace("\n\n\n", "\n\n")
     return text.strip()
+
+
+def assert_page_less_its_figures(drawn: Path, bare: Path, page: str) -> None:
+    """`bare` (written with --figure-formats none) holds no figures, and its Markdown `page` is `drawn`'s less the
+    image lines (blank-line runs collapsed)."""
+    assert any((drawn / "figures").iterdir()) and not (bare / "figures").exists()
+    with_figures = (drawn / page).read_text()
+    images = [line for line in with_figures.splitlines() if line.startswith("![") and "](figures/" in line]
+    assert images
+    expected = "\n".join(line for line in with_figures.splitlines() if line not in images)
+    collapse = re.compile(r"\n{3,}")
+    assert collapse.sub("\n\n", (bare / page).read_text()).strip() == collapse.sub("\n\n", expected).strip()
+    assert "<img" not in (bare / page).with_suffix(".html").read_text()
 
 
 def test_a_report_without_figures_is_the_report_less_its_figures(qwen_gpu_trace, tmp_path):

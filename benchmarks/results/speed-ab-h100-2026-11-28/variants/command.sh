@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device-only: import with report on the 333 MB trace, main-process spans, variants (figures off, 8 helpers).
+# Device-only (run as bench-old/timeline.sh, sitecustomize.py under bench-old/sc/): import with report on the 333 MB trace, main-process spans, variants (figures off, 8 helpers).
 set -u
 OUT=${OUT:-device-out}; mkdir -p "$OUT"
 source benchmarks/device/small_wheels.sh
