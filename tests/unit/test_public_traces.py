@@ -358,3 +358,40 @@ def test_cpu_busy_of_a_cpu_only_rank_is_the_time_its_ops_ran():
     # Without the whole calls (runs imported before op_dur_ns) the span would end too early: busy is not told.
     older = phase_table(kernels.drop("op_dur_ns")).row(0, named=True)
     assert older["busy_ns"] is None and older["busy_pct"] is None and older["device_time_ns"] == row["device_time_ns"]
+
+
+def test_a_source_lines_module_and_kernel_are_its_largest_with_ties_to_the_first_name(tmp_path):
+    """A vLLM trace whose source lines spread their time evenly over the layers' modules: each line's module and top
+    kernel are those holding most of its time, a tie going to the first name, the same on every call (the group-by
+    order had picked one of the tied layers)."""
+    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.naming import kernel_labels
+    from kernelscope.analyze.source_lines import source_line_table
+    from kernelscope.cli import main
+    from kernelscope.load import rundir
+
+    trace = PUBLIC / "tracelens" / "traces__b200__eager_trace.json.gz"
+    assert main(["-q", "import", str(trace), "--out", str(tmp_path / "run"), "--no-report"]) == 0
+    kernels = with_costs_and_names(rundir.read_run(tmp_path / "run", ops=False)).kernels
+    labels = kernel_labels(kernels)
+    label_of = dict(zip(labels["name"].to_list(), labels["label"].to_list(), strict=True))
+    # Plain Python: per source line, the time of each module and of each kernel label.
+    time_of: dict[str, dict[str, dict[str, int]]] = {}
+    for line, module, name, dur in kernels.select("source_line", "module", "name", "dur_ns").iter_rows():
+        if line is None:
+            continue
+        entry = time_of.setdefault(line, {"module": {}, "label": {}})
+        entry["module"][module] = entry["module"].get(module, 0) + dur
+        entry["label"][label_of[name]] = entry["label"].get(label_of[name], 0) + dur
+
+    def largest(times: dict) -> str:
+        return min(times, key=lambda key: (-times[key], key is None, key or ""))
+
+    tied = [line for line, e in time_of.items()
+            if sorted(e["module"].values())[-2:][0] == max(e["module"].values()) and len(e["module"]) > 1]
+    assert tied  # the case this trace holds
+    for _ in range(5):
+        table = source_line_table(kernels, labels)
+        for line, module, top_kernel in table.select("source_line", "module", "top_kernel").iter_rows():
+            assert module == largest(time_of[line]["module"]), line
+            assert top_kernel == largest(time_of[line]["label"]), line

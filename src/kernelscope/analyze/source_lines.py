@@ -17,11 +17,15 @@ def source_line_table(kernels: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFra
         return None
     total = kernels["dur_ns"].sum() or 1
     named = lined.join(labels.select("name", "label"), on="name", how="left")
+    # Ties in time go to the first name (the same file every run: a line's work spread evenly over the layers'
+    # modules tied, and the group-by's order picked one).
     top_kernel = (named.group_by("source_line", "label").agg(pl.col("dur_ns").sum())
-                  .sort("dur_ns", descending=True).unique("source_line", keep="first")
+                  .sort(["dur_ns", "label"], descending=[True, False], nulls_last=True)
+                  .unique("source_line", keep="first", maintain_order=True)
                   .select("source_line", pl.col("label").alias("top_kernel")))
     top_module = (named.group_by("source_line", "module").agg(pl.col("dur_ns").sum())
-                  .sort("dur_ns", descending=True).unique("source_line", keep="first")
+                  .sort(["dur_ns", "module"], descending=[True, False], nulls_last=True)
+                  .unique("source_line", keep="first", maintain_order=True)
                   .select("source_line", "module"))
     return (
         named.group_by("source_line")
