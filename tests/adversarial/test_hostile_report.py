@@ -239,3 +239,27 @@ def test_hostile_user_annotations_become_modules_as_text(tmp_path):
         scripts = [attrs for tag, attrs in parser.tags if tag == "script"]
         assert len(scripts) == 1 and not scripts[0]
         assert not [attrs for _, attrs in parser.tags if any(k.startswith("on") for k in attrs)]
+
+
+def test_a_hostile_report_without_figures_has_no_image_link_or_markup(tmp_path):
+    """`--figure-formats none` on the hostile trace: the pages hold no image at all (none of the input's image
+    payloads became one), no link out, no markup of the input, and the run holds nothing beyond its own files."""
+    _hostile_trace(tmp_path / "trace.json.gz")
+    assert main(["-q", "import", str(tmp_path / "trace.json.gz"), "--out", str(tmp_path / "run"),
+                 "--figure-formats", "none"]) == 0
+    report = tmp_path / "run" / "report"
+    assert sorted(p.name for p in report.iterdir()) == ["report.html", "report.md", "report.zh.html", "report.zh.md",
+                                                        "tables"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "trace.json.gz"]
+    for name in ("report.md", "report.zh.md"):
+        tokens = MarkdownIt("commonmark").enable("table").parse((report / name).read_text())
+        inline = [child for t in tokens for child in (t.children or [])]
+        assert not [c for c in inline if c.type == "image"]
+        assert not [c for c in inline if c.type == "link_open" and not str(c.attrGet("href")).startswith("#")]
+        assert not [t for t in tokens if t.type == "html_block"] and not [c for c in inline if c.type == "html_inline"]
+    for name in ("report.html", "report.zh.html"):
+        parser = _Tags()
+        parser.feed((report / name).read_text())
+        assert not [tag for tag, _ in parser.tags if tag == "img"]
+        assert len([tag for tag, _ in parser.tags if tag == "script"]) == 1
+        assert not [attrs for _, attrs in parser.tags if any(k.startswith("on") for k in attrs)]

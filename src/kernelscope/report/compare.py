@@ -51,9 +51,10 @@ def render_comparison(comparison: Comparison, runs: list[ComparedRun], out_dir: 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(comparison, out_dir / "tables")
     figure_links: dict[str, str] = {}
-    for phase in comparison.compared_phases if figure_formats.drawn() else []:
+    charted = comparison.compared_phases if figure_formats.drawn() else []  # none with --figure-formats none
+    if charted:
         from kernelscope.report import figures  # matplotlib: loaded only where a figure is drawn
-
+    for phase in charted:
         paths = figures.compare_bars(comparison.categories.filter(pl.col("phase") == phase), comparison.labels,
                                      "category", f"Device time per step by category: {phase}",
                                      out_dir / "figures", f"compare_{phase}")

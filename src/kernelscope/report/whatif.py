@@ -58,10 +58,11 @@ def render_whatif(study: WhatIf, model: ProjectionModel, workload: Workload | No
     out_dir.mkdir(parents=True, exist_ok=True)
     written = _write_csvs(study, out_dir / "tables")
     figure_links: dict[str, str] = {}
+    # No chart with --figure-formats none.
     swept = study.sweeps["parameter"].to_list() if study.sweeps.height and figure_formats.drawn() else []
-    for parameter in dict.fromkeys(swept):
+    if swept:
         from kernelscope.report import figures  # matplotlib: loaded only where a figure is drawn
-
+    for parameter in dict.fromkeys(swept):
         for phase in (ranges.DECODE, ranges.PREFILL):
             mark = (getattr(study.target, parameter) if hasattr(study.target, parameter)
                     else study.target.flops.get(parameter))
