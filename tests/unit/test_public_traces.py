@@ -395,3 +395,36 @@ def test_a_source_lines_module_and_kernel_are_its_largest_with_ties_to_the_first
         for line, module, top_kernel in table.select("source_line", "module", "top_kernel").iter_rows():
             assert module == largest(time_of[line]["module"]), line
             assert top_kernel == largest(time_of[line]["label"]), line
+
+
+def test_the_layer_breakdown_is_the_same_whatever_the_row_order(tmp_path):
+    """A CPU-only rank whose ops start together with the ops they call (`aten::to` and `aten::_to_copy`): the
+    breakdown's rows come in execution order with such ties broken by name, the same table from the rows in any
+    order (the group-by's order had decided, so two runs wrote two files)."""
+    from kernelscope.analyze.layers import layer_breakdown
+    from kernelscope.analyze.phases import step_counts
+    from kernelscope.cli import main
+    from kernelscope.load import rundir
+
+    assert main(["-q", "import", str(CPU_RANK), "--out", str(tmp_path / "run"), "--no-report"]) == 0
+    run = rundir.read_run(tmp_path / "run", ops=False)
+    kernels = run.kernels
+    steps = step_counts(kernels)
+    tables = [layer_breakdown(rows, run.info.layer_types, steps)
+              for rows in (kernels, kernels.reverse(), kernels.sample(fraction=1.0, shuffle=True, seed=3))]
+    assert tables[0].equals(tables[1]) and tables[0].equals(tables[2])
+    # Rows of one module that started together are in name order (plain Python over the table's own keys).
+    first = {}
+    for phase, module, name, start in kernels.select("phase", "module", "name", "start_ns").iter_rows():
+        key = (phase, module or "", name)
+        first[key] = min(first.get(key, start), start)
+    together = 0
+    rows = tables[0].select("phase", "layer_module", "name").iter_rows()
+    previous = None
+    for phase, module, name in rows:
+        key = (phase, "" if module == "(no module)" else module, name)
+        if previous and previous[:2] == key[:2] and first.get(previous) == first.get(key):
+            together += 1
+            assert previous[2] < key[2], (previous, key)
+        previous = key
+    assert together

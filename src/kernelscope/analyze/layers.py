@@ -76,14 +76,16 @@ def layer_breakdown(kernels: pl.DataFrame, layer_types: dict[int, str], steps: d
             (pl.col("launches") / (pl.col("layers") * pl.col("steps") * ranks)).alias("launches_per_layer_step"),
         )
     )
-    # Execution order: layer types by first start, modules by first start within the type, then kernels.
+    # Execution order: layer types by first start, modules by first start within the type, then kernels; ties in
+    # start (a CPU op and the op it calls begin together) broken by name, so every run gives the same rows.
     order = rows.group_by("phase", "layer_type").agg(pl.col("_first").min().alias("_type_first"))
     module_order = rows.group_by("phase", "layer_type", "layer_module").agg(pl.col("_first").min().alias("_mod_first"))
     return (
         rows.join(order, on=["phase", "layer_type"])
         .join(module_order, on=["phase", "layer_type", "layer_module"])
         .with_columns((pl.col("layer_type") == OUTSIDE).alias("_outside"))
-        .sort("phase", "_outside", "_type_first", "_mod_first", "_first")
+        .sort("phase", "_outside", "_type_first", "layer_type", "_mod_first", "layer_module", "_first", "name",
+              nulls_last=True)
         .select("phase", "layer_type", "layer_module", "name", "layers", "steps", "ranks",
                 "per_layer_step_ns", "launches_per_layer_step", "total_ns")
     )
