@@ -1,18 +1,23 @@
 """Import every trace of the corpus (benchmarks/corpus/manifest.toml, rebuilt by build_corpus.py) and compare it
 with what the file holds, computed independently (tests/trace_reference.py): launches, device time,
 per-kernel-name totals, busy time (the union of the file's intervals), the launch calls' mean and median and the idle
-gaps (count, total, the largest, host wait); also the catalog's coverage of kernel time. Writes one JSON result.
+gaps (count, total, the largest, host wait); also the catalog's coverage of kernel time. With --reports-twice, each
+trace's report (tables and text, no figures) is also made twice, under two hash seeds and Polars thread counts, and
+the files compared byte for byte: ties must be broken the same way every run. Writes one JSON result.
 
-    python benchmarks/corpus/check_corpus.py [--corpus /work/corpus] [--out benchmarks/results/corpus-DATE.json]
+    python benchmarks/corpus/check_corpus.py [--corpus /work/corpus] [--reports-twice]
+        [--out benchmarks/results/corpus-DATE.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from datetime import date
@@ -78,6 +83,24 @@ def check(path: Path) -> dict:
     }
 
 
+def reports_repeatable(path: Path) -> list[str] | None:
+    """The report files (tables/*.csv, the Markdown of each language) that differ between two imports of `path` under
+    different hash seeds and Polars thread counts; None where an import failed."""
+    with tempfile.TemporaryDirectory(prefix="ks-twice-") as tmp:
+        runs = []
+        for seed, threads in (("1", "1"), ("7", "2")):
+            run = Path(tmp) / seed
+            env = dict(os.environ, PYTHONHASHSEED=seed, POLARS_MAX_THREADS=threads, PYTHONPATH=str(ROOT / "src"))
+            done = subprocess.run([sys.executable, "-m", "kernelscope", "-q", "import", str(path), "--out", str(run),
+                                   "--figure-formats", "none"], env=env, capture_output=True)
+            if done.returncode:
+                return None
+            runs.append(run / "report")
+        first, second = runs
+        files = sorted(str(p.relative_to(first)) for p in first.rglob("*") if p.is_file() and p.suffix in (".csv", ".md"))
+        return [name for name in files if (first / name).read_bytes() != (second / name).read_bytes()]
+
+
 def _gaps_match(gaps, ref) -> bool:
     expected = ref.idle_gaps_ns
     if gaps is None:
@@ -96,6 +119,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=Path("/work/corpus"))
     parser.add_argument("--out", type=Path, default=ROOT / f"benchmarks/results/corpus-{date.today()}.json")
+    parser.add_argument("--reports-twice", action="store_true",
+                        help="also make each trace's report twice and compare the files")
     args = parser.parse_args()
     manifest = tomllib.loads((ROOT / "benchmarks/corpus/manifest.toml").read_text())
     rows = []
@@ -105,6 +130,8 @@ def main() -> None:
             rows.append({**entry, "missing": True})
             continue
         row = {**entry, **check(path)}
+        if args.reports_twice and not row.get("refused"):
+            row["report_differences"] = reports_repeatable(path)
         rows.append(row)
         print(f"{'OK ' if row.get('match') or row.get('expect_refusal') and row['refused'] else 'BAD'} "
               f"{entry['path']}: {row.get('refused') or row.get('launches')}", flush=True)
@@ -117,6 +144,7 @@ def main() -> None:
         "busy_matching": sum(bool(r.get("busy_match")) for r in kineto),
         "launch_calls_matching": sum(bool(r.get("launch_calls_match")) for r in kineto),
         "idle_gaps_matching": sum(bool(r.get("idle_gaps_match")) for r in kineto),
+        **({"reports_repeatable": sum(r.get("report_differences") == [] for r in kineto)} if args.reports_twice else {}),
         "sources": sorted({r["source"] for r in rows}),
     }
     for vendor in ("nvidia", "amd"):
