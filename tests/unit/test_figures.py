@@ -4,6 +4,7 @@ figures draw Chinese words with a CJK font."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -118,6 +119,9 @@ def test_chinese_figures_use_chinese_words_and_a_cjk_font(tables, tmp_path):
     fonts = figures.words_for("zh")["fonts"]
     font = figures.cjk_font(fonts)
     if font is None:
+        # CI (KERNELSCOPE_REQUIRE_BROWSER=1) must have the font: its browser test shows the Chinese page.
+        assert not os.environ.get("KERNELSCOPE_REQUIRE_BROWSER"), \
+            "no CJK font installed, though CI requires one (scripts/install-test-deps.sh installs fonts-wqy-zenhei)"
         pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
     jobs = render._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", render._figure_words("zh"))
     assert {j.key.split("@")[1] for j in jobs} == {"zh"} and all(font in j.fonts for j in jobs)
