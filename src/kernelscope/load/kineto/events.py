@@ -103,6 +103,13 @@ CONCRETE_INPUT_OPS = frozenset({
 })
 
 
+def invalid_utf8(exc: Exception) -> bool:
+    """The decoder met bytes that are not UTF-8: msgspec up to 0.22 raises UnicodeDecodeError, later versions a
+    DecodeError that says so."""
+    return isinstance(exc, UnicodeDecodeError) or (isinstance(exc, msgspec.DecodeError)
+                                                   and "utf-8" in str(exc).lower())
+
+
 def decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, Any]:
     """One chunk's tables (ts still absolute µs, in `ts_us`), its event count and the device activity it skipped.
     A chunk that does not decode raises ChunkError (chunks.py), or, when `final` (the whole, exactly located
@@ -120,7 +127,9 @@ def _decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, 
     try:
         try:
             events = msgspec.json.decode(text, type=list[_Event])
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+            if not invalid_utf8(exc):
+                raise
             # Invalid UTF-8 inside a string: the bytes become U+FFFD rather than the whole trace being refused.
             events = msgspec.json.decode(bytes(text).decode("utf-8", "replace").encode("utf-8"), type=list[_Event])
             dropped["invalid UTF-8 repaired"] = 1
