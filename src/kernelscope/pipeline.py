@@ -18,6 +18,7 @@ from kernelscope.contracts.run_info import NcuInfo, RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.load import rundir
 from kernelscope.load.calibration import find_calibration
+from kernelscope.load.staging import updating_run
 from kernelscope.report.languages import LANGUAGES
 
 TOP_N = 20  # kernels per phase in a report's top tables
@@ -33,7 +34,7 @@ def run_ceilings(info: RunInfo) -> Ceilings | None:
 def write_run_directory(directory: Path, run: Run, report: bool = True,
                         languages: tuple[str, ...] = LANGUAGES) -> Summary:
     """Costs and names for every kernel, then run.json, summary.json, the tables and (optionally) the report,
-    into `directory` (a staging directory of rundir.staged_directory)."""
+    into `directory` (a staging directory of load.staging.staged_directory)."""
     if report:
         _start_figure_helpers()
     run = with_costs_and_names(run)
@@ -58,12 +59,12 @@ def rerender(run_dir: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LAN
     _start_figure_helpers()
     run = with_costs_and_names(rundir.read_run(run_dir, ops=False))
     if rank is None:
-        with rundir.updating_run(run_dir) as staging:
+        with updating_run(run_dir) as staging:
             _report_into(staging, run, top_n, languages)
         return run_dir / rundir.REPORT_DIR / "report.md"
     one = _one_rank(run, rank, run_dir)
     folder = rundir.rank_report_dir(rank)
-    with rundir.updating_run(run_dir) as staging:
+    with updating_run(run_dir) as staging:
         render_report_of(one, staging / folder, top_n, languages)
     return run_dir / folder / "report.md"
 
@@ -99,7 +100,7 @@ def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFram
     all swapped in together once everything is written."""
     stored = with_costs_and_names(rundir.read_run(run_dir, ops=False))
     run = Run(info=stored.info.replace(ncu=ncu), kernels=stored.kernels, ops=stored.ops, ncu=measured)
-    with rundir.updating_run(run_dir) as staging:
+    with updating_run(run_dir) as staging:
         measured.write_parquet(staging / rundir.NCU)
         metrics.write_parquet(staging / rundir.NCU_METRICS)
         if files:

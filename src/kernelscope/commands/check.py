@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, steps) -> int:
     from kernelscope.analyze.regression import check, combine, figures
-    from kernelscope.load.rundir import new_file, read_run
+    from kernelscope.load.rundir import read_run
+    from kernelscope.load.staging import new_file
     from kernelscope.report.check import render_verdict
 
     candidate = read_run(args.run, ops=False)

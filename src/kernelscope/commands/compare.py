@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, steps) -> int:
 def compare_runs(paths: list[Path], labels: list[str] | None, out: Path | None, runs_dir: Path,
                  top_n: int = TOP_N, languages: tuple[str, ...] = ("en", "zh")) -> Path:
     from kernelscope.analyze.compare import ComparedRun, compare, prepare
-    from kernelscope.load import rundir
+    from kernelscope.load import rundir, staging
     from kernelscope.report.compare import render_comparison
 
     if len(paths) < 2:
@@ -69,7 +69,7 @@ def compare_runs(paths: list[Path], labels: list[str] | None, out: Path | None, 
     comparison = compare(views)
     entries = [ComparedRun.of(view, str(path)) for path, view in zip(paths, views, strict=True)]
     target = out or _default_out(runs_dir, labels)
-    with rundir.staged_directory(target) as tmp:
+    with staging.staged_directory(target) as tmp:
         render_comparison(comparison, entries, tmp, top_n=top_n, languages=languages)
     return target.resolve()
 

@@ -72,30 +72,35 @@ def export_run(run_dir: Path, fmt: str, out: Path | None, phase: str | None = No
         if run.kernels.height and run.kernels["start_ns"].is_null().all():
             raise UserError(f"{run_dir}: its kernels have no start times (a summary import); a trace needs them")
         _write_atomically(target, lambda f: write_trace(run, f, trace_name=run_dir.resolve().name), compress=True,
-                          replace=out is None)
+                          run_dir=run_dir if out is None else None)
     else:
         table = kern_sum_table(run.kernels, phase, nvtx=fmt == KERN_SUM_NVTX, source=str(run_dir))
-        _write_atomically(target, lambda f: f.write(write_kern_sum_csv(table)), replace=out is None)
+        _write_atomically(target, lambda f: f.write(write_kern_sum_csv(table)),
+                          run_dir=run_dir if out is None else None)
     return target
 
 
 def _target(run_dir: Path, fmt: str, out: Path | None, phase: str | None) -> Path:
+    from kernelscope.load import staging
+
     name = _DEFAULT_NAMES[fmt]
     if phase is not None:
         stem, suffix = name.rsplit(".", 1)
         name = f"{stem}_{safe_component(phase)}.{suffix}"
-    if out is None:
-        return run_dir / EXPORT_DIR / name
+    if out is None:  # inside the run: no link on the way (created when the file is written)
+        return staging.inside_run(run_dir, EXPORT_DIR, name)
     return out / name if out.is_dir() else out
 
 
 def _write_atomically(target: Path, write: Callable[[IO[str]], Any], compress: bool = False,
-                      replace: bool = False) -> None:
+                      run_dir: Path | None = None) -> None:
     """Write (UTF-8 text, gzip-compressed if asked) into a temporary file next to `target`, then give it the
-    name: an existing file is replaced only when asked (the default place inside the run)."""
-    from kernelscope.load import rundir
+    name: an existing file is replaced only at the default place inside the run (`run_dir` given)."""
+    from kernelscope.load import staging
 
-    with rundir.new_file(target, replace=replace) as tmp, tmp.open("wb") as raw:
+    if run_dir is not None:  # its folder made now, never through a link
+        staging.inside_run(run_dir, EXPORT_DIR, target.name, create=True)
+    with staging.new_file(target, replace=run_dir is not None) as tmp, tmp.open("wb") as raw:
         stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) if compress else raw
         with io.TextIOWrapper(stream, encoding="utf-8", newline="") as text:
             write(text)

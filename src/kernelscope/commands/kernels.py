@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kernelscope import inert
 from kernelscope.errors import UserError
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ def read_names(arguments: list[str], stdin_lines: Iterable[str] | None) -> list[
 def as_json_lines(names: list[str]) -> str:
     from kernelscope.analyze.catalog import classify
 
-    return "\n".join(json.dumps({"name": name, **_fields(classify(name))}, ensure_ascii=False) for name in names)
+    # ASCII escapes: a name's control or direction characters reach the terminal as text, never as commands.
+    return "\n".join(json.dumps({"name": name, **_fields(classify(name))}) for name in names)
 
 
 def as_table(names: list[str]) -> str:
@@ -58,7 +60,7 @@ def _cells(info: KernelInfo) -> tuple[str, str, str, str]:
     friendly = info.friendly_name
     if len(friendly) > _MAX_FRIENDLY:
         friendly = friendly[: _MAX_FRIENDLY - 1] + "…"
-    return info.library, info.category, friendly, info.description
+    return tuple(inert.terminal(cell) for cell in (info.library, info.category, friendly, info.description))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -169,7 +169,7 @@ class Plan:
 
 
 def run_profile(options: ProfileOptions, steps=None) -> Path:
-    from kernelscope.load import rundir
+    from kernelscope.load import staging
     from kernelscope.pipeline import write_run_directory
     from kernelscope.progress import SILENT
 
@@ -182,7 +182,7 @@ def run_profile(options: ProfileOptions, steps=None) -> Path:
     _warm_up_helpers(options)
     session = _build_session(plan, options, steps)
     timed = _time(session, options, plan.per_image, steps)
-    with rundir.staged_directory(plan.target) as tmp:
+    with staging.staged_directory(plan.target) as tmp:
         run, compressing = _record(session, plan, options, timed, tmp, steps)
         try:
             with steps.step("Writing tables and report"):

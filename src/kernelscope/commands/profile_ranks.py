@@ -69,13 +69,13 @@ class RankRecord(msgspec.Struct, kw_only=True):
 
 def run_ranks(options: ProfileOptions, steps) -> Path:
     from kernelscope.commands.profile import run_target
-    from kernelscope.load import rundir
+    from kernelscope.load import staging
     from kernelscope.pipeline import write_run_directory
 
     world, tp, ep, device_type, model_name, device_name = _check(options)
     if options.nnodes == 1:
         target = run_target(options, model_name, device_name)
-        with rundir.staged_directory(target) as tmp:
+        with staging.staged_directory(target) as tmp:
             parts = tmp / "ranks"
             _launch(options, world, tp, ep, device_type, parts, steps)
             run = _combine(parts, tmp, world, tp, ep, options, steps)
@@ -88,7 +88,7 @@ def run_ranks(options: ProfileOptions, steps) -> Path:
         return parts.resolve()
     target = run_target(options, model_name, device_name)
     try:
-        with rundir.staged_directory(target) as tmp:
+        with staging.staged_directory(target) as tmp:
             _launch(options, world, tp, ep, device_type, parts, steps)
             _wait_for_ranks(parts, world)
             run = _combine(parts, tmp, world, tp, ep, options, steps)

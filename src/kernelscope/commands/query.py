@@ -33,7 +33,7 @@ def run(args: argparse.Namespace, steps) -> int:
     if args.format == "parquet" and args.out is None:
         raise UserError("query --format parquet: give the file to write with --out")
     from kernelscope.load.dataset import fetch_rows, open_dataset, write_parquet
-    from kernelscope.load.rundir import new_file
+    from kernelscope.load.staging import new_file
 
     dataset = open_dataset([str(location) for location in args.locations])
     relation = dataset.query(args.sql)

@@ -53,6 +53,7 @@ def run(args: argparse.Namespace, steps) -> int:
 
 
 WHATIF_DIR = "whatif"
+STUDY_FILE = "whatif.json"  # in every study folder: what marks a folder as one kernelscope may replace
 
 
 def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list[str] | None,
@@ -67,7 +68,7 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
         vary,
     )
     from kernelscope.analyze.whatif import what_if
-    from kernelscope.load import rundir
+    from kernelscope.load import rundir, staging
     from kernelscope.load.whatif_inputs import parse_parallel, parse_settings, parse_sweep, read_model_file
     from kernelscope.pipeline import run_ceilings
     from kernelscope.report.whatif import render_whatif
@@ -85,6 +86,8 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
                         f"database nor calibrated: whatif needs the measuring device's ceilings{hint}")
     source = target_from_ceilings(ceilings, model)
     target = _target(hw, source, model)
+    if out is None:  # a link or a foreign folder where the study goes is refused before any work
+        staging.inside_run(run_dir, WHATIF_DIR, _slug(target.name, settings))
     quantities, choices = parse_settings(settings)
     for field, value in quantities.items():
         target = vary(target, field, value)
@@ -100,8 +103,11 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
     if parallel is not None and study.parallel is None:
         raise UserError(f"{run_dir}: no collective kernels matched across its ranks: nothing to project onto "
                         f"{parallel.target_ranks} ranks")
-    destination = out or run_dir / WHATIF_DIR / _slug(target.name, settings)
-    with rundir.staged_directory(destination, replace=out is None) as tmp:
+    slug = _slug(target.name, settings)
+    if out is None:  # inside the run: no link on the way, created only now that there is something to write
+        staging.inside_run(run_dir, WHATIF_DIR, slug, create=True)
+    destination = out or run_dir / WHATIF_DIR / slug
+    with staging.staged_directory(destination, replace=out is None, signature=STUDY_FILE) as tmp:
         render_whatif(study, model, run.info.workload, run_dir, tmp, languages=languages)
     return destination.resolve()
 

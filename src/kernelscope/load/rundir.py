@@ -1,22 +1,10 @@
 """Read, validate and write run directories (docs/run-format.md): the only module that knows their files.
-
-Every write is staged and swapped in at the end, so a failed or interrupted command leaves nothing
-half-written: a new run is built in a hidden sibling directory and renamed into place (`staged_directory`);
-changes to an existing run (Nsight Compute results, a re-rendered report) are written into a hidden directory
-inside it and moved over the old files only once all of them are written (`updating_run`).
-"""
+Writes go into staging directories (load/staging.py) that are put in place whole."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import os
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +30,7 @@ from kernelscope.contracts.summary import Summary
 from kernelscope.contracts.tables import costs_stored
 from kernelscope.errors import UserError
 from kernelscope.load.constant_columns import footer_metadata, read_skipping_constants
-from kernelscope.workers import mark_output_in_place, signals_held
+from kernelscope.load.run_records import decode_plain, decode_record
 
 
 def rank_report_dir(rank: int) -> str:
@@ -69,175 +57,6 @@ def default_run_path(runs_dir: Path, model: str, device: str) -> Path:
 def _slug(text: str) -> str:
     text = re.sub(r"^nvidia\s+", "", text.strip(), flags=re.IGNORECASE)
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "run"
-
-
-def umask() -> int:
-    """The process's file-creation mask (reading it means setting it: put it straight back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def private_temp_directory(prefix: str, parent: Path) -> Path:
-    """A fresh hidden directory in `parent` for staging; mkdtemp makes it 0700, so give it the mode any other
-    directory made here would have (the umask's), or teammates could not read the run it becomes."""
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    os.chmod(tmp, 0o777 & ~umask())
-    return tmp
-
-
-def claim_parent(final: Path) -> None:
-    """Create the folders above `final`; a file where a folder should be is the user's to fix."""
-    try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UserError(f"{final.parent}: not a directory") from None
-    except OSError as exc:
-        raise UserError(f"{final.parent}: cannot create the directory ({exc.strerror or exc})") from None
-    if not final.parent.is_dir():
-        raise UserError(f"{final.parent}: not a directory")
-
-
-@contextmanager
-def staged_directory(final: Path, replace: bool = False) -> Iterator[Path]:
-    """Yield a temporary directory next to `final`; rename it to `final` if the block succeeds.
-
-    Without `replace`, `final` is claimed first by creating it (atomic: of two commands writing to one --out,
-    the second is refused at once instead of one result silently replacing the other); the finished run is
-    then renamed over the empty claimed directory. On failure the claim is taken back."""
-    final = final.resolve()
-    claim_parent(final)
-    claimed = False
-    tmp: Path | None = None
-    try:
-        with signals_held():  # a signal here is raised as the block ends, inside this try: cleaned up
-            if not replace:
-                try:
-                    os.mkdir(final)
-                    claimed = True
-                except FileExistsError:
-                    raise UserError(f"{final}: already exists (choose another --out or remove it)") from None
-                except OSError as exc:
-                    raise UserError(f"{final}: cannot create ({exc.strerror or exc})") from None
-            try:
-                tmp = private_temp_directory(f".{final.name}.partial-", final.parent)
-            except OSError as exc:
-                raise UserError(f"{final.parent}: cannot write here ({exc.strerror or exc})") from None
-        yield tmp
-        with signals_held():  # the output is renamed into place whole; a signal waits for that
-            if final.exists() and not claimed:
-                old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
-                os.replace(final, old / final.name)
-                os.replace(tmp, final)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, final)  # over the empty directory that claimed the name
-            mark_output_in_place()
-    except BaseException:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if claimed:
-            with contextlib.suppress(OSError):
-                os.rmdir(final)  # only if still our empty claim
-        raise
-
-
-@contextmanager
-def updating_run(run_dir: Path) -> Iterator[Path]:
-    """Yield a hidden staging directory inside `run_dir`: whatever the block writes there (files, or whole
-    directories such as report/) replaces the run's entries of the same names once the block succeeds; run.json
-    goes last. On failure, in the block or while swapping, the run is left as it was. One command at a time
-    updates a run: the directory itself is locked (flock, released by the system even if the process dies)."""
-    with _locked(run_dir):
-        staging: Path | None = None
-        try:
-            with signals_held():  # a signal here is raised as the block ends, inside this try: cleaned up
-                try:
-                    staging = private_temp_directory(".update.partial-", run_dir)
-                except OSError as exc:
-                    raise UserError(f"{run_dir}: cannot write into the run ({exc.strerror or exc})") from None
-            yield staging
-            entries = sorted(staging.iterdir(), key=lambda p: p.name == RUN_JSON)
-            with signals_held():  # the swap is short: a signal waits until the run is whole again
-                _swap_all(entries, run_dir, staging.with_name(staging.name.replace(".partial-", ".old-")))
-                mark_output_in_place()
-        finally:
-            if staging is not None:
-                shutil.rmtree(staging, ignore_errors=True)
-                shutil.rmtree(staging.with_name(staging.name.replace(".partial-", ".old-")), ignore_errors=True)
-
-
-@contextmanager
-def _locked(run_dir: Path) -> Iterator[None]:
-    try:
-        fd = os.open(run_dir, os.O_RDONLY)
-    except OSError as exc:
-        raise UserError(f"{run_dir}: cannot open the run ({exc.strerror or exc})") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"{run_dir}: another kernelscope command is updating this run; try again when it "
-                            f"has finished") from None
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _swap_all(entries: list[Path], run_dir: Path, aside: Path) -> None:
-    """Move each staged entry over the run's entry of the same name, the old ones first set aside; if any move
-    fails, every entry already swapped is put back."""
-    aside.mkdir()
-    done: list[tuple[Path, Path | None]] = []
-    try:
-        for entry in entries:
-            old = run_dir / entry.name
-            kept = None
-            if old.exists():
-                kept = aside / entry.name
-                os.replace(old, kept)
-            done.append((old, kept))
-            os.replace(entry, old)
-    except BaseException:
-        for old, kept in reversed(done):
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                old.unlink(missing_ok=True)
-            if kept is not None:
-                os.replace(kept, old)
-        raise
-
-
-@contextmanager
-def new_file(target: Path, replace: bool = False) -> Iterator[Path]:
-    """Yield a temporary path next to `target` to write; once the block succeeds it becomes `target`. Unless
-    `replace`, `target` must not exist (a hard link claims the name atomically: an existing file is never
-    overwritten). Its mode follows the umask."""
-    target = target.resolve()
-    claim_parent(target)
-    if target.exists() and not replace:
-        raise UserError(f"{target}: already exists (choose another --out or remove it)")
-    tmp: Path | None = None
-    try:
-        with signals_held():  # a signal here is raised as the block ends, inside this try: cleaned up
-            fd, name = tempfile.mkstemp(prefix=f".{target.name}.partial-", dir=target.parent)
-            os.close(fd)
-            tmp = Path(name)
-        os.chmod(tmp, 0o666 & ~umask())
-        yield tmp
-        with signals_held():  # the file is put in place whole; a signal waits for that, then no longer counts
-            if replace:
-                os.replace(tmp, target)
-            else:
-                try:
-                    os.link(tmp, target)
-                except FileExistsError:
-                    raise UserError(f"{target}: already exists (written by another command meanwhile)") from None
-            mark_output_in_place()
-    finally:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -267,33 +86,29 @@ def write_run(directory: Path, run: Run, summary: Summary) -> None:
 def read_run_info(directory: Path) -> RunInfo:
     _check_run_directory(directory)
     run_json = directory / RUN_JSON
-    try:
-        data = run_json.read_bytes()
-        raw = msgspec.json.decode(data)
-    except (OSError, msgspec.DecodeError) as exc:
-        raise UserError(f"{run_json}: invalid JSON ({exc})") from None
+    data = _read_bytes(run_json)
+    raw = decode_plain(str(run_json), data)
     version = raw.get("schema_version") if isinstance(raw, dict) else None
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise UserError(
-            f"{run_json}: schema version {version!r} is not readable by this kernelscope "
+            f"{run_json}: schema version {str(version)[:40]!r} is not readable by this kernelscope "
             f"(reads versions up to {SCHEMA_VERSION})"
         )
-    try:
-        return RunInfo.from_json(data)
-    except msgspec.ValidationError as exc:
-        raise UserError(f"{run_json}: not a kernelscope run description: {exc}") from None
+    return decode_record(str(run_json), data, RunInfo, "run description")
 
 
 def read_summary(directory: Path) -> Summary:
     file = directory / SUMMARY_JSON
     if not file.is_file():
         raise UserError(f"{directory}: no {SUMMARY_JSON} in the run directory")
+    return decode_record(str(file), _read_bytes(file), Summary, "summary")
+
+
+def _read_bytes(file: Path) -> bytes:
     try:
-        return Summary.from_json(file.read_bytes())
-    except msgspec.ValidationError as exc:
-        raise UserError(f"{file}: not a kernelscope summary: {exc}") from None
-    except (OSError, msgspec.DecodeError) as exc:
-        raise UserError(f"{file}: invalid JSON ({exc})") from None
+        return file.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{file}: cannot read ({exc.strerror or exc})") from None
 
 
 # Columns without which a kernel table is no kernelscope table (the rest are filled in by contracts.tables).

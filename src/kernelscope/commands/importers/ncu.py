@@ -14,7 +14,7 @@ from kernelscope.capture import nsight_compute as nc
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import Hardware, NcuInfo, TraceInfo
 from kernelscope.errors import UserError
-from kernelscope.load import rundir
+from kernelscope.load import rundir, staging
 from kernelscope.load.ncu import NcuTables, read_ncu_csv, read_ncu_directory
 from kernelscope.load.sources import imported_run_info
 from kernelscope.pipeline import add_measurements, write_run_directory
@@ -63,7 +63,7 @@ def import_ncu(paths: list[Path], out: Path | None, runs_dir: Path, into: Path |
                              ncu=ncu)
     run = Run(info=info, kernels=kernels, ops=pl.DataFrame(), ncu=measured)
     target = out or rundir.default_run_path(runs_dir, paths[0].stem, "ncu")
-    with rundir.staged_directory(target) as tmp:
+    with staging.staged_directory(target) as tmp:
         tables.metrics.write_parquet(tmp / rundir.NCU_METRICS)
         write_run_directory(tmp, run, report=report, languages=languages)
     return target.resolve()

@@ -17,7 +17,7 @@ from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import Hardware, TraceFile, TraceInfo
 from kernelscope.contracts.tables import conform_kernels
 from kernelscope.errors import UserError
-from kernelscope.load import rundir
+from kernelscope.load import rundir, staging
 from kernelscope.load.nsys_stats import read_nsys_stats
 from kernelscope.load.sources import NSYS_STATS, imported_run_info
 from kernelscope.pipeline import write_run_directory
@@ -49,7 +49,7 @@ def import_nsys_stats(files: list[Path], out: Path | None, runs_dir: Path, repor
                              TraceInfo(format=NSYS_STATS, files=metas), device_spec)
     run = Run(info=info, kernels=kernels, ops=pl.DataFrame())
     target = out or rundir.default_run_path(runs_dir, files[0].stem, NSYS_STATS)
-    with rundir.staged_directory(target) as tmp:
+    with staging.staged_directory(target) as tmp:
         write_run_directory(tmp, run, report=report, languages=languages)
     return target.resolve()
 

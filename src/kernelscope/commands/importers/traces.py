@@ -18,7 +18,7 @@ from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import Hardware, TraceInfo
 from kernelscope.contracts.tables import CPU_OP
 from kernelscope.errors import UserError
-from kernelscope.load import rundir
+from kernelscope.load import rundir, staging
 from kernelscope.load.sources import hardware_from_properties, imported_run_info, read_trace, trace_file
 from kernelscope.pipeline import write_run_directory
 
@@ -57,7 +57,7 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
                              attribution=attribution_info(kernels, sources))
     run = Run(info=info, kernels=kernels, ops=ops)
     target = out or rundir.default_run_path(runs_dir, files[0].name.split(".")[0], info.hardware.name or device_type)
-    with rundir.staged_directory(target) as tmp:
+    with staging.staged_directory(target) as tmp:
         write_run_directory(tmp, run, report=report, languages=languages)
     return target.resolve()
 
