@@ -17,6 +17,7 @@ import polars as pl
 
 from kernelscope.contracts.tables import KERNEL_COLUMNS, OP_COLUMNS, RANK, UNKNOWN_PHASE
 from kernelscope.errors import UserError
+from kernelscope.load.budget import memory_budget
 from kernelscope.load.run_locations import RunFiles, find_runs
 
 if TYPE_CHECKING:
@@ -48,16 +49,34 @@ class Dataset:
     runs: list[RunFiles]
 
     def query(self, sql: str) -> duckdb.DuckDBPyRelation:
-        """The result of `sql` over the views; a bad statement is one UserError line."""
+        """The result of `sql`, one SELECT over the views; anything else, or a bad statement, is one UserError
+        line."""
         import duckdb
 
         try:
-            relation = self.con.sql(sql)
+            relation = self.con.sql(_one_select(sql))
         except duckdb.Error as exc:
             raise UserError(f"query: {_first_line(exc)}") from None
         if relation is None:
             raise UserError("query: the statement returns no rows (give a SELECT)")
         return relation
+
+
+def _one_select(sql: str) -> str:
+    """`sql` if it is one SELECT statement (WITH …, FROM …, DESCRIBE … included); the views only read the runs,
+    and nothing else may run: no COPY, ATTACH, EXPORT, SET, INSTALL, PRAGMA or CREATE."""
+    import duckdb
+
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise UserError(f"query: {_first_line(exc)}") from None
+    if len(statements) != 1:
+        raise UserError(f"query: give exactly one SQL statement (got {len(statements)})")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise UserError(f"query: only a SELECT is run over runs (got {kind.name})")
+    return sql
 
 
 def fetch_rows(relation: duckdb.DuckDBPyRelation) -> list[tuple[Any, ...]]:
@@ -71,19 +90,25 @@ def fetch_rows(relation: duckdb.DuckDBPyRelation) -> list[tuple[Any, ...]]:
 
 
 def write_parquet(relation: duckdb.DuckDBPyRelation, path: str) -> None:
+    """The relation's rows as a Parquet file, written by Polars: the connection itself writes no file."""
     import duckdb
 
     try:
-        relation.write_parquet(path)
+        frame = pl.DataFrame(relation)  # over the Arrow stream DuckDB hands out
     except duckdb.Error as exc:
         raise UserError(f"query: {_first_line(exc)}") from None
+    except pl.exceptions.PolarsError as exc:  # e.g. two result columns of one name
+        raise UserError(f"query: the result cannot be written as Parquet ({_first_line(exc)})") from None
+    frame.write_parquet(path)
 
 
 def open_dataset(locations: list[str]) -> Dataset:
     """The runs under `locations` (run directories, folders of runs, globs, remote locations) as a Dataset."""
     import duckdb
 
-    con = duckdb.connect(":memory:")
+    # No spilling to disk: a query either fits the memory budget or ends in one line.
+    con = duckdb.connect(":memory:", config={"temp_directory": "", "autoinstall_known_extensions": False,
+                                              "memory_limit": f"{memory_budget() // (1 << 20)}MB"})
     runs = find_runs(locations, con)
     try:
         _create_runs(con, runs)
@@ -91,9 +116,22 @@ def open_dataset(locations: list[str]) -> Dataset:
         _create_table_view(con, "ops", [r.ops for r in runs if r.ops is not None], OP_COLUMNS)
         _create_table_view(con, "ncu", [r.ncu for r in runs if r.ncu is not None], {})
         _create_steps(con)
+        _lock_down(con, [f for r in runs for f in (r.kernels, r.ops, r.ncu) if f is not None])
     except duckdb.Error as exc:
         raise UserError(f"cannot read the runs' tables ({_first_line(exc)})") from None
     return Dataset(con=con, runs=runs)
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
+    """From now on the connection reads the runs' table files and nothing else: no other file, no network, no
+    extension to install or load, and no setting can be changed back (the Python API hands out this
+    connection too)."""
+    if any("://" in f for f in files):  # a remote run's files are read through httpfs: loaded while we may
+        con.execute("load httpfs")
+    con.execute("set autoload_known_extensions = false")
+    con.execute(f"set allowed_paths = {_sql_list(files)}")
+    con.execute("set enable_external_access = false")
+    con.execute("set lock_configuration = true")
 
 
 def run_row(run: RunFiles) -> tuple[Any, ...]:
@@ -130,7 +168,7 @@ def _date(created: str | None) -> datetime | None:
 
 
 def _create_runs(con: duckdb.DuckDBPyConnection, runs: list[RunFiles]) -> None:
-    columns = ", ".join(f'"{name}" {kind}' for name, kind in RUNS_SCHEMA.items())
+    columns = ", ".join(f"{_ident(name)} {kind}" for name, kind in RUNS_SCHEMA.items())
     con.execute(f"create table runs ({columns})")
     marks = ", ".join("?" for _ in RUNS_SCHEMA)
     con.executemany(f"insert into runs values ({marks})", [list(run_row(r)) for r in runs])
@@ -143,9 +181,9 @@ def _create_table_view(con: duckdb.DuckDBPyConnection, view: str, files: list[st
                        schema: dict[str, pl.DataType]) -> None:
     """`view`: the run columns, then the schema's columns (typed; missing ones null or their default), then the
     files' other columns."""
-    run_cols = ", ".join(f'r."{c}"' for c in RUN_COLUMNS)
+    run_cols = ", ".join(f"r.{_ident(c)}" for c in RUN_COLUMNS)
     if not files:  # no run has this table (ncu): the run columns and the schema's, no rows
-        typed = [f'NULL::{_DUCK_TYPES.get(type(t), "VARCHAR")} as "{_renamed(n)}"' for n, t in schema.items()]
+        typed = [f'NULL::{_DUCK_TYPES.get(type(t), "VARCHAR")} as {_ident(_renamed(n))}' for n, t in schema.items()]
         con.execute(f"create view {view} as select {', '.join([run_cols, *typed])} from runs r where false")
         return
     source = f"read_parquet({_sql_list(files)}, filename=true, union_by_name=true)"
@@ -153,11 +191,12 @@ def _create_table_view(con: duckdb.DuckDBPyConnection, view: str, files: list[st
     selected = []
     for name, dtype in schema.items():
         kind = _DUCK_TYPES.get(type(dtype), "VARCHAR")
-        value = f't."{name}"::{kind}' if name in present else f"NULL::{kind}"
+        value = f"t.{_ident(name)}::{kind}" if name in present else f"NULL::{kind}"
         if name in _DEFAULTS:
             value = f"coalesce({value}, {_DEFAULTS[name]})"
-        selected.append(f'{value} as "{_renamed(name)}"')
-    selected += [f't."{name}" as "{_renamed(name)}"' for name in present if name not in schema and name != "filename"]
+        selected.append(f"{value} as {_ident(_renamed(name))}")
+    selected += [f"t.{_ident(name)} as {_ident(_renamed(name))}" for name in present
+                 if name not in schema and name != "filename"]
     con.execute(f"create view {view} as select {run_cols}, {', '.join(selected)} from {source} t "
                 f"join _run_files f on t.filename = f.file join runs r on r.run_id = f.run_id")
 
@@ -173,6 +212,11 @@ def _renamed(name: str) -> str:
     if name in RENAMED:
         return RENAMED[name]
     return f"table_{name}" if name in RUN_COLUMNS else name
+
+
+def _ident(name: str) -> str:
+    """A column name as a quoted SQL identifier: a name read from a run's file is data, never SQL."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _sql_list(items: list[str]) -> str:

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.errors import UserError
 from kernelscope.load import rundir
+from kernelscope.load.run_records import decode_record
 
 if TYPE_CHECKING:
     import duckdb
@@ -101,15 +100,27 @@ def _local_run_dirs(location: str) -> list[Path]:
 
 
 def _runs_below(folder: Path) -> list[Path]:
-    """Run directories under `folder` (not inside one another; hidden directories, e.g. staging ones, skipped)."""
+    """Run directories under `folder` (not inside one another; hidden directories, e.g. staging ones, skipped).
+    Links to folders are followed (a folder of runs may link to runs kept elsewhere), each folder visited once:
+    a link back up the tree, or two links to one folder, cannot make the walk go round forever."""
     runs = []
+    seen: set[tuple[int, int]] = set()
     for root, subdirs, files in os.walk(folder, followlinks=True):
+        try:
+            identity = os.stat(root)
+        except OSError:
+            subdirs.clear()
+            continue
+        if (identity.st_dev, identity.st_ino) in seen:
+            subdirs.clear()
+            continue
+        seen.add((identity.st_dev, identity.st_ino))
         if rundir.RUN_JSON in files and Path(root) != folder:
             runs.append(Path(root).resolve())
             subdirs.clear()
             continue
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
-    return sorted(runs)
+    return sorted(set(runs))
 
 
 def _local_summary(directory: Path) -> Summary | None:
@@ -148,15 +159,14 @@ def _remote_runs(location: str,
             directory = file[: -len(rundir.RUN_JSON) - 1]
             info = _decode_run_info(file, _read_text(con, file))
             summary_text = _read_text(con, _join(directory, rundir.SUMMARY_JSON), missing_ok=True)
-            summary = Summary.from_json(summary_text) if summary_text is not None else None
+            summary_file = _join(directory, rundir.SUMMARY_JSON)
+            summary = decode_record(summary_file, summary_text, Summary, "summary") if summary_text is not None else None
             tables = {name for name in TABLES
                       if con.execute("select file from glob(?)", [_join(directory, name)]).fetchall()}
             runs.append((directory, info, summary, tables))
         return runs
     except duckdb.Error as exc:
         raise UserError(f"{location}: cannot read ({_first_line(exc)})") from None
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise UserError(f"{location}: not a kernelscope summary ({exc})") from None
 
 
 def _read_text(con: duckdb.DuckDBPyConnection, file: str, missing_ok: bool = False) -> str | None:
@@ -172,10 +182,7 @@ def _read_text(con: duckdb.DuckDBPyConnection, file: str, missing_ok: bool = Fal
 
 
 def _decode_run_info(file: str, text: str | None) -> RunInfo:
-    try:
-        info = RunInfo.from_json(text or "")
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise UserError(f"{file}: not a kernelscope run description ({exc})") from None
+    info = decode_record(file, text or "", RunInfo, "run description")
     if info.schema_version > SCHEMA_VERSION:
         raise UserError(f"{file}: schema version {info.schema_version} is not readable by this kernelscope "
                         f"(reads versions up to {SCHEMA_VERSION})")

@@ -1,0 +1,58 @@
+"""run.json and summary.json decoded as typed records, whatever their bytes: every failure (not JSON, not UTF-8,
+nested beyond the decoder's depth, the wrong shape, a number no record can hold) is one UserError naming the file."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypeVar
+
+import msgspec
+
+from kernelscope.errors import UserError
+
+T = TypeVar("T")
+INT64 = 1 << 63
+
+
+def decode_record(name: str, data: bytes | str, kind: type[T], what: str) -> T:
+    """`data` (the file `name`) as a `kind`; `what` names the record in the refusal ("run description")."""
+    try:
+        record = msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as exc:
+        raise UserError(f"{name}: not a kernelscope {what}: {exc}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{name}: invalid JSON ({exc})") from None
+    except RecursionError:
+        raise UserError(f"{name}: not a kernelscope {what}: JSON nested too deeply") from None
+    where = _impossible_number(msgspec.to_builtins(record))
+    if where is not None:
+        raise UserError(f"{name}: not a kernelscope {what}: {where}")
+    return record
+
+
+def decode_plain(name: str, data: bytes | str) -> Any:
+    """`data` as plain JSON values (for a first look, e.g. at a schema version), refused like decode_record."""
+    try:
+        return msgspec.json.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{name}: invalid JSON ({exc})") from None
+    except RecursionError:
+        raise UserError(f"{name}: invalid JSON (nested too deeply)") from None
+
+
+def _impossible_number(value: Any, path: str = "$") -> str | None:
+    """Where a number lies that no table can hold (an integer beyond 64 bits, a float that is not finite)."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int) and not -INT64 <= item < INT64:
+            return f"{where} is an integer beyond 64 bits"
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"{where} is not a finite number"
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}") for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
