@@ -221,3 +221,34 @@ def test_string_thread_ids_are_numbers_only_when_they_are_ascii_int64(tmp_path, 
     expected = int(tid) if digits.isascii() and digits.isdigit() and len(digits) < 19 else -1 - zlib.crc32(
         tid.encode("utf-8"))
     assert expected in set(tables.launches["tid"].to_list())
+
+
+@pytest.mark.parametrize("where", ["native", "msgspec"])
+def test_running_out_of_memory_while_decoding_is_said_as_such_not_as_a_buffer_error(tmp_path, monkeypatch, capsys,
+                                                                                    where):
+    """An error raised while a chunk is decoded (here: memory running out on a loaded machine) reaches the user as
+    itself: no view of the memory-mapped trace stays alive in its traceback to make closing the map raise
+    BufferError in its place."""
+    from kernelscope.cli import main
+    from kernelscope.load.kineto import events, native_tables
+
+    if where == "native":
+        if native_tables._kineto_scan is None:
+            pytest.skip("the native reader is not built")
+
+        def fail(self):
+            raise MemoryError
+        monkeypatch.setattr(native_tables._Chunk, "tables", fail)
+    else:
+        monkeypatch.setenv("KERNELSCOPE_NATIVE_READER", "0")
+        monkeypatch.setattr(native_tables, "_kineto_scan", None)
+
+        def fail(path, text, final):
+            raise MemoryError
+        monkeypatch.setattr(events, "_decode_chunk", fail)
+    trace = tmp_path / "t.json"
+    trace.write_bytes(json.dumps(kineto_seed()).encode("utf-8"))  # plain JSON: read from a memory map
+    code = main(["-q", "import", str(trace), "--out", str(tmp_path / "run"), "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 2 and "out of memory" in err and "BufferError" not in err, err
+    assert not (tmp_path / "run").exists()

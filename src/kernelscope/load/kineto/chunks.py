@@ -76,7 +76,8 @@ def chunk_text(data: mmap.mmap, chunk: Chunk) -> bytearray:
     """One chunk of events as a JSON array (a single copy out of the map; the map's pages of it are then let
     go, so that the file does not stay resident behind the decoded tables)."""
     text = bytearray() if chunk.opens else bytearray(b"[")
-    text += memoryview(data)[chunk.start:chunk.stop]
+    with memoryview(data) as whole, whole[chunk.start:chunk.stop] as piece:
+        text += piece
     if not chunk.closes:
         text += b"]"
     release(data, chunk.start, chunk.stop)
@@ -163,7 +164,10 @@ _BOUNDS: Any = None
 def _decoded(decode: Decode, data: mmap.mmap, chunk: Chunk, final: bool) -> dict[str, Any]:
     """One chunk's tables: by the native fast path straight from the map where it reads the chunk, else by
     `decode` (msgspec) from a copy."""
-    fast = decode_native(memoryview(data)[chunk.start:chunk.stop], chunk.opens, chunk.closes)
+    # The views are released as the block ends, also when decoding raises (out of memory on a loaded machine):
+    # a view kept alive by the error's traceback would keep the map from closing.
+    with memoryview(data) as whole, whole[chunk.start:chunk.stop] as piece:
+        fast = decode_native(piece, chunk.opens, chunk.closes)
     if fast is None:
         return decode(chunk_text(data, chunk), final)
     release(data, chunk.start, chunk.stop)

@@ -7,6 +7,8 @@ cannot be trusted the exact parser finds the array instead (one more scan of the
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import gzip
 import mmap
 import os
@@ -23,6 +25,7 @@ import msgspec
 import numpy as np
 
 from kernelscope.errors import UserError
+from kernelscope.load.budget import MEMORY_BUDGET_ENV, memory_budget
 from kernelscope.load.input_checks import check_input_file
 from kernelscope.load.kineto.schema_errors import describe
 
@@ -46,6 +49,10 @@ class EventArray:
 
 DEFAULT_MAX_TRACE_BYTES = 32 << 30
 MAX_TRACE_ENV = "KERNELSCOPE_MAX_TRACE_BYTES"
+# A trace compresses 10-30x (JSON of distinct numbers); 1000x is a file of repeated bytes, not a trace. Checked
+# once this much is decompressed, so that a small real file never meets it.
+MAX_GZIP_RATIO = 200
+RATIO_CHECKED_FROM = 64 << 20
 
 
 def max_trace_bytes() -> int:
@@ -60,6 +67,15 @@ def max_trace_bytes() -> int:
     if value <= 0:
         raise UserError(f"{MAX_TRACE_ENV}: '{text}' must be positive")
     return value
+
+
+def _cap() -> tuple[int, str]:
+    """What a gzip trace may decompress to, and how to raise it: the size cap, or the memory budget where that
+    is smaller (the decompressed text is held in memory)."""
+    size, budget = max_trace_bytes(), memory_budget()
+    if budget < size:
+        return budget, f"the memory budget; set {MEMORY_BUDGET_ENV} to allow more"
+    return size, f"the limit; set {MAX_TRACE_ENV} to read larger traces"
 
 
 @contextmanager
@@ -81,11 +97,11 @@ def open_trace_text(path: Path) -> Iterator[tuple[Path, mmap.mmap]]:
 
 @contextmanager
 def _plain_copy(path: Path) -> Iterator[Path]:
-    cap = max_trace_bytes()
+    cap, raise_it = _cap()
     fd, name, cleanup = _anonymous_file()
     try:
         with os.fdopen(os.dup(fd), "wb") as out:
-            written = _decompress(path, out, cap)
+            written = _decompress(path, out, cap, raise_it)
         if written == 0:
             raise UserError(f"{path}: file is empty after decompression")
         yield Path(name)
@@ -105,19 +121,24 @@ def _anonymous_file() -> tuple[int, str, Any]:
     return fd, name, lambda: shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _decompress(path: Path, out: Any, cap: int) -> int:
+def _decompress(path: Path, out: Any, cap: int, raise_it: str) -> int:
+    """Stream the gzip file into `out`; stop at `cap` bytes, and at a compression ratio no trace has."""
     written, checked = 0, False
     try:
-        with gzip.open(path, "rb") as fin:
+        with path.open("rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as fin:
             while block := fin.read(1 << 22):
                 if not checked:
                     checked = _looks_like_json(path, block)
                 written += len(block)
                 if written > cap:
-                    raise UserError(f"{path}: decompresses to more than {cap:,} bytes (the limit; set "
-                                    f"{MAX_TRACE_ENV} to read larger traces)")
+                    raise UserError(f"{path}: decompresses to more than {cap:,} bytes ({raise_it})")
+                if written >= RATIO_CHECKED_FROM and written > MAX_GZIP_RATIO * max(raw.tell(), 1):
+                    raise UserError(f"{path}: decompresses to more than {MAX_GZIP_RATIO} times its size, which no "
+                                    f"trace does (a decompression bomb?)")
                 out.write(block)
     except (OSError, EOFError, zlib.error) as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:  # the memory file could not grow, or a read failed
+            raise UserError(f"{path}: cannot decompress ({exc.strerror or exc})") from None
         raise UserError(f"{path}: corrupt or truncated gzip data ({exc})") from None
     return written
 
@@ -136,8 +157,24 @@ def _looks_like_json(path: Path, block: bytes) -> bool:
 
 @contextmanager
 def mapped(path: Path) -> Iterator[mmap.mmap]:
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        yield data
+    with path.open("rb") as f:
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            yield data
+        finally:
+            _close(data)
+
+
+def _close(data: mmap.mmap) -> None:
+    """Close the map. A view of it that is still alive (held by the frames of an error being raised) would make
+    close() raise BufferError and hide that error: collect such frames first, and if a view still lives, the map
+    is unmapped when the last view goes."""
+    try:
+        data.close()
+    except BufferError:
+        gc.collect()
+        with contextlib.suppress(BufferError):
+            data.close()
 
 
 class _Document(msgspec.Struct):
@@ -217,12 +254,14 @@ def _locate_exactly(path: Path, data: mmap.mmap) -> EventArray:
             document = msgspec.json.decode(text, type=_Document)
         except msgspec.ValidationError as exc:
             raise UserError(f"{path}: not a Kineto trace: {describe(str(exc))}") from None
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except msgspec.DecodeError as exc:
+            if "utf-8" in str(exc).lower():
+                raise UserError(f"{path}: not UTF-8 text ({exc})") from None
             raise UserError(f"{path}: invalid or truncated JSON: {exc}") from None
         except RecursionError:
             raise UserError(f"{path}: not a Kineto trace: JSON nested too deeply") from None
-        except UnicodeDecodeError as exc:
-            raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         # Views into the map must all be released before returning or raising, or the map cannot close.
         fields = msgspec.structs.asdict(document)
         raw = fields.pop("traceEvents")

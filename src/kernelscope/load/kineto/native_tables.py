@@ -67,6 +67,7 @@ def decode_native(text: bytes | bytearray | memoryview, opens: bool = True, clos
     if _kineto_scan is None:
         return None
     scanned = _kineto_scan.scan(text, opens, closes)
+    del text  # the view of the map is not needed past the scan (nor kept by an error raised below)
     if scanned is None:
         return None
     return _Chunk(scanned).tables()
