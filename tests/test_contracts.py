@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "kernelscope"
 # may be imported by every module and imports only other shared vocabulary.
 STAGES = {"workload": 0, "capture": 1, "load": 2, "analyze": 3, "report": 4, "export": 4, "pipeline": 5,
           "commands": 6, "api": 6, "cli": 7, "__main__": 7}
-SHARED = {"contracts", "errors", "ranges", "packaged", "filenames", "progress", "engine_costs", "__init__", "data",
+SHARED = {"contracts", "errors", "ranges", "packaged", "filenames", "inert", "progress", "engine_costs", "__init__", "data",
           "workers", "cycles", "allocator"}
 ENGINE_MAY_IMPORT = {"kernelscope.engine", "kernelscope.engine_costs"}
 # The package's one lazy door to a stage: `kernelscope.open_run` & co. load kernelscope.api on first use.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from kernelscope import ranges
+from kernelscope import inert, ranges
 from kernelscope.analyze.kernel_stats import kernel_summary
 from kernelscope.analyze.naming import with_kernel_catalog
 from kernelscope.analyze.phases import ordered_phases
@@ -90,4 +90,4 @@ def _phase_order(rows: pl.DataFrame) -> pl.Expr:
 
 def write_kern_sum_csv(table: pl.DataFrame) -> str:
     """CSV as nsys prints it: percentages and Avg / Med / StdDev with one decimal, the rest as integers."""
-    return table.write_csv(float_precision=1, float_scientific=False)
+    return inert.csv_frame(table).write_csv(float_precision=1, float_scientific=False)

@@ -29,7 +29,7 @@ def _read(path: Path) -> Calibration | None:
     """A stored calibration, or None for a file that is not one (it is skipped, as if absent)."""
     try:
         calibration = Calibration.from_json(path.read_bytes())
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
         return None
     return msgspec.structs.replace(calibration, path=str(path))
 

@@ -85,6 +85,53 @@ FLOP_COUNTERS = {
              ("sm__sass_thread_inst_executed_op_hmul_pred_on.sum", 1)],
 }
 
+# The base unit each standard column's metric must come in: a value in an unknown or unexpected unit would be
+# read as something it is not (3 "parsecs" of duration as 3 ns), so it is refused. Counts carry "inst" or none.
+_COUNT_UNITS = frozenset({"", "inst"})
+EXPECTED_UNITS: dict[str, frozenset[str]] = {
+    column: frozenset({"ns"}) if column == "duration_ns" else
+    frozenset({"%"}) if column.endswith("_pct") else
+    frozenset({"byte/second"}) if column == "memory_throughput_bps" else
+    frozenset({"byte"}) if column.endswith("_bytes") else
+    frozenset({"register/thread", ""})
+    for column in STANDARD
+}
+
+
+def _expected_units() -> tuple[dict[str, frozenset[str]], dict[tuple[str, str], frozenset[str]]]:
+    """Metric name → allowed base units, and (section, metric) → allowed base units, of every metric read."""
+    by_name = {name: EXPECTED_UNITS[column] for column, (names, _) in STANDARD.items() for name in names}
+    by_name |= {metric: _COUNT_UNITS for counters in FLOP_COUNTERS.values() for metric, _ in counters}
+    by_section = {pair: EXPECTED_UNITS[column] for column, (_, pairs) in STANDARD.items() for pair in pairs}
+    return by_name, by_section
+
+
+READ_BY_NAME, READ_BY_SECTION = _expected_units()
+MISSING_VALUES = frozenset({"", "n/a", "-", "N/A"})
+
+
+def checked_value(path: Path, launch: int, metric: str, unit: str, text: str,
+                  allowed: frozenset[str] | None) -> tuple[float | None, str]:
+    """A metric's value in base units; for a metric kernelscope reads (`allowed` its base units), an unknown or
+    unexpected unit, a value that is not a finite number, or a negative one is refused, naming the launch and the
+    metric."""
+    value, base = normalize(parse_number(text), unit)
+    if allowed is None:
+        return value, base
+    where = f"{path}: launch {launch}: {metric}"
+    if unit.strip() and unit.strip() not in UNITS and unit.strip() not in allowed:
+        raise UserError(f"{where}: unknown unit {unit.strip()[:40]!r}")
+    if base not in allowed:
+        raise UserError(f"{where}: unit {unit.strip()[:40]!r} is not one this metric is measured in")
+    if text.strip() in MISSING_VALUES:
+        return None, base
+    if value is None:
+        raise UserError(f"{where}: {text.strip()[:40]!r} is not a finite number")
+    if value < 0:
+        raise UserError(f"{where}: negative value {text.strip()[:40]!r}")
+    return value, base
+
+
 ID_COLUMNS = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
               "Grid Size", "Device", "CC"]
 
@@ -161,7 +208,8 @@ def _from_raw(path: Path, header: list[str], rows: list[list[str]]) -> NcuTables
         for column, unit in zip(header, units, strict=False):
             if column in ID_COLUMNS:
                 continue
-            value, base = normalize(parse_number(record[column]), unit)
+            allowed = READ_BY_NAME.get(column, _COUNT_UNITS if TENSOR_OPS.match(column) else None)
+            value, base = checked_value(path, launch, column, unit, record[column], allowed)
             metrics.append((launch, column, "", base, value, record[column]))
     return _tables(path, launches, metrics)
 
@@ -180,7 +228,9 @@ def _from_details(path: Path, header: list[str], rows: list[list[str]]) -> NcuTa
         record = dict(zip(header, row, strict=False))
         launch = _launch_id(path, record["ID"])
         launches.setdefault(launch, _identity(path, record))
-        value, base = normalize(parse_number(record["Metric Value"]), record["Metric Unit"])
+        metric, section = record["Metric Name"], record["Section Name"]
+        allowed = READ_BY_SECTION.get((section, metric)) or READ_BY_NAME.get(metric)
+        value, base = checked_value(path, launch, metric, record["Metric Unit"], record["Metric Value"], allowed)
         metrics.append((launch, record["Metric Name"], record["Section Name"], base, value, record["Metric Value"]))
     return _tables(path, list(launches.values()), metrics)
 

@@ -203,10 +203,16 @@ def _check_file(path: Path) -> None:
             raise UserError(
                 f"{path}: not an SQLite database (expected an export made with `nsys export --type sqlite`)"
             )
+    journal = path.with_name(path.name + "-wal")
+    if journal.is_file() and journal.stat().st_size > 0:  # rows still in the log: reading without it loses them
+        raise UserError(f"{path}: an unfinished write-ahead log ({journal.name}) lies beside it; let the program "
+                        f"that writes it finish, or export again")
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    """Read-only, and immutable: SQLite then takes no lock and makes no -shm/-wal file beside a WAL-mode export
+    (an input is never written to, nor next to)."""
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
 
 
 class _Schema:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from kernelscope import inert
 from kernelscope.errors import UserError
 
 SNIFF_BYTES = 256 * 1024
@@ -220,7 +221,7 @@ def _row(path: Path, number: int, header: Header, fields: list[str]) -> dict:
         if column == "name":
             if not value:
                 raise UserError(f"{where}: empty kernel name")
-            row["name"] = value
+            row["name"] = inert.from_csv_cell(value)  # a name kernelscope's own export kept from spreadsheets
         elif column == "nvtx_range":
             row["nvtx_range"] = value or None
         elif column in ("grid", "block"):

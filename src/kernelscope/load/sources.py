@@ -38,6 +38,17 @@ NSYS_SQLITE = "nsys-sqlite"
 NSYS_REP = "nsys-rep"
 NSYS_STATS = "nsys-stats"
 NCU = "ncu"
+# Nsight Systems reports: .qdrep is the name nsys gave them before 2021.
+NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+# Recordings of other tools, told apart by their names (their bytes would only say "not JSON").
+FOREIGN_SUFFIXES = {
+    ".qdstrm": "an unfinished Nsight Systems capture (.qdstrm): nsys turns it into a report (.nsys-rep) when the "
+               "capture ends; import that report, or its export `nsys export --type sqlite`",
+    ".pftrace": "a Perfetto protobuf trace: kernelscope reads the JSON traces torch.profiler writes (Kineto), "
+                "Nsight Systems and Nsight Compute exports",
+    ".perfetto-trace": "a Perfetto protobuf trace: kernelscope reads the JSON traces torch.profiler writes "
+                       "(Kineto), Nsight Systems and Nsight Compute exports",
+}
 # Kinds that are traces with a timeline (one run; several files are its ranks).
 TRACE_KINDS = (KINETO, NSYS_SQLITE, NSYS_REP)
 
@@ -50,8 +61,11 @@ def source_kind(path: Path) -> str:
         check_input_file(path, "a trace or a profiler export")
     if is_ncu_input(path):
         return NCU
-    if path.suffix == ".nsys-rep":
+    if path.suffix.lower() in NSYS_REPORT_SUFFIXES:
         return NSYS_REP
+    foreign = FOREIGN_SUFFIXES.get(path.suffix.lower())
+    if foreign is not None:
+        raise UserError(f"{path}: {foreign}")
     if is_nsys_sqlite(path) or _has_sqlite_magic(path):
         return NSYS_SQLITE  # any SQLite file: the nsys loader says what a foreign one lacks
     if is_nsys_stats(path) or path.suffix.lower() in (".csv", ".tsv", ".txt"):

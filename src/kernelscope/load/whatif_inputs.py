@@ -196,6 +196,10 @@ def _read_toml(path: Path, what: str) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise UserError(f"{path}: not valid TOML (nested too deeply)") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def _value(value: Any, key: str) -> float:

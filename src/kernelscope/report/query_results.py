@@ -8,14 +8,14 @@ import csv
 import io
 import json
 import math
-import re
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+from kernelscope import inert
+
 MAX_CELL = 80  # characters of a table cell; longer values end in …
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def table_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -40,7 +40,7 @@ def csv_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows([["" if v is None else _plain(v) for v in row] for row in rows])
+    writer.writerows([["" if v is None else _csv_value(_plain(v)) for v in row] for row in rows])
     return buffer.getvalue()
 
 
@@ -66,6 +66,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _csv_value(value: Any) -> Any:
+    return inert.csv_cell(value) if isinstance(value, str) else value
+
+
 def _cell(value: Any) -> str:
     if value is None:
         text = ""
@@ -73,5 +77,5 @@ def _cell(value: Any) -> str:
         text = f"{value:.6g}" if math.isfinite(value) else str(value)
     else:
         text = str(_plain(value))
-    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1] if m.group().isascii() else f"\\u{ord(m.group()):04x}", text)
+    text = inert.terminal(text)
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"

@@ -17,6 +17,7 @@ from jinja2 import (
     pass_context,
 )
 
+from kernelscope import inert
 from kernelscope.filenames import safe_component
 from kernelscope.packaged import packaged_toml
 from kernelscope.report.formatting import Markdown, code, escape_value, inline_code, markdown_text
@@ -38,7 +39,7 @@ def write_csv_tables(frames: dict[str, pl.DataFrame], directory: Path) -> list[P
     paths = []
     for name, frame in frames.items():
         path = directory / f"{safe_component(name, fallback='table')}.csv"
-        frame.write_csv(path)
+        inert.csv_frame(frame).write_csv(path)
         paths.append(path)
     return paths
 
