@@ -51,6 +51,8 @@ class Case:
     names: tuple[str, ...] = ()  # one of these must appear in the error line
     check: Check | None = None
     env: dict[str, str] = field(default_factory=dict)
+    codes: tuple[int, ...] = (0, 2)  # the exit codes the command may end with (check: 1 is a regression found)
+    check_stdout: Callable[[str], None] | None = None  # what must hold of standard output, whatever the exit
 
 
 # ---------------------------------------------------------------- seeds
@@ -560,5 +562,7 @@ def args_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
+    from tests.adversarial.cases_trust import trust_cases
+
     return [*kineto_field_cases(), *kineto_file_cases(), *name_cases(), *nsys_cases(), *csv_cases(),
-            *rundir_cases(), *args_cases()]
+            *rundir_cases(), *args_cases(), *trust_cases()]

@@ -9,6 +9,8 @@ import hashlib
 import io
 import multiprocessing.util
 import os
+import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,10 +29,13 @@ LEFTOVER_MARKS = (".partial-", ".old-", ".update.")
 def test_the_suite_is_large_and_spread_over_every_reader_and_command():
     families = {c.id.split("-")[0] + "-" + c.id.split("-")[1] for c in CASES}
     commands = {c.argv[0] for c in CASES}
-    assert len(CASES) >= 250 and len({c.id for c in CASES}) == len(CASES)
-    assert {"import", "report", "export", "whatif", "compare", "hw", "kernels", "ncu", "presets"} <= commands
+    assert len(CASES) >= 400 and len({c.id for c in CASES}) == len(CASES)
+    assert {"import", "report", "export", "whatif", "compare", "hw", "kernels", "ncu", "presets", "query", "check",
+            "api"} <= commands
     assert {"kineto-field", "kineto-content", "names-kernel", "nsys-kernel", "stats-total", "ncu-id",
-            "rundir-report", "args-whatif"} <= families
+            "rundir-report", "args-whatif", "link-whatif", "link-export", "link-report", "foreign-whatif",
+            "stale-claim", "stale-update", "tampered-report", "tampered-api", "tampered-query", "sql-query",
+            "sql-check", "sql-api", "resource-gzip", "resource-query", "values-ncu", "values-csv"} <= families
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -51,7 +56,53 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 def _inside(rel: str, output: str | None) -> bool:
-    return output is not None and (rel == output or rel.startswith(output.rstrip("/") + "/"))
+    """rel is the output, inside it, or a hidden staging folder of it (`.out.partial-…`: a killed command's
+    leftover, which the next command aimed at that output removes)."""
+    if output is None:
+        return False
+    head = rel.split("/")[0]
+    stem = f".{output.rstrip('/')}"
+    return rel == output or rel.startswith(output.rstrip("/") + "/") or head.startswith(
+        (f"{stem}.partial-", f"{stem}.old-"))
+
+
+CASE_SECONDS = 240  # a case still running after this is a hang
+
+
+class Hang(BaseException):
+    """Raised by the alarm in a case that does not end (BaseException: the command's own error handling must
+    not turn it into an exit code)."""
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    raise Hang(f"no end after {CASE_SECONDS} s")
+
+
+def _api(name: str, *args: str) -> int:
+    """A Python API call as a command: 0, or the package's own error as one line and 2. Any other exception
+    (RecursionError, KeyError, a DuckDB error) fails the case."""
+    import kernelscope
+    from kernelscope.errors import UserError
+    from kernelscope.load.dataset import fetch_rows
+
+    try:
+        if name == "open_run":
+            kernelscope.open_run(args[0])
+        elif name == "open_runs":
+            kernelscope.open_runs(args[0], args[1]).fetchall()
+        elif name == "query":
+            dataset = kernelscope.connect_runs(args[1])
+            print(fetch_rows(dataset.query(args[0])))
+        else:
+            raise AssertionError(f"no API call {name}")
+    except UserError as exc:
+        print(f"kernelscope: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _call(argv: list[str]) -> int:
+    return _api(*argv[1:]) if argv[0] == "api" else main(["-q", *argv])
 
 
 def run_case(case: Case, tmp_path: Path) -> tuple[int, str, Path]:
@@ -60,27 +111,35 @@ def run_case(case: Case, tmp_path: Path) -> tuple[int, str, Path]:
     temp.mkdir()
     case.setup(work)
     before = snapshot(work)
-    err = io.StringIO()
+    err, out = io.StringIO(), io.StringIO()
     old_cwd, old_tempdir, old_env = os.getcwd(), tempfile.tempdir, dict(os.environ)
     os.chdir(work)
     tempfile.tempdir = str(temp)
     os.environ.update(case.env, TMPDIR=str(temp))
+    previous_alarm = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
     try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
             try:
-                code = main(["-q", *case.argv])
+                code = _call(case.argv)
             except SystemExit as exc:  # argparse refusing an argument
                 code = exc.code if isinstance(exc.code, int) else 2
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_alarm)
         os.chdir(old_cwd)
         tempfile.tempdir = old_tempdir
         os.environ.clear()
         os.environ.update(old_env)
-    stderr = err.getvalue()
+    stderr, stdout = err.getvalue(), out.getvalue()
     after = snapshot(work)
 
     assert "Traceback" not in stderr, stderr
-    assert code in (0, 2), f"exit {code}: {stderr}"
+    assert code in case.codes, f"exit {code}: {stderr}"
+    # Names from the input never reach the terminal as escape sequences.
+    assert "\x1b" not in stderr and "\x1b" not in stdout, repr(stderr[:300])
+    if case.check_stdout is not None:
+        case.check_stdout(stdout)
     if case.expect == "error":
         assert code == 2, f"accepted: {stderr}"
     if case.expect == "ok":

@@ -155,8 +155,9 @@ def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
         .join(dominant, on="name", how="left")
         .with_columns(
             (pl.col("flops") / pl.col("bytes_moved")).alias("intensity"),
-            (pl.col("flops") / (pl.col("dur_ns") / 1e9)).alias("flops_per_s"),
-            (pl.col("bytes_moved") / (pl.col("dur_ns") / 1e9)).alias("bytes_per_s"),
+            # A kernel recorded with no duration has no rate (null, never infinite).
+            pl.when(pl.col("dur_ns") > 0).then(pl.col("flops") / (pl.col("dur_ns") / 1e9)).alias("flops_per_s"),
+            pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes_moved") / (pl.col("dur_ns") / 1e9)).alias("bytes_per_s"),
             *as_text("name"),
         )
         .sort(["dur_ns", "name"], descending=[True, False])  # ties in a fixed order: the same report every time

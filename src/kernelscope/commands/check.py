@@ -70,6 +70,8 @@ def _baseline_dirs(args: argparse.Namespace) -> tuple[list[Path], str]:
     from kernelscope.load.run_locations import find_runs
 
     text = args.baseline
+    if not text.strip():
+        raise UserError("--baseline: empty (give a run directory, a folder of runs, or a SQL query)")
     if not _SQL.match(text):
         if not Path(text).exists():
             raise UserError(f"--baseline {text}: no such run directory (nor a SQL query: those start with SELECT "

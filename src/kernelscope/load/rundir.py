@@ -134,9 +134,27 @@ def read_run(directory: Path, ops: bool = True) -> Run:
     except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError, pl.exceptions.SchemaError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{directory}: a table's columns do not have the run format's types ({first})") from None
-    if (run.kernels["dur_ns"] < 0).any():
-        raise UserError(f"{directory / KERNELS}: negative kernel durations (not written by kernelscope)")
+    _check_kernel_values(directory / KERNELS, run.kernels)
     return run
+
+
+# Durations add up over a run: past this (146 years) their sums would overflow the tables' 64-bit integers.
+MAX_TOTAL_NS = 2**62
+
+
+def _check_kernel_values(path: Path, kernels: pl.DataFrame) -> None:
+    """Values no kernelscope run holds, refused before any table is built from them."""
+    if (kernels["dur_ns"] < 0).any():
+        raise UserError(f"{path}: negative kernel durations (not written by kernelscope)")
+    if (kernels["dur_ns"].cast(pl.Float64).sum() or 0) > MAX_TOTAL_NS:
+        raise UserError(f"{path}: kernel durations add up to more than {MAX_TOTAL_NS:,} ns (not written by "
+                        f"kernelscope)")
+    floats = [name for name, dtype in kernels.schema.items() if dtype.is_float()]
+    bad = kernels.select(pl.col(floats).is_infinite().any() | pl.col(floats).is_nan().any()).row(0) if floats else ()
+    for name, flagged in zip(floats, bad, strict=True):
+        if flagged:
+            raise UserError(f"{path}: column {name} holds values that are not finite numbers (not written by "
+                            f"kernelscope)")
 
 
 def _check_run_directory(directory: Path) -> None:

@@ -575,15 +575,15 @@ def _histogram_jobs(launches: dict[str, list[HistogramPanel]], directory: Path, 
 
 def _roofline_points(tables: ReportTables) -> dict[str, pl.DataFrame]:
     """Per phase with roofline points, the points with their kernels' shares of the roofs."""
-    return {phase: _with_roof_shares(phase_tables.roofline_points, phase_tables.roofline_kernels)
-            for phase, phase_tables in tables.by_phase.items()
-            if phase_tables.roofline_points is not None and phase_tables.roofline_points.height}
+    shared = {phase: _with_roof_shares(phase_tables.roofline_points, phase_tables.roofline_kernels)
+              for phase, phase_tables in tables.by_phase.items() if phase_tables.roofline_points is not None}
+    return {phase: points for phase, points in shared.items() if points.height}
 
 
 def _points_with_shares(roofline: dict[str, RooflineTables]) -> dict[str, pl.DataFrame]:
     """_roofline_points from the roofline tables alone (before the other report tables exist)."""
-    return {phase: _with_roof_shares(tables.points, tables.kernels) for phase, tables in roofline.items()
-            if tables.points.height}
+    shared = {phase: _with_roof_shares(tables.points, tables.kernels) for phase, tables in roofline.items()}
+    return {phase: points for phase, points in shared.items() if points.height}
 
 
 def _chart_jobs(tables: ReportTables, directory: Path, device: str, lang: str, words: dict[str, Any],
@@ -630,7 +630,8 @@ def _measured_jobs(tables: ReportTables, directory: Path, device: str, lang: str
 
 def _with_roof_shares(points: pl.DataFrame, roofline_kernels: pl.DataFrame | None) -> pl.DataFrame:
     """The points with their shares of the compute and bandwidth roofs (as the roofline table gives them), so a
-    figure can mark those above a roof."""
+    figure can mark those above a roof. A kernel recorded without duration has no rate: no place on a chart."""
+    points = points.filter(pl.col("dur_ns") > 0)
     if roofline_kernels is None or "compute_roof_pct" in points.columns:
         return points
     shares = roofline_kernels.select("name", "compute_roof_pct", "memory_roof_pct").unique("name")
