@@ -339,6 +339,15 @@ def _wal_export(work: Path) -> None:
     db.close()
 
 
+def _row_bomb(run: Path) -> None:
+    """kernels.parquet declaring 20 million rows of one kernel (a few hundred kilobytes on disk)."""
+    one = pl.read_parquet(run / "kernels.parquet").head(1)
+    rows = 20_000_000
+    pl.select(pl.repeat(one[c][0], rows, dtype=one[c].dtype, eager=False).alias(c)
+              for c in ("name", "kind", "dur_ns", "phase")).lazy().sink_parquet(
+        run / "kernels.parquet", compression="zstd", row_group_size=rows)
+
+
 def _one_row(stdout: str) -> None:
     assert "(1 row)" in stdout, stdout
 
@@ -353,6 +362,10 @@ def resource_cases() -> list[Case]:
         Case("resource-budget-unreadable", ["import", "trace.json.gz", "--out", "out", "--no-report"],
              _copy(KINETO_SEED, "trace.json.gz"), "out", "error", names=("KERNELSCOPE_MEMORY_BUDGET",),
              env={"KERNELSCOPE_MEMORY_BUDGET": "lots"}),
+        *(Case(f"resource-parquet-row-bomb-{verb}", argv, _edit_run(_row_bomb), "run", "error",
+               names=("kernels.parquet",), env={"KERNELSCOPE_MEMORY_BUDGET": "64M"})
+          for verb, argv in (("report", REPORT), ("api", ["api", "open_run", "run"]),
+                             ("export", ["export", "run", "--format", "kern-sum"]))),
         Case("resource-query-link-loop", ["query", "select run_id from runs", "runs"], _link_loop, None, "ok",
              check_stdout=_one_row),
         Case("resource-api-link-loop", ["api", "open_runs", "runs", "runs"], _link_loop, None, "ok"),

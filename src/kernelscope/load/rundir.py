@@ -29,6 +29,7 @@ from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.contracts.tables import costs_stored
 from kernelscope.errors import UserError
+from kernelscope.load.budget import MEMORY_BUDGET_ENV, memory_budget
 from kernelscope.load.constant_columns import footer_metadata, read_skipping_constants
 from kernelscope.load.run_records import decode_plain, decode_record
 
@@ -171,9 +172,23 @@ def _read_table(path: Path, rows: bool = True) -> pl.DataFrame:
     if not path.is_file():
         raise UserError(f"{path}: missing from the run directory")
     try:
+        schema = pl.read_parquet_schema(path)
         if not rows:
-            return pl.DataFrame(schema=pl.read_parquet_schema(path))
+            return pl.DataFrame(schema=schema)
+        _check_size(path, schema)
         table = read_skipping_constants(path)
         return pl.read_parquet(path) if table is None else table
+    except UserError:
+        raise
     except Exception as exc:  # polars raises several error types for corrupt files
         raise UserError(f"{path}: unreadable Parquet file ({type(exc).__name__})") from None
+
+
+def _check_size(path: Path, schema: dict) -> None:
+    """A few kilobytes of Parquet can declare billions of rows of one value: what the rows would take once read
+    (8 bytes a cell, at least) must fit the memory budget."""
+    rows = pl.scan_parquet(path).select(pl.len()).collect().item()
+    needed, budget = rows * max(len(schema), 1) * 8, memory_budget()
+    if needed > budget:
+        raise UserError(f"{path}: {rows:,} rows would take more than {needed / 2**30:.1f} GiB, over the memory "
+                        f"budget of {budget / 2**30:.1f} GiB (set {MEMORY_BUDGET_ENV} to allow more)")
