@@ -230,12 +230,14 @@ VERBS: dict[str, tuple[list[str], str, tuple[int, ...]]] = {
     "compare": (["compare", "run", OTHER, "--out", "c", "--figure-formats", "none", "--lang", "en"], "c", (0, 2)),
     "check": (["check", "run", "--baseline", OTHER, "--summary", "s.md"], "s.md", (0, 1, 2)),
     "query": (["query", "select * from kernels limit 3", "run"], "", (0, 2)),
+    "import-into": (["import", "raw.csv", "--into", "run", "--figure-formats", "none", "--lang", "en"], "run",
+                    (0, 2)),
     "api-open-run": (["api", "open_run", "run"], "", (0, 2)),
     "api-open-runs": (["api", "open_runs", "run", "kernels"], "", (0, 2)),
     "api-connect-runs": (["api", "query", "select * from runs", "run"], "", (0, 2)),
 }
 # What each verb reads: a tampered file it never opens is no test of it.
-_HEAVY = {"report", "whatif", "compare"}
+_HEAVY = {"report", "whatif", "compare", "import-into"}
 _LIGHT_EDITS = {"summary-deep-object", "summary-huge-integer", "run-json-deep", "kernels-truncated",
                 "kernels-huge-duration", "kernels-nan-costs", "kernels-hostile-column", "extra-files", "ncu-truncated",
                 "run-json-not-utf8"}
@@ -251,7 +253,7 @@ def tampered_cases() -> list[Case]:
         for label, edit in TAMPERED.items():
             if verb in _HEAVY and label not in _LIGHT_EDITS:
                 continue
-            setup = _both(_secret, _edit_run(edit), _copy(RUN_SEED, OTHER))
+            setup = _both(_secret, _edit_run(edit), _copy(RUN_SEED, OTHER), _copy(NCU_SEED, "raw.csv"))
             cases.append(Case(f"tampered-{verb}-{label}", argv, setup, output or None, "either", names=("run",),
                               codes=codes, check_stdout=_no_secret))
     return cases
