@@ -107,7 +107,7 @@ def open_dataset(locations: list[str]) -> Dataset:
     import duckdb
 
     # No spilling to disk: a query either fits the memory budget or ends in one line.
-    con = duckdb.connect(":memory:", config={"temp_directory": "", "autoinstall_known_extensions": False,
+    con = duckdb.connect(":memory:", config={"temp_directory": "",
                                               "memory_limit": f"{memory_budget() // (1 << 20)}MB"})
     runs = find_runs(locations, con)
     try:
@@ -128,6 +128,7 @@ def _lock_down(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
     connection too)."""
     if any("://" in f for f in files):  # a remote run's files are read through httpfs: loaded while we may
         con.execute("load httpfs")
+    con.execute("set autoinstall_known_extensions = false")
     con.execute("set autoload_known_extensions = false")
     con.execute(f"set allowed_paths = {_sql_list(files)}")
     con.execute("set enable_external_access = false")
