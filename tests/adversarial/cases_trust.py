@@ -487,6 +487,19 @@ def value_cases() -> list[Case]:
                       names=(".qdrep", "Nsight Systems report")))
     cases.append(Case("values-qdstrm-named", ["import", "r.qdstrm", "--out", "out"],
                       lambda w: (w / "r.qdstrm").write_bytes(os.urandom(64)), "out", "error", names=(".qdstrm",)))
+    # Files in the wrong place are named for what they are, not for what they failed to be.
+    run = _copy(RUN_SEED, "run")
+    for label, argv, said in (
+            ("run-dir-imported", ["import", "run", "--out", "out"], "part of a kernelscope run directory"),
+            ("run-json-imported", ["import", "run/run.json", "--out", "out"], "part of a kernelscope run directory"),
+            ("run-table-imported", ["import", "run/kernels.parquet", "--out", "out"],
+             "part of a kernelscope run directory"),
+            ("trace-reported", ["report", "t.json.gz"], "kernelscope import FILE")):
+        cases.append(Case(f"values-message-{label}", argv, _both(run, _copy(KINETO_SEED, "t.json.gz")), "out",
+                          "error", names=(said,)))
+    cases.append(Case("values-message-parquet-imported", ["import", "k.parquet", "--out", "out"],
+                      lambda w: shutil.copyfile(RUN_SEED / "kernels.parquet", w / "k.parquet"), "out", "error",
+                      names=("a Parquet file",)))
     return cases
 
 

@@ -162,7 +162,8 @@ def _check_run_directory(directory: Path) -> None:
     if not directory.exists():
         raise UserError(f"{directory}: no such run directory")
     if not directory.is_dir():
-        raise UserError(f"{directory}: not a directory (expected a kernelscope run directory)")
+        hint = "; a recording is imported first: kernelscope import FILE --out RUN" if directory.is_file() else ""
+        raise UserError(f"{directory}: not a directory (expected a kernelscope run directory{hint})")
     if not (directory / RUN_JSON).is_file():
         raise UserError(f"{directory}: not a kernelscope run directory (no {RUN_JSON})")
 

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 import kernelscope
+from kernelscope.contracts import run_files
 from kernelscope.contracts.run_info import (
     IMPORT,
     SCHEMA_VERSION,
@@ -59,6 +60,7 @@ def source_kind(path: Path) -> str:
     else is read as a Kineto trace, whose reader says what is wrong with it."""
     if not path.is_dir():  # a directory may be an Nsight Compute export; anything else must be a readable file
         check_input_file(path, "a trace or a profiler export")
+    _refuse_run_files(path)
     if is_ncu_input(path):
         return NCU
     if path.suffix.lower() in NSYS_REPORT_SUFFIXES:
@@ -88,6 +90,21 @@ def read_trace(path: Path, workers: int | None = None) -> TraceTables:
         raise UserError(f"{path}: not a trace (a {kind} file): import it on its own")
     tables.meta.unrecorded_device_calls = unrecorded_device_calls(tables)
     return tables
+
+
+def _refuse_run_files(path: Path) -> None:
+    """A run directory, or one of its files, given where a recording is expected: said as such."""
+    run = path if path.is_dir() else path.parent
+    names = (run_files.RUN_JSON, run_files.SUMMARY_JSON, run_files.KERNELS, run_files.OPS, run_files.NCU)
+    if (run / run_files.RUN_JSON).is_file() and (path.is_dir() or path.name in names):
+        raise UserError(f"{path}: part of a kernelscope run directory, not a recording: `kernelscope report`, "
+                        f"`whatif`, `export` and `query` read the run ({run}) as it is")
+    if path.is_file():
+        with path.open("rb") as f:
+            magic = f.read(4)
+        if magic == b"PAR1":
+            raise UserError(f"{path}: a Parquet file, not a recording (kernelscope imports traces and profiler "
+                            f"exports; a run's tables are read through its directory)")
 
 
 def _has_sqlite_magic(path: Path) -> bool:
