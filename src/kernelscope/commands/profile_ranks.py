@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from kernelscope.commands.profile import ProfileOptions
+from kernelscope.commands.profile_plan import ProfileOptions
 from kernelscope.contracts.run_info import Capture, Hardware, ModelInfo, Software, Timings, Workload
 from kernelscope.errors import UserError
 
@@ -68,7 +68,7 @@ class RankRecord(msgspec.Struct, kw_only=True):
 # --- the parent -------------------------------------------------------------------------------------------------
 
 def run_ranks(options: ProfileOptions, steps) -> Path:
-    from kernelscope.commands.profile import run_target
+    from kernelscope.commands.profile_plan import run_target
     from kernelscope.load import staging
     from kernelscope.pipeline import write_run_directory
 
@@ -356,19 +356,19 @@ def _profile_rank(spec: JobSpec, context, parts: Path) -> None:
 
     from kernelscope.capture.environment import describe_hardware, describe_software
     from kernelscope.capture.torch_profiler import record
-    from kernelscope.commands import profile
+    from kernelscope.commands import profile_plan
     from kernelscope.progress import SILENT
     from kernelscope.workload import distributed
 
     options = replace(_options_from(spec.options), device=str(context.device))
-    plan = profile._plan(options, SILENT, target=parts)
+    plan = profile_plan.plan_workload(options, SILENT, target=parts)
 
-    def build(plan: profile.Plan) -> torch.nn.Module:
+    def build(plan: profile_plan.Plan) -> torch.nn.Module:
         return distributed.build_split_model(plan.source, plan.config, context, plan.dtype, spec.tp, spec.ep,
                                              parts / "weights", options.seed)
 
-    session = profile._build_session(plan, options, SILENT, build=build)
-    timed = profile._time(session, options, plan.per_image, SILENT)
+    session = profile_plan.build_session(plan, options, SILENT, build=build)
+    timed = profile_plan.time_session(session, options, plan.per_image, SILENT)
     distributed.barrier()  # every rank starts its profiled run together
     trace_json = parts / f"rank{context.rank}.json"
     profiled, capture = record(lambda: [session.generate(i, annotated=True) for i in range(session.generations)],
@@ -378,7 +378,7 @@ def _profile_rank(spec: JobSpec, context, parts: Path) -> None:
     record_ = RankRecord(
         rank=context.rank, local_rank=context.local_rank, world_size=context.world_size, host=context.host,
         device=str(context.device), backend=context.backend, hardware=describe_hardware(context.device),
-        software=describe_software(), model=session.model_info, workload=profile._workload(options, plan, session),
+        software=describe_software(), model=session.model_info, workload=profile_plan.workload_record(options, plan, session),
         capture=msgspec.structs.replace(capture, nvtx=context.device.type == "cuda"), timings=timed.timings,
         profiled_tokens_match=matched, trace_json=trace_json.name, json_bytes=trace_json.stat().st_size)
     staged = parts / f".{_record_name(context.rank)}.partial"

@@ -49,10 +49,6 @@ class Chunk:
     closes: bool  # holds its closing bracket
 
 
-class ChunkError(Exception):
-    """A chunk did not decode: a split point was wrong for this file (or the file is broken)."""
-
-
 def chunk_ranges(data: mmap.mmap, offset: int, length: int, chunk_bytes: int = CHUNK_BYTES,
                  closed: bool = True) -> list[Chunk]:
     """Chunks of about chunk_bytes that split the array [offset, offset + length) between events; `closed`:

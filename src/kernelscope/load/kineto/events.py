@@ -103,6 +103,10 @@ CONCRETE_INPUT_OPS = frozenset({
 })
 
 
+class ChunkError(Exception):
+    """A chunk did not decode: a split point was wrong for this file (or the file is broken)."""
+
+
 def invalid_utf8(exc: Exception) -> bool:
     """The decoder met bytes that are not UTF-8: msgspec up to 0.22 raises UnicodeDecodeError, later versions a
     DecodeError that says so."""
@@ -112,7 +116,7 @@ def invalid_utf8(exc: Exception) -> bool:
 
 def decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, Any]:
     """One chunk's tables (ts still absolute µs, in `ts_us`), its event count and the device activity it skipped.
-    A chunk that does not decode raises ChunkError (chunks.py), or, when `final` (the whole, exactly located
+    A chunk that does not decode raises ChunkError (a split point of chunks.py was wrong), or, when `final` (the whole, exactly located
     array), the one-line error naming the file."""
     # The chunk's objects hold no cycles; collections they trigger were a tenth of the decoding time (the structs
     # above are not tracked at all, gc=False, for the same reason).
@@ -121,8 +125,6 @@ def decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, A
 
 
 def _decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, Any]:
-    from kernelscope.load.kineto.chunks import ChunkError
-
     dropped: dict[str, int] = {}
     try:
         try:

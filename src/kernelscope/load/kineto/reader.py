@@ -15,13 +15,12 @@ from kernelscope.errors import UserError
 from kernelscope.load.kineto.chunks import (
     CHUNK_BYTES,
     PARALLEL_BYTES,
-    ChunkError,
     chunk_ranges,
     decode_chunks,
     release,
 )
 from kernelscope.load.kineto.document import EventArray, locate_events, open_trace_text
-from kernelscope.load.kineto.events import decode_chunk
+from kernelscope.load.kineto.events import ChunkError, decode_chunk
 from kernelscope.load.kineto.native_tables import available as native_available
 from kernelscope.load.names import bounded
 from kernelscope.workers import usable_cores
