@@ -35,12 +35,32 @@ MATRIX_PRECISION = {
 }
 
 
+# Short dtype names for the GEMM shape table.
+SHORT_DTYPES = {
+    "c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64", "signed char": "int8",
+    "unsigned char": "uint8", "c10::Float8_e4m3fn": "fp8e4m3", "c10::Float8_e5m2": "fp8e5m2",
+    "c10::Float8_e4m3fnuz": "fp8e4m3", "c10::Float8_e5m2fnuz": "fp8e5m2", "int": "int32", "long int": "int64",
+}
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """The matrix problem a GEMM solves: C[m, n] = A[m, k] · B[k, n], `batch` times; dtypes as `a×b→c`."""
+
+    m: int
+    n: int
+    k: int
+    batch: int
+    dtypes: str
+
+
 @dataclass(frozen=True)
 class OpCost:
     flops: float
     bytes: float
     precision: str  # the roof: a key of the hardware's peak table (bf16, fp16, fp32, tf32, fp64, fp8, int8)
     model: str  # which formula produced it
+    gemms: tuple[GemmShape, ...] = ()  # the GEMMs it solves, in launch order
 
 
 @dataclass(frozen=True)
@@ -96,10 +116,12 @@ def _matrix_precision(t: Tensor) -> str:
 
 def _gemm(m: int, n: int, k: int, batch: int, a: Tensor, b: Tensor, extra: int = 0) -> OpCost:
     out_bytes = batch * m * n * DTYPE_BYTES.get(a.dtype, 2) if a.dtype not in ("signed char",) else batch * m * n * 4
+    out = SHORT_DTYPES.get(a.dtype, "?") if a.dtype != "signed char" else "int32"
     if a.dtype.startswith("c10::Float8"):
-        out_bytes = batch * m * n * 2  # fp8 GEMMs write bf16/fp16
+        out_bytes, out = batch * m * n * 2, "bf16"  # fp8 GEMMs write bf16/fp16
+    shape = GemmShape(m, n, k, batch, f"{SHORT_DTYPES.get(a.dtype, '?')}×{SHORT_DTYPES.get(b.dtype, '?')}→{out}")
     return OpCost(2.0 * batch * m * n * k, float(a.nbytes + b.nbytes + out_bytes + extra), _matrix_precision(a),
-                  "gemm")
+                  "gemm", (shape,))
 
 
 def mm(args: Args, concrete: list[str]) -> OpCost | None:
@@ -142,8 +164,11 @@ def linear(args: Args, concrete: list[str]) -> OpCost | None:
 
 
 def scaled_mm(args: Args, concrete: list[str]) -> OpCost | None:
-    a, b = _tensors(args)[:2]
-    return _gemm(a.shape[0], b.shape[1], a.shape[1], 1, a, b)
+    """(a [M, K], b [K, N], scale_a, scale_b, bias, scale_result, out_dtype, …): the scales are read too."""
+    t = _tensors(args)
+    a, b = t[:2]
+    scales = sum(x.nbytes for x in args[2:4] if isinstance(x, Tensor))
+    return _gemm(a.shape[0], b.shape[1], a.shape[1], 1, a, b, extra=scales)
 
 
 def grouped_mm(args: Args, concrete: list[str]) -> OpCost | None:
@@ -157,8 +182,10 @@ def grouped_mm(args: Args, concrete: list[str]) -> OpCost | None:
         touched = min(experts, tokens)
         weight_bytes = touched * k * n * DTYPE_BYTES.get(b.dtype, 2)
         out_bytes = tokens * n * DTYPE_BYTES.get(a.dtype, 2)
+        shape = GemmShape(tokens, n, k, 1, f"{SHORT_DTYPES.get(a.dtype, '?')}×{SHORT_DTYPES.get(b.dtype, '?')}"
+                          f"→{SHORT_DTYPES.get(a.dtype, '?')}")
         return OpCost(2.0 * tokens * k * n, float(a.nbytes + weight_bytes + out_bytes), _matrix_precision(a),
-                      "grouped_gemm")
+                      "grouped_gemm", (shape,))
     if len(a.shape) == 3 and len(b.shape) == 3:  # batched groups
         return bmm(args, concrete)
     return None
@@ -210,7 +237,7 @@ POINTWISE_FLOPS = {  # FLOPs per output element; 0 for pure data movement
     "clamp": 1, "clamp_min": 1, "clamp_max": 1, "eq": 1, "ne": 1, "lt": 1, "gt": 1, "ge": 1, "le": 1,
     "bitwise_not": 1, "bitwise_and": 1, "bitwise_or": 1, "bitwise_xor": 1, "logical_not": 1, "logical_and": 1,
     "logical_or": 1, "abs": 1, "reciprocal": 1, "floor_divide": 1, "remainder": 1, "maximum": 1, "minimum": 1,
-    "erf": 1, "exp2": 1, "log1p": 1, "sign": 1, "triu": 0, "tril": 0, "lerp": 2, "addcmul": 2, "addcdiv": 2,
+    "erf": 1, "exp2": 1, "log1p": 1, "sign": 1, "fmod": 1, "triu": 0, "tril": 0, "lerp": 2, "addcmul": 2, "addcdiv": 2,
     "copy": 0, "_to_copy": 0, "clone": 0, "contiguous": 0, "fill": 0, "zero": 0, "_copy_from": 0,
 }
 COMPARISONS = {"eq", "ne", "lt", "gt", "ge", "le", "logical_not", "logical_and", "logical_or"}
