@@ -49,10 +49,29 @@ _MATRIX_MODELS = {"gemm": ("GEMM", "GEMV"), "grouped_gemm": ("GEMM", "GEMV"), "c
 
 @dataclass(frozen=True)
 class CostContext:
-    """What costs may read beyond shapes: each step's token counts (by phase and step) and the model's config."""
+    """What costs may read beyond shapes: each step's token counts (by phase and step, from its annotation), the
+    model's config, and the batch and prompt length an import stated (--batch-size, --prompt-len)."""
 
     steps: dict[tuple[str, int], StepTokens] = field(default_factory=dict)
     config: tuple[tuple[str, float], ...] = ()
+    batch: int | None = None
+    prompt: int | None = None
+
+    def tokens_of(self, phase: str | None, step: int | None) -> StepTokens | None:
+        """The step's annotation's counts; else, where the import stated its batch, a prefill of batch × prompt
+        tokens or decode step i of one token a sequence attending to prompt + i + 1 tokens."""
+        known = self.steps.get((phase, step)) if phase is not None and step is not None else None
+        if known is not None and known.q_tokens is not None:
+            return known
+        b, p = self.batch, self.prompt
+        if not b:
+            return known
+        if phase == "prefill" and p:
+            return StepTokens(q_tokens=b * p, kv_tokens=b * p, pairs=b * p * (p + 1) / 2, requests=b)
+        if phase == "decode" and step is not None:
+            context = None if p is None else b * (p + step + 1)
+            return StepTokens(q_tokens=b, kv_tokens=context, pairs=context, requests=b)
+        return known
 
 
 def cost_context(info: RunInfo) -> CostContext:
@@ -62,7 +81,10 @@ def cost_context(info: RunInfo) -> CostContext:
     for s in info.attribution.steps if info.attribution is not None else []:
         steps.setdefault((s.phase, s.step), step_tokens(s))
     config = config_values(info.model.config) if info.model is not None and info.model.config else {}
-    return CostContext(steps=steps, config=tuple(sorted(config.items())))
+    workload = info.workload if info.source == "import" else None
+    return CostContext(steps=steps, config=tuple(sorted(config.items())),
+                       batch=workload.batch_size if workload else None,
+                       prompt=workload.prompt_len if workload else None)
 
 
 def has_model(name: str) -> bool:
@@ -126,7 +148,7 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame, context: CostContext 
     if context.config:
         from kernelscope.analyze.config_costs import config_costs
 
-        work = config_costs(work, dict(context.config), context.steps)
+        work = config_costs(work, dict(context.config), context.tokens_of)
     work = estimated_from_twins(work)
     work = gemm_layouts(work)
     out = kernels.drop(shapes).with_columns(work.select(*COST_COLUMNS))
@@ -225,7 +247,7 @@ def _unit_costs(units: pl.DataFrame, context: CostContext) -> pl.DataFrame:
     distinct = units.group_by(keys).agg(pl.col("_unit"))
     rows = []
     for name, dims, types, concrete, inner, origin, step_key, ids in distinct.iter_rows():
-        step = context.steps.get((step_key["phase"], step_key["step"])) if step_key else None
+        step = context.tokens_of(step_key["phase"], step_key["step"]) if step_key else None
         made = signature_cost(Signature(name, dims, types, concrete, inner), step, context.config, origin)
         if made is None:
             continue
