@@ -182,15 +182,18 @@ def _cost_op_ids(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.Series:
     return pl.Series("cost_op_id", target, dtype=pl.Int64).replace(-1, None)
 
 
-def _op_signatures(ops: pl.DataFrame, ids: np.ndarray) -> pl.DataFrame:
-    """op_id, name, dims, types, concrete, inner of the ops `ids`."""
+def _op_signatures(ops: pl.DataFrame, ids: np.ndarray, text: bool = True) -> pl.DataFrame:
+    """op_id, name, dims, types, concrete, inner of the ops `ids`; as category codes where not `text` (a big trace
+    has millions of ops and few distinct signatures: texts are made once per distinct one, _unit_costs)."""
     keys = ["name", "input_dims", "input_types", "concrete_inputs"]
-    table = (ops.lazy().filter(pl.col("op_id").is_in(ids)).select("op_id", *(pl.col(c).cast(pl.String) for c in keys))
-             .collect()) if len(ids) else pl.DataFrame(schema={"op_id": pl.Int64, **{c: pl.String for c in keys}})
-    fused = table.filter(pl.col("name").is_in([n for n in table["name"].unique().to_list() if needs_inner(n)]))
+    kind = pl.String if text else pl.Categorical
+    table = (ops.lazy().filter(pl.col("op_id").is_in(ids)).select("op_id", *(pl.col(c).cast(kind) for c in keys))
+             .collect()) if len(ids) else pl.DataFrame(schema={"op_id": pl.Int64, **{c: kind for c in keys}})
+    names = table["name"].unique().cast(pl.String).to_list()
+    fused = table.filter(pl.col("name").cast(pl.String).is_in([n for n in names if needs_inner(n)]))
     inner = inner_summaries(ops, fused["op_id"].to_list()) if fused.height else {}
     return table.with_columns(pl.col("op_id").replace_strict(inner, default=None, return_dtype=pl.String)
-                              .alias("inner"))
+                              .cast(kind).alias("inner"))
 
 
 def captured_shapes(launches: pl.DataFrame, ops: pl.DataFrame) -> list[pl.Series]:
@@ -207,7 +210,7 @@ def captured_shapes(launches: pl.DataFrame, ops: pl.DataFrame) -> list[pl.Series
 def _units(work: pl.DataFrame, ops: pl.DataFrame, shapes: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The kernels with `_unit` (the kernels sharing one op's cost: eager kernels their cost op, replay kernels
     their captured op within their replay) and one row per unit: its signature, origin, phase and step."""
-    eager = _op_signatures(ops, work["cost_op_id"].drop_nulls().unique().to_numpy()).rename(
+    eager = _op_signatures(ops, work["cost_op_id"].drop_nulls().unique().to_numpy(), text=False).rename(
         {"op_id": "_unit", "input_dims": "dims", "input_types": "types", "concrete_inputs": "concrete"})
     eager = eager.with_columns(pl.lit("op_shapes").alias("origin"))
     frames = [eager]
@@ -221,7 +224,8 @@ def _units(work: pl.DataFrame, ops: pl.DataFrame, shapes: list[str]) -> tuple[pl
                        pl.col("shape_inner").first().alias("inner"))
                   .with_columns((-1 - pl.int_range(pl.len(), dtype=pl.Int64)).alias("_unit"),
                                 pl.lit("capture_shapes").alias("origin")))
-        frames.append(replay.select(eager.columns))
+        frames.append(replay.select(eager.columns).with_columns(
+            pl.col("name", "dims", "types", "concrete", "inner").cast(pl.Categorical)))
         work = work.join(replay.select(*key, pl.col("_unit").alias("_replay_unit")), on=key, how="left",
                          maintain_order="left")
         unit = pl.coalesce("cost_op_id", pl.when(pl.col("cost_op_id").is_null()).then(pl.col("_replay_unit")))
@@ -240,11 +244,12 @@ def _uses_step(name: str) -> bool:
 def _unit_costs(units: pl.DataFrame, context: CostContext) -> pl.DataFrame:
     """Per unit: flops, bytes, precision, cost_model, cost_source, the kernel categories its FLOPs go to and the
     GEMMs it solves (evaluated once per distinct signature, and step where the model reads the step)."""
-    stepped = [n for n in units["name"].unique().to_list() if _uses_step(n)]
-    units = units.with_columns(pl.when(pl.col("name").is_in(stepped)).then(pl.struct("phase", "step"))
+    stepped = [n for n in units["name"].unique().cast(pl.String).to_list() if _uses_step(n)]
+    units = units.with_columns(pl.when(pl.col("name").cast(pl.String).is_in(stepped)).then(pl.struct("phase", "step"))
                                .alias("_step_key"))
     keys = ["name", "dims", "types", "concrete", "inner", "origin", "_step_key"]
-    distinct = units.group_by(keys).agg(pl.col("_unit"))
+    text = ["name", "dims", "types", "concrete", "inner"]
+    distinct = units.group_by(keys).agg(pl.col("_unit")).with_columns(pl.col(text).cast(pl.String))
     rows = []
     for name, dims, types, concrete, inner, origin, step_key, ids in distinct.iter_rows():
         step = context.tokens_of(step_key["phase"], step_key["step"]) if step_key else None
