@@ -198,7 +198,7 @@ def one_workload(name: str, work: Path, cpu: bool) -> dict:
     rep = work / "ncu.ncu-rep"
     from kernelscope.capture import nsight_compute as nc
 
-    metrics = nc.choose_metrics(nc.available_metrics(NCU))
+    metrics = ["gpu__time_duration.sum", *nc.choose_metrics(nc.available_metrics(NCU))]
     _run([NCU, "--clock-control", "none", "--target-processes", "all", "--nvtx",
           *[a for p in PHASES for a in ("--nvtx-include", p)], "--metrics", ",".join(metrics),
           "--export", str(rep), "--force-overwrite", *me, "--mode", "ncu"], log, 420)
