@@ -26,8 +26,9 @@ def cost_sources(kernels: pl.DataFrame) -> dict[str, float]:
 
 def costs_hint(kernels: pl.DataFrame, coverage: float | None, info: RunInfo) -> dict[str, Any]:
     """Whether the run's cost coverage is low (below data/cost_models.toml `low_coverage`) and which uncosted time an
-    import could recover: CUDA-graph replays imported without capture traces (`capture`), and kernels of a run
-    without a model config (`shapes`); shares of device time, 0 below 1%."""
+    import could recover: CUDA-graph replays imported without capture traces (`capture`), kernels of a run
+    without a model config (`shapes`), and with one but without the steps' tokens (`tokens`); shares of device
+    time, 0 below 1%."""
     low = coverage is not None and coverage < knowledge.cost_models().get("low_coverage", 0.9) and kernels.height > 0
     if not low:
         return {"low": False}
@@ -37,5 +38,10 @@ def costs_hint(kernels: pl.DataFrame, coverage: float | None, info: RunInfo) -> 
     captured = info.graph_replays is not None and bool(info.graph_replays.captures)
     capture = 0.0 if captured else time_where(kernels, uncosted & replay) / total
     configured = info.model is not None and bool(info.model.config)
-    shapes = 0.0 if configured else time_where(kernels, uncosted & ~replay) / total
-    return {"low": True, "capture": capture if capture >= 0.01 else 0.0, "shapes": shapes if shapes >= 0.01 else 0.0}
+    rest = time_where(kernels, uncosted & ~replay) / total
+    shapes = 0.0 if configured else rest
+    # Given a config but no token counts (no annotation, no --batch-size), the steps' tokens are what is missing.
+    stated = info.workload is not None and bool(info.workload.batch_size)
+    tokens = rest if configured and not stated and info.source == "import" else 0.0
+    return {"low": True, **{key: value if value >= 0.01 else 0.0
+                            for key, value in (("capture", capture), ("shapes", shapes), ("tokens", tokens))}}

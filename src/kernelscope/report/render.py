@@ -373,7 +373,10 @@ def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[st
                 "covered": t.cost_coverage}
         for phase, t in tables.by_phase.items() if t.classes is not None
     }
-    gemms = {phase: {"table": table("gemm_shapes", t.gemm_shapes, top_n), "shown": min(top_n, t.gemm_shapes.height),
+    # Without ceilings no GEMM has a roof or a class: those columns would hold only "–" and "unclassified".
+    no_roof = ("roof_pct", "roofline_class")
+    gemms = {phase: {"table": table("gemm_shapes", t.gemm_shapes if tables.ceilings else t.gemm_shapes.drop(no_roof),
+                                    top_n), "shown": min(top_n, t.gemm_shapes.height),
                      "total": t.gemm_shapes.height, "time_pct": float(t.gemm_shapes["time_pct"].sum())}
              for phase, t in tables.by_phase.items() if t.gemm_shapes is not None}
     return {"kernel_tables": kernel_tables, "breakdowns": breakdowns, "roofline": roofline, "gemm_shapes": gemms,
