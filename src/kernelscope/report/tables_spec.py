@@ -80,7 +80,7 @@ SPECS: dict[str, Spec] = {
     "roofline": [("kernel", "label", "text"), ("total", "dur_ns", "dur"), ("precision", "precision", "text"),
                  ("intensity", "intensity", "num2"), ("tflops", "flops_per_s", "tflops"), ("gbps", "bytes_per_s", "gbps"),
                  ("compute_roof", "compute_roof_pct", "roof_pct"), ("bandwidth_roof", "memory_roof_pct", "roof_pct"),
-                 ("class", "roofline_class", "term")],
+                 ("class", "roofline_class", "term"), ("cost_source", "cost_source?", "term")],
     "gemm_shapes": [("m", "m", "int"), ("n", "n", "int"), ("k", "k", "int"), ("batch", "batch", "int"),
                     ("dtypes", "dtypes", "text"), ("layout", "layout", "text"), ("launches", "count", "int"),
                     ("total", "total_ns", "dur"), ("time_pct", "time_pct", "pct"),
