@@ -111,3 +111,11 @@ def test_the_config_keeps_only_checked_keys(tmp_path):
     assert read_model_config(path) == {"hidden_size": 64, "num_attention_heads": 4,
                                        "text_config": {"hidden_size": 32, "num_attention_heads": 2},
                                        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+
+
+def test_a_prefill_marker_without_sums_is_taken_as_equal_prompts_and_says_so():
+    """SGLang's `step[EXTEND bs=15 toks=15360]`: 15 prompts of 1,024 tokens, nothing cached, labelled estimated."""
+    tokens = step_tokens(StepInfo(phase="prefill", step=0, requests=15, tokens=15360))
+    assert (tokens.q_tokens, tokens.kv_tokens, tokens.pairs, tokens.estimated) == (
+        15360, 15360, 15 * 1024 * 1025 / 2, True)
+    assert step_tokens(StepInfo(phase="decode", step=0, requests=32)).q_tokens is None

@@ -114,14 +114,14 @@ def _role_cost(role: Role, config: dict[str, float], tokens: StepTokens | None) 
             nbytes = (m * kk + m * n) * act + kk * n * weight
             dtypes = f"{_name(act)}×{_name(weight)}→{_name(act)}"
             gemms = [{"m": m, "n": n, "k": kk, "batch": 1, "dtypes": dtypes}]
-            return (2.0 * m * n * kk, float(nbytes), _PRECISION.get(int(act), "bf16"), "config.gemm", "model_config",
+            return (2.0 * m * n * kk, float(nbytes), _PRECISION.get(int(act), "bf16"), "config.gemm", _source(tokens),
                     list(_MATRIX["gemm"]), gemms)
         if role.model == "attention":
             heads, kv_heads, d, dv = (get[x] for x in ("heads", "kv_heads", "head_dim", "v_head_dim"))
             q, kv, pairs = (scope.name(x) for x in ("step_tokens", "step_kv_tokens", "step_pairs"))
             nbytes = q * heads * (d + dv) * act + kv * kv_heads * (d + dv) * act
             return (2.0 * heads * (d + dv) * pairs, float(nbytes), _PRECISION.get(int(act), "bf16"),
-                    "config.attention", "model_config", list(_MATRIX["attention"]), [])
+                    "config.attention", _source(tokens), list(_MATRIX["attention"]), [])
         if role.model == "fused_moe":
             t, h, e, top_k = (int(get[x]) for x in ("tokens", "hidden", "experts", "top_k"))
             up_n, down_k = int(get["up_n"]), int(get["down_k"])
@@ -131,10 +131,14 @@ def _role_cost(role: Role, config: dict[str, float], tokens: StepTokens | None) 
             gemms = [{"m": rows, "n": up_n, "k": h, "batch": 1, "dtypes": dtypes},
                      {"m": rows, "n": h, "k": down_k, "batch": 1, "dtypes": dtypes}]
             return (2.0 * rows * h * (up_n + down_k), float(nbytes), _PRECISION.get(int(act), "bf16"),
-                    "config.fused_moe", "model_config", list(_MATRIX["fused_moe"]), gemms)
-        return (get["flops"], get["bytes"], "fp32", f"config.{role.id}", "model_config", [], [])
+                    "config.fused_moe", _source(tokens), list(_MATRIX["fused_moe"]), gemms)
+        return (get["flops"], get["bytes"], "fp32", f"config.{role.id}", _source(tokens), [], [])
     except (Missing, KeyError, TypeError, ValueError, OverflowError):
         return None
+
+
+def _source(tokens: StepTokens | None) -> str:
+    return "estimated" if tokens is not None and tokens.estimated else "model_config"
 
 
 def _name(size: float) -> str:

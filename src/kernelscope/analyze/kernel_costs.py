@@ -112,6 +112,8 @@ def signature_cost(sig: Signature, step: StepTokens | None, config: tuple[tuple[
     used |= {"step_annotation" for n in made.used if n.startswith("step_")}
     used |= {"model_config" for n in made.used if n.startswith("config_")}
     used |= {n[len("evidence_"):] for n in made.used if n.startswith("evidence_")}
+    if step is not None and step.estimated and any(n.startswith("step_") for n in made.used):
+        used.add("estimated")
     source = max(used, key=lambda s: COST_SOURCES.index(s) if s in COST_SOURCES else 0)
     return UnitCost(made.cost, source, made.flop_categories)
 

@@ -7,7 +7,9 @@ the new tokens included), Σsq² and Σsq·sk. With causal attention aligned to 
 a sequence of sq queries and sk keys sees sk − sq + i + 1 keys, so a sequence computes sq·sk − sq·(sq − 1)/2
 query-key pairs and the step Σsq·sk − (Σsq² − Σsq)/2. A decode request has sq = 1: its pairs are its sk.
 Where an annotation gives the products but not the squares (vLLM's older `execute_context_P(T_X)`), the keys are
-taken to be the queries (no cached prefix: sk = sq), which the products then equal.
+taken to be the queries (no cached prefix: sk = sq), which the products then equal. A prefill marker that gives only
+requests and tokens (SGLang's `step[EXTEND bs=N toks=T]`) is taken as N equal prompts with nothing cached, and its
+costs are labelled estimated.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class StepTokens:
     kv_tokens: int | None = None
     pairs: float | None = None
     requests: int | None = None
+    estimated: bool = False  # the counts rest on an assumption (equal prompts, no cached prefix), not on sums
 
 
 def _part(tokens: int | None, kv: int | None, squares: int | None, products: int | None,
@@ -53,6 +56,16 @@ def step_tokens(step: StepInfo) -> StepTokens:
     requests = None if step.prefill_requests is None and step.decode_requests is None else \
         (step.prefill_requests or 0) + (step.decode_requests or 0)
     if prefill is None or decode is None or (step.prefill_tokens is None and step.decode_tokens is None):
-        return StepTokens(requests=requests or step.requests)
+        return _prefill_of_equal_prompts(step) or StepTokens(requests=requests or step.requests)
     q, kv, pairs = (prefill[i] + decode[i] for i in range(3))
     return StepTokens(q_tokens=int(q), kv_tokens=int(kv), pairs=float(pairs), requests=requests)
+
+
+def _prefill_of_equal_prompts(step: StepInfo) -> StepTokens | None:
+    """A prefill step whose marker gives only its requests and tokens (SGLang's `step[EXTEND bs=N toks=T]`):
+    taken to be N prompts of T/N tokens each with nothing cached (N·L·(L + 1)/2 causal pairs), labelled estimated."""
+    if step.phase != "prefill" or not step.requests or not step.tokens or step.tokens < step.requests:
+        return None
+    length = step.tokens / step.requests
+    return StepTokens(q_tokens=step.tokens, kv_tokens=step.tokens, pairs=step.requests * length * (length + 1) / 2,
+                      requests=step.requests, estimated=True)
