@@ -25,15 +25,8 @@ from functools import cache, lru_cache
 from typing import Any
 
 from kernelscope.analyze.cost_expressions import Formula, Missing, Scope, compile_formula, evaluate
-from kernelscope.analyze.op_costs import (
-    DTYPE_BYTES,
-    MATRIX_PRECISION,
-    SHORT_DTYPES,
-    GemmShape,
-    OpCost,
-    Tensor,
-    parse_inputs,
-)
+from kernelscope.analyze.gemm_shape import SHORT_DTYPES, GemmShape
+from kernelscope.analyze.op_costs import DTYPE_BYTES, MATRIX_PRECISION, OpCost, Tensor, parse_inputs
 from kernelscope.analyze.step_tokens import StepTokens
 from kernelscope.load import knowledge
 

@@ -59,7 +59,7 @@ def inner_summary(hidden: list[int], experts: int, inner: list[tuple[str, str | 
 
 
 def _short(dtype: str) -> str:
-    from kernelscope.analyze.op_costs import SHORT_DTYPES
+    from kernelscope.analyze.gemm_shape import SHORT_DTYPES
 
     return SHORT_DTYPES.get(dtype, dtype or "?")
 

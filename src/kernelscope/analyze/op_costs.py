@@ -21,6 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from kernelscope.analyze.gemm_shape import SHORT_DTYPES, GemmShape
+
 DTYPE_BYTES = {
     "c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4, "short int": 2,
     "signed char": 1, "unsigned char": 1, "bool": 1, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
@@ -33,25 +35,6 @@ MATRIX_PRECISION = {
     "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
     "c10::Float8_e5m2fnuz": "fp8",
 }
-
-
-# Short dtype names for the GEMM shape table.
-SHORT_DTYPES = {
-    "c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64", "signed char": "int8",
-    "unsigned char": "uint8", "c10::Float8_e4m3fn": "fp8e4m3", "c10::Float8_e5m2": "fp8e5m2",
-    "c10::Float8_e4m3fnuz": "fp8e4m3", "c10::Float8_e5m2fnuz": "fp8e5m2", "int": "int32", "long int": "int64",
-}
-
-
-@dataclass(frozen=True)
-class GemmShape:
-    """The matrix problem a GEMM solves: C[m, n] = A[m, k] · B[k, n], `batch` times; dtypes as `a×b→c`."""
-
-    m: int
-    n: int
-    k: int
-    batch: int
-    dtypes: str
 
 
 @dataclass(frozen=True)
