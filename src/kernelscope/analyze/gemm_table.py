@@ -37,7 +37,7 @@ def gemm_shape_table(kernels: pl.DataFrame, ceilings: Ceilings | None) -> pl.Dat
                 .select(*KEYS, "roofline_class"))
     table = (gemms.group_by(KEYS).agg(
         launch_count().alias("count"), pl.col("dur_ns").sum().alias("total_ns"), pl.col("flops").sum(),
-        pl.col("bytes_moved").sum(), pl.col("precision").first(), pl.col("cost_source").mode().first())
+        pl.col("bytes_moved").sum(), pl.col("precision").first(), pl.col("cost_source").mode().sort().first())
         .join(dominant, on=KEYS, how="left", nulls_equal=True))
     seconds = pl.col("total_ns") / 1e9
     table = table.with_columns(

@@ -60,8 +60,8 @@ def estimated_from_twins(k: pl.DataFrame) -> pl.DataFrame:
     twins = (k.filter(pl.col("cost_model").is_not_null() & (pl.col("kind") == "kernel"))
              .group_by(_GEOMETRY)
              .agg(pl.col("flops").median().alias("_t_flops"), pl.col("bytes_moved").median().alias("_t_bytes"),
-                  pl.col("precision").mode().first().alias("_t_precision"),
-                  pl.col("cost_model").mode().first().alias("_t_model"),
+                  pl.col("precision").mode().sort().first().alias("_t_precision"),
+                  pl.col("cost_model").mode().sort().first().alias("_t_model"),
                   *(pl.when(pl.col(c).n_unique() == 1).then(pl.col(c).first()).alias(f"_t_{c}")
                     for c in ("gemm_m", "gemm_n", "gemm_k", "gemm_batch", "gemm_dtypes"))))
     if not twins.height:
