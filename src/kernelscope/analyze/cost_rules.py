@@ -190,7 +190,7 @@ def rule_cost(sig: Signature, step: StepTokens | None, config: dict[str, float] 
         args = parse_inputs(sig.dims, sig.types)
         concrete = [str(v) for v in json.loads(sig.concrete)] if sig.concrete else []
         inner = json.loads(sig.inner) if sig.inner else {}
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return None
     funcs = functions(args, concrete, sig.name)
     for rule in found:

@@ -24,7 +24,7 @@ def inner_summary(hidden: list[int], experts: int, inner: list[tuple[str, str | 
                   ) -> str | None:
     """JSON of what `inner` ops (name, input dims, input types, scalars; in call order) show of a fused MoE op whose
     hidden states are `hidden` ([T, H]) and whose router has `experts` outputs; None when nothing is found."""
-    if len(hidden) != 2 or experts <= 0:
+    if not isinstance(hidden, list) or len(hidden) != 2 or not all(isinstance(x, int) for x in hidden) or experts <= 0:
         return None
     h = hidden[1]
     found: dict[str, float | str] = {}
@@ -75,7 +75,7 @@ def _packing(shape: list[int], dtype: str, hidden: int) -> int | None:
 def _json(text: str | None) -> list:
     try:
         value = json.loads(text) if text else []
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     return value if isinstance(value, list) else []
 
@@ -95,7 +95,7 @@ def inner_summaries(ops: pl.DataFrame, op_ids: list[int]) -> dict[int, str]:
     by_thread = {key: frame for key, frame in cpu.group_by(["pid", "tid"], maintain_order=True)}
     for row in wanted.iter_rows(named=True):
         dims = _json(row["input_dims"])
-        if len(dims) < 2 or not isinstance(dims[1], list) or not dims[1]:
+        if len(dims) < 2 or not isinstance(dims[1], list) or not dims[1] or not isinstance(dims[1][-1], int):
             continue
         frame = by_thread[(row["pid"], row["tid"])]
         starts = frame["start_ns"].to_numpy()

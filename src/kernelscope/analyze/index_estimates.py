@@ -50,7 +50,7 @@ def index_estimates(ops: pl.DataFrame, op_ids: list[int]) -> dict[int, OpCost]:
 def _first_tensor(dims: str | None, types: str | None) -> tuple[list[int] | None, str]:
     try:
         shapes, names = json.loads(dims or "[]"), json.loads(types or "[]")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None, ""
     if not shapes or not isinstance(shapes[0], list) or not all(isinstance(x, int) for x in shapes[0]):
         return None, ""
@@ -62,7 +62,7 @@ def _consumer_rows(source: list[int], following: list[str | None]) -> int | None
     for dims in following:
         try:
             shapes = json.loads(dims or "[]")
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         for shape in shapes:
             if (isinstance(shape, list) and len(shape) == len(source) and shape[1:] == tail
