@@ -34,7 +34,7 @@ def inner_summary(hidden: list[int], experts: int, inner: list[tuple[str, str | 
         if "top_k" not in found and _TOPK.search(name) and len(concrete) > 1:
             try:
                 k = int(float(concrete[1]))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 k = 0
             if 0 < k <= experts:
                 found["top_k"] = k
