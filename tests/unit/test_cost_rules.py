@@ -119,3 +119,44 @@ def test_a_prefill_marker_without_sums_is_taken_as_equal_prompts_and_says_so():
     assert (tokens.q_tokens, tokens.kv_tokens, tokens.pairs, tokens.estimated) == (
         15360, 15360, 15 * 1024 * 1025 / 2, True)
     assert step_tokens(StepInfo(phase="decode", step=0, requests=32)).q_tokens is None
+
+
+HOSTILE_DIMS = ['[["x", 2], [3]]', "[[1e308, 1e308], [1e308, 1e308], [1e308, 1e308], [1e308, 1e308], [1]]",
+                "[[-4, 8, 64], [4, -2, 64], [4, 2, 64]]", "[5, [[[[[]]]]]]", "not json", '[{"a": 1}]',
+                "[[" + "[" * 200 + "]" * 200 + "]]", "[[99999999999999999999999, 3], [3, 4]]"]
+
+
+@pytest.mark.parametrize("dims", HOSTILE_DIMS)
+@pytest.mark.parametrize("name", [r["ops"][0].replace("\\", "").split("(")[0].rstrip("?") for r in
+                                  knowledge.cost_models()["op"]])
+def test_hostile_shapes_leave_an_op_uncosted_never_raise(name, dims):
+    """Whatever a trace writes as an op's shapes and scalars, a rule gives a finite cost or none."""
+    types = json.dumps(["c10::BFloat16"] * 8)
+    step = step_tokens(StepInfo(phase="decode", step=0, prefill_tokens=0, decode_tokens=4, decode_kv_tokens=64))
+    for concrete in (None, '["nan", "inf", "-1", "1e400", "", "x"]'):
+        made = rule_cost(Signature(name, dims, types, concrete, '{"top_k": 1e400, "up_n": "x"}'), step,
+                         {"hidden": 8.0, "top_k": 2.0, "moe_intermediate": 4.0, "expert_weight_bytes": 1.0})
+        assert made is None or (made.cost.flops >= 0 and made.cost.bytes >= 0
+                                and made.cost.flops < float("inf") and made.cost.bytes < float("inf"))
+
+
+@pytest.mark.parametrize("dims", HOSTILE_DIMS)
+def test_hostile_shapes_inside_a_fused_op_give_no_summary_or_a_sane_one(dims):
+    from kernelscope.analyze.fused_inner import inner_summary
+
+    inner = [("TopK", dims, '["c10::BFloat16"]', '["", "inf"]'), ("aten::view", dims, '["unsigned char"]', None)]
+    for hidden in ([32, 3072], [32, "x"], 7, [2**70, 2**70]):
+        summary = inner_summary(hidden, 32, inner)
+        assert summary is None or isinstance(json.loads(summary), dict)
+
+
+@pytest.mark.parametrize("dims", HOSTILE_DIMS)
+@pytest.mark.parametrize("name", ["aten::mm", "aten::addmm", "aten::linear", "aten::_scaled_mm", "aten::_grouped_mm",
+                                  "aten::scaled_dot_product_attention", "aten::add", "aten::sum", "aten::cat",
+                                  "aten::embedding", "aten::topk", "aten::convolution", "aten::rms_norm"])
+def test_hostile_shapes_leave_an_aten_op_uncosted_never_raise(name, dims):
+    from kernelscope.analyze.op_costs import op_cost
+
+    for concrete in (None, '["nan", "inf", "-1", "1e400", "", "x", "[1, 2]", "[[[]]]", "True"]'):
+        cost = op_cost(name, dims, json.dumps(["c10::BFloat16"] * 8), concrete)
+        assert cost is None or (0 <= cost.flops < float("inf") and 0 <= cost.bytes < float("inf"))

@@ -199,7 +199,7 @@ def rule_cost(sig: Signature, step: StepTokens | None, config: dict[str, float] 
             if rule.when is not None and not evaluate(rule.when, scope):
                 continue
             made = _MODEL_FUNCTIONS[rule.model](rule, scope, args)
-        except (Missing, TypeError, ValueError, OverflowError, ZeroDivisionError):
+        except (Missing, TypeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError):
             continue
         if made is not None:
             cost, gemms = made

@@ -65,18 +65,28 @@ Model = Callable[[Args, list[str]], OpCost | None]
 
 
 def parse_inputs(dims_json: str | None, types_json: str | None) -> Args:
+    """The op's inputs from the trace's JSON text: a Tensor where a shape of whole non-negative numbers has a known
+    dtype, a list of Tensors for a TensorList, else None (a scalar, an absent tensor, or anything malformed)."""
     dims = json.loads(dims_json) if dims_json else []
     types = json.loads(types_json) if types_json else []
+    dims = dims if isinstance(dims, list) else []
+    types = types if isinstance(types, list) else []
     args: Args = []
     for i, dim in enumerate(dims):
-        dtype = types[i] if i < len(types) else ""
-        if dtype == "TensorList" or (dim and isinstance(dim[0], list)):
-            args.append([Tensor(tuple(d), "") for d in dim if isinstance(d, list)])
-        elif dtype in DTYPE_BYTES:
+        dtype = types[i] if i < len(types) and isinstance(types[i], str) else ""
+        if not isinstance(dim, list):
+            args.append(None)
+        elif dtype == "TensorList" or (dim and isinstance(dim[0], list)):
+            args.append([Tensor(tuple(d), "") for d in dim if isinstance(d, list) and _whole(d)])
+        elif dtype in DTYPE_BYTES and _whole(dim):
             args.append(Tensor(tuple(dim), dtype))
         else:
             args.append(None)
     return args
+
+
+def _whole(shape: list) -> bool:
+    return all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)
 
 
 def _tensors(args: Args) -> list[Tensor]:
@@ -442,5 +452,5 @@ def op_cost(name: str, dims: str | None, types: str | None, concrete: str | None
         args = parse_inputs(dims, types)
         values = json.loads(concrete) if concrete else []
         return model(args, [str(v) for v in values])
-    except (ValueError, IndexError, TypeError, ZeroDivisionError):
+    except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError, OverflowError, RecursionError):
         return None  # shapes this model cannot read: the op stays without a cost
