@@ -1,7 +1,7 @@
-"""Runs whose kernels mostly have no analytic costs (a serving engine's CUDA-graph replays: no op shapes) say so
-instead of sizing hardware or projecting from the few that do: the report's accelerator section and what-if
-projection, and `kernelscope whatif`; a run without a decode phase says that. Expectations come from the run's
-own kernels table."""
+"""Runs whose kernels mostly have no analytic costs (a serving engine's CUDA-graph replays imported without their
+capture traces: no op shapes) say so instead of sizing hardware or projecting from the few that do: the report's
+first lines, its accelerator section and what-if projection, and `kernelscope whatif`; a run without a decode
+phase says that. Expectations come from the run's own kernels table."""
 
 from __future__ import annotations
 
@@ -15,14 +15,29 @@ from kernelscope.cli import main
 
 PUBLIC = Path(__file__).resolve().parents[1] / "data" / "public" / "tracelens"
 SGLANG = PUBLIC / "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
-CAPTURE = PUBLIC / "sglang_decode__capture_traces__bs_32_rank0.json.gz"
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch")
 
 
 @pytest.fixture(scope="module")
 def sglang_run(tmp_path_factory) -> Path:
+    """SGLang's decode window without its capture trace: its replayed kernels have no shapes to be costed from."""
     out = tmp_path_factory.mktemp("uncosted") / "run"
-    assert main(["import", str(SGLANG), "--capture", str(CAPTURE), "--out", str(out), "--lang", "en"]) == 0
+    assert main(["import", str(SGLANG), "--out", str(out), "--lang", "en"]) == 0
     return out
+
+
+def test_low_cost_coverage_is_said_first_with_what_would_recover_it(sglang_run):
+    kernels = pl.read_parquet(sglang_run / "kernels.parquet")
+    total = kernels["dur_ns"].sum()
+    costed = kernels.filter(pl.col("cost_model").is_not_null())["dur_ns"].sum() / total
+    replays = kernels.filter(pl.col("cost_model").is_null() & pl.col("launch_api").is_in(GRAPH_LAUNCHES))
+    report = (sglang_run / "report" / "report.md").read_text()
+    overview = report.split("## Overview")[1].split("\n## ")[0].strip()
+    first = overview.splitlines()[0]
+    assert first.startswith("**Most of this run is not costed:**")
+    assert f"only {100 * costed:.1f}% of the device time" in first
+    assert f"replays without the shapes of their capture hold {100 * replays['dur_ns'].sum() / total:.1f}%" in first
+    assert "`--capture`" in first
 
 
 def _costed_share(run: Path, phase: str) -> float:

@@ -8,8 +8,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.kernel_costs import op_costs
-from kernelscope.analyze.op_costs import MODELS, op_cost
+from kernelscope.analyze.cost_rules import Signature
+from kernelscope.analyze.kernel_costs import has_model, op_costs, signature_cost
+from kernelscope.analyze.op_costs import op_cost
 from kernelscope.load.kineto import load_kineto
 from tests.conftest import KINETO
 
@@ -124,9 +125,11 @@ def test_op_costs_give_each_modelled_op_its_own_cost(trace):
     _, ops = attribute(load_kineto(KINETO / trace))
     expected = {}
     for row in ops.iter_rows(named=True):
-        if row["cat"] == "cpu_op" and row["name"] in MODELS:
-            cost = op_cost(row["name"], row["input_dims"], row["input_types"], row["concrete_inputs"])
-            if cost is not None:
+        if row["cat"] == "cpu_op" and has_model(row["name"]):
+            made = signature_cost(Signature(row["name"], row["input_dims"], row["input_types"],
+                                            row["concrete_inputs"]), None, (), "op_shapes")
+            if made is not None:
+                cost = made.cost
                 expected[row["op_id"]] = (cost.flops, cost.bytes, cost.precision, cost.model)
     got = {op_id: (flops, nbytes, precision, model)
            for op_id, flops, nbytes, precision, model in op_costs(ops).iter_rows()}

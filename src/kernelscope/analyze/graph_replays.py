@@ -31,6 +31,11 @@ from kernelscope.contracts.run_info import GraphReplays, ReplayMethod, Unattribu
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 COPIED = ("module", "layer", "op", "top_op", "source_line")
+# What a capture recorded of the op around each launch, for its cost (analyze/kernel_costs.py SHAPE_COLUMNS): copied
+# from capture recordings that carry it; `shape_unit` numbers the captured op (kernels of one replay and one
+# captured op share its cost), made distinct across recordings here.
+SHAPES = ("shape_op", "shape_dims", "shape_types", "shape_scalars", "shape_inner", "shape_unit")
+_UNIT_SPACE = 1 << 40
 EXACT, POSITION, PARTIAL, EAGER = "exact", "position", "partial", "eager step"
 _MIN_PARTIAL = 0.5  # a partial match must cover at least half of the replay's kernels
 
@@ -240,11 +245,15 @@ def _copy(kernels: pl.DataFrame, copied: list[tuple[int, int, int]], recordings:
         rows = [(k, r) for k, src, r in copied if src == s]
         if rows:
             ids = pl.Series("kernel_id", [k for k, _ in rows], dtype=pl.Int64)
-            frames.append(recording.attribution[[r for _, r in rows]].select(*COPIED, "phase")
-                          .with_columns(ids))
-    source = pl.concat(frames, how="diagonal_relaxed").select(
-        "kernel_id", *(pl.col(c).alias(f"_{c}") for c in (*COPIED, "phase")))
-    joined = kernels.join(source, on="kernel_id", how="left")
+            shapes = [c for c in SHAPES if c in recording.attribution.columns]
+            picked = recording.attribution[[r for _, r in rows]].select(*COPIED, "phase", *shapes).with_columns(ids)
+            if "shape_unit" in shapes:
+                picked = picked.with_columns(pl.col("shape_unit") + s * _UNIT_SPACE)
+            frames.append(picked)
+    source = pl.concat(frames, how="diagonal_relaxed")
+    carried = [c for c in SHAPES if c in source.columns]
+    source = source.select("kernel_id", *(pl.col(c).alias(f"_{c}") for c in (*COPIED, "phase")), *carried)
+    joined = kernels.drop(carried, strict=False).join(source, on="kernel_id", how="left")
     hit = pl.col("_phase").is_not_null() | pl.col("_op").is_not_null() | pl.col("_module").is_not_null()
     return joined.with_columns(
         *(pl.when(hit).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c) for c in COPIED),

@@ -1,87 +1,281 @@
-"""The cost of each kernel: its framework op's analytic cost (analyze/op_costs.py) split among the op's kernels,
-its own bytes for copies and sets, or the cost its launch declared (the engine's kernels)."""
+"""The cost of each kernel and where it came from (`cost_source`; docs/roofline.md, "Where a cost comes from"):
+
+1. its framework op's analytic cost — analyze/op_costs.py for ATen ops, the rules of data/cost_models.toml
+   (analyze/cost_rules.py) for serving engines' and compilers' ops — from the op's own shapes (`op_shapes`) or,
+   for a CUDA-graph replay, the shapes its capture recorded (`capture_shapes`), with the step's token counts where
+   a model needs them (`step_annotation`) and the model's config where a rule reads it (`model_config`); the op's
+   bytes are split among its kernels by duration, its FLOPs among its matrix kernels (op_splits.py);
+2. its own launch record (`kernel_metadata`): copies and sets cost their bytes, collectives their messages, the
+   engine's kernels the cost their launch declared;
+3. the model's config and the kernel's module (analyze/config_costs.py, `model_config`), for kernels with no op
+   shapes at all;
+4. launches of the same kernel with the same grid and block that have a cost (`estimated`).
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.catalog import classify_frame
+from kernelscope.analyze.cost_rules import Signature, matching_rules, needs_inner, rule_cost
+from kernelscope.analyze.fused_inner import inner_summaries
+from kernelscope.analyze.index_estimates import INDEX_OP, index_estimates
+from kernelscope.analyze.kernel_extras import collective_costs, copy_costs, estimated_from_twins, gemm_layouts
 from kernelscope.analyze.naming import with_kernel_catalog
-from kernelscope.analyze.op_costs import MODELS, op_cost
-from kernelscope.analyze.op_groups import FOLLOWER_NAME
-from kernelscope.analyze.wide_tables import beside
+from kernelscope.analyze.op_costs import MODELS, OpCost, op_cost
+from kernelscope.analyze.op_splits import split_unit_costs
+from kernelscope.analyze.step_tokens import StepTokens, step_tokens
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.tables import COST_COLUMNS, conform_kernels, costs_stored
+from kernelscope.contracts.run_info import RunInfo
+from kernelscope.contracts.tables import COST_COLUMNS, COST_SOURCES, conform_kernels, costs_stored
 
 # cost_model of a kernel whose launch declared its own cost (the engine's kernels).
 DECLARED_MODEL = "declared"
+# Columns a CUDA-graph replay kernel carries from the op its capture recorded (analyze/graph_replays.py): the
+# op's name, inputs and inner summary, and which captured op it was (kernels of one replay and one captured op
+# share its cost). Used here, then dropped.
+SHAPE_COLUMNS: dict[str, pl.DataType] = {
+    "shape_op": pl.String(), "shape_dims": pl.String(), "shape_types": pl.String(), "shape_scalars": pl.String(),
+    "shape_inner": pl.String(), "shape_unit": pl.Int64(),
+}
+_MATRIX_MODELS = {"gemm": ("GEMM", "GEMV"), "grouped_gemm": ("GEMM", "GEMV"), "convolution": ("convolution", "GEMM"),
+                  "attention": ("attention",)}
+
+
+@dataclass(frozen=True)
+class CostContext:
+    """What costs may read beyond shapes: each step's token counts (by phase and step, from its annotation), the
+    model's config, and the batch and prompt length an import stated (--batch-size, --prompt-len)."""
+
+    steps: dict[tuple[str, int], StepTokens] = field(default_factory=dict)
+    config: tuple[tuple[str, float], ...] = ()
+    batch: int | None = None
+    prompt: int | None = None
+
+    def tokens_of(self, phase: str | None, step: int | None) -> StepTokens | None:
+        """The step's annotation's counts; else, where the import stated its batch, a prefill of batch × prompt
+        tokens or decode step i of one token a sequence attending to prompt + i + 1 tokens."""
+        known = self.steps.get((phase, step)) if phase is not None and step is not None else None
+        if known is not None and known.q_tokens is not None:
+            return known
+        b, p = self.batch, self.prompt
+        if not b:
+            return known
+        if phase == "prefill" and p:
+            return StepTokens(q_tokens=b * p, kv_tokens=b * p, pairs=b * p * (p + 1) / 2, requests=b)
+        if phase == "decode" and step is not None:
+            context = None if p is None else b * (p + step + 1)
+            return StepTokens(q_tokens=b, kv_tokens=context, pairs=context, requests=b)
+        return known
+
+
+def cost_context(info: RunInfo) -> CostContext:
+    from kernelscope.analyze.model_config import config_values
+
+    steps: dict[tuple[str, int], StepTokens] = {}
+    for s in info.attribution.steps if info.attribution is not None else []:
+        steps.setdefault((s.phase, s.step), step_tokens(s))
+    config = config_values(info.model.config) if info.model is not None and info.model.config else {}
+    workload = info.workload if info.source == "import" else None
+    return CostContext(steps=steps, config=tuple(sorted(config.items())),
+                       batch=workload.batch_size if workload else None,
+                       prompt=workload.prompt_len if workload else None)
+
+
+def has_model(name: str) -> bool:
+    return name in MODELS or bool(matching_rules(name))
+
+
+@dataclass(frozen=True)
+class UnitCost:
+    cost: OpCost
+    source: str
+    flop_categories: tuple[str, ...]
+
+
+@lru_cache(maxsize=65536)
+def signature_cost(sig: Signature, step: StepTokens | None, config: tuple[tuple[str, float], ...],
+                   origin: str) -> UnitCost | None:
+    """An op's cost by its code model (ATen) or the first rule of data/cost_models.toml that applies."""
+    if sig.name in MODELS:
+        cost = op_cost(sig.name, sig.dims, sig.types, sig.concrete)
+        return None if cost is None else UnitCost(cost, origin, _MATRIX_MODELS.get(cost.model, ()))
+    made = rule_cost(sig, step, dict(config) if config else None)
+    if made is None:
+        return None
+    used = {origin}
+    used |= {"step_annotation" for n in made.used if n.startswith("step_")}
+    used |= {"model_config" for n in made.used if n.startswith("config_")}
+    used |= {n[len("evidence_"):] for n in made.used if n.startswith("evidence_")}
+    if step is not None and step.estimated and any(n.startswith("step_") for n in made.used):
+        used.add("estimated")
+    source = max(used, key=lambda s: COST_SOURCES.index(s) if s in COST_SOURCES else 0)
+    return UnitCost(made.cost, source, made.flop_categories)
 
 
 def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
-    """op_id, flops, bytes, precision, cost_model for every CPU op with a model (computed once per distinct
-    name + shapes + scalars)."""
-    keys = ["name", "input_dims", "input_types", "concrete_inputs"]
-    # One row per distinct name + shapes + scalars with the ids of its ops, the keys grouped as category codes (the
-    # arguments are categories already, contracts.tables.RAW_ARGUMENT; the name is cast): a group-by on text
-    # columns encodes every row's texts into one key (a 2 GB trace: +350 MB at the import's
-    # peak, against +140 MB as codes, and faster); a unique and a join back hashed them twice.
-    distinct = (ops.lazy().filter((pl.col("cat") == "cpu_op") & pl.col("name").is_in(list(MODELS)))
-                .with_columns(pl.col(keys).cast(pl.Categorical)).group_by(keys).agg(pl.col("op_id"))
-                .with_columns(pl.col(keys).cast(pl.String)).collect())
-    costs = [op_cost(name, dims, types, concrete) for name, dims, types, concrete in distinct.select(keys).iter_rows()]
-    table = distinct.select("op_id").with_columns(
-        pl.Series("flops", [c.flops if c else None for c in costs], dtype=pl.Float64),
-        pl.Series("bytes", [c.bytes if c else None for c in costs], dtype=pl.Float64),
-        pl.Series("precision", [c.precision if c else None for c in costs], dtype=pl.String),
-        pl.Series("cost_model", [c.model if c else None for c in costs], dtype=pl.String),
-    )
-    return table.filter(pl.col("cost_model").is_not_null()).explode("op_id")
+    """op_id, flops, bytes, precision, cost_model for every CPU op with a model from its own shapes (no step or
+    config: costs that need them are per kernel, kernel_costs)."""
+    units = _op_signatures(ops, _modelled_ids(ops))
+    rows = []
+    for op_id, name, dims, types, concrete, inner in units.iter_rows():
+        made = signature_cost(Signature(name, dims, types, concrete, inner), None, (), "op_shapes")
+        if made is not None:
+            rows.append((op_id, made.cost.flops, made.cost.bytes, made.cost.precision, made.cost.model))
+    return pl.DataFrame(rows, schema={"op_id": pl.Int64, "flops": pl.Float64, "bytes": pl.Float64,
+                                      "precision": pl.String, "cost_model": pl.String}, orient="row")
 
 
-def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """Adds flops, bytes, precision, cost_model and cost_op_id to kernels: the cost of the kernel's innermost
-    modelled op (its own op, or the nearest enclosing op with a model), split among that op's kernels in
-    proportion to their durations. Copies and memsets cost their own bytes. A kernel whose op is an engine cost
-    range takes the cost its launch declared (cost_model "declared")."""
+def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame, context: CostContext | None = None) -> pl.DataFrame:
+    """Adds the COST columns to kernels (module docstring); SHAPE_COLUMNS, where present, are read and dropped."""
+    context = context or CostContext()
     kernels = kernels.drop(COST_COLUMNS, strict=False)
-    costs = op_costs(ops) if ops.height else pl.DataFrame(
-        schema={"op_id": pl.Int64, "flops": pl.Float64, "bytes": pl.Float64, "precision": pl.String,
-                "cost_model": pl.String})
+    shapes = [c for c in SHAPE_COLUMNS if c in kernels.columns]
+    has_category = "category" in kernels.columns and kernels["category"].is_not_null().any()
+    work = kernels if has_category else kernels.drop("category", strict=False).join(
+        classify_frame(kernels["name"]).select("name", "category"), on="name", how="left", maintain_order="left")
+    work = work.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), _cost_op_ids(work, ops))
+    work, units = _units(work, ops, shapes)
+    costed = _unit_costs(units, context)
+    costed = pl.concat([costed, _index_costs(units, costed, ops)])
+    work = split_unit_costs(work, costed)
+    work = copy_costs(work)
+    work = collective_costs(work)
+    work = _with_declared_costs(work)
+    if context.config:
+        from kernelscope.analyze.config_costs import config_costs
+
+        work = config_costs(work, dict(context.config), context.tokens_of)
+    work = estimated_from_twins(work)
+    work = gemm_layouts(work)
+    out = kernels.drop(shapes).with_columns(work.select(*COST_COLUMNS))
+    return conform_kernels(out)
+
+
+# ---- which op (or captured op) each kernel takes its cost from --------------------------------------------------
+
+
+def _modelled_ids(ops: pl.DataFrame) -> np.ndarray:
+    """op_ids of the CPU ops that have a model (by name)."""
+    if not ops.height:
+        return np.zeros(0, dtype=np.int64)
+    names = ops.filter(pl.col("cat") == "cpu_op")["name"].unique().to_list()
+    modelled = [n for n in names if has_model(n)]
+    return ops.filter((pl.col("cat") == "cpu_op") & pl.col("name").is_in(modelled))["op_id"].to_numpy()
+
+
+def _cost_op_ids(kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.Series:
+    """Per kernel, its own op or the nearest enclosing op that has a model (null: none)."""
     modelled = np.zeros(max(ops.height, 1), dtype=bool)
-    modelled[costs["op_id"].to_numpy()] = True
+    modelled[_modelled_ids(ops)] = True
     parent = ops["parent_op_id"].fill_null(-1).to_numpy() if ops.height else np.full(1, -1)
     target = kernels["op_id"].fill_null(-1).to_numpy().copy()
+    target[target >= len(modelled)] = -1
     for _ in range(64):  # walk up enclosing ops until one has a model
         climb = (target >= 0) & ~modelled[np.maximum(target, 0)]
         if not climb.any():
             break
         target[climb] = parent[target[climb]]
-    with_op = kernels.with_columns(pl.Series("cost_op_id", target).replace(-1, None))
-    with_op = beside(with_op, costs.rename({"op_id": "cost_op_id", "bytes": "bytes_right"}), ["cost_op_id"])
-    share = pl.col("dur_ns") / pl.col("dur_ns").sum().over("cost_op_id")
-    count_share = 1.0 / pl.len().over("cost_op_id")
-    split = pl.when(pl.col("dur_ns").sum().over("cost_op_id") > 0).then(share).otherwise(count_share)
-    # FLOPs belong to an op's main kernels: a split-K reduction or an attention combine step does a negligible
-    # share of the arithmetic, whatever its duration.
-    follower = pl.col("name").str.contains(FOLLOWER_NAME)
-    main_ns = pl.when(~follower).then(pl.col("dur_ns")).otherwise(0).sum().over("cost_op_id")
-    flops_split = (
-        pl.when(main_ns > 0).then(pl.when(follower).then(0.0).otherwise(pl.col("dur_ns") / main_ns)).otherwise(split)
-    )
-    copy_bytes = (
-        pl.when(pl.col("kind") == "memset").then(pl.col("bytes").cast(pl.Float64))
-        .when(pl.col("name").str.contains("DtoD")).then(2.0 * pl.col("bytes").cast(pl.Float64))
-        .otherwise(pl.col("bytes").cast(pl.Float64))
-    )
-    is_copy = pl.col("kind").is_in(["memcpy", "memset"])
-    costed = with_op.with_columns(
-        pl.when(is_copy).then(0.0).otherwise(pl.col("flops") * flops_split).alias("flops"),
-        pl.when(is_copy).then(copy_bytes).otherwise(pl.col("bytes_right") * split).alias("bytes_moved"),
-        pl.when(is_copy).then(pl.lit("fp32")).otherwise(pl.col("precision")).alias("precision"),
-        pl.when(is_copy).then(pl.col("kind")).otherwise(pl.col("cost_model")).alias("cost_model"),
-    ).drop("bytes_right")
-    return conform_kernels(_with_declared_costs(costed))
+    return pl.Series("cost_op_id", target, dtype=pl.Int64).replace(-1, None)
+
+
+def _op_signatures(ops: pl.DataFrame, ids: np.ndarray, text: bool = True) -> pl.DataFrame:
+    """op_id, name, dims, types, concrete, inner of the ops `ids`; as category codes where not `text` (a big trace
+    has millions of ops and few distinct signatures: texts are made once per distinct one, _unit_costs)."""
+    keys = ["name", "input_dims", "input_types", "concrete_inputs"]
+    kind = pl.String if text else pl.Categorical
+    table = (ops.lazy().filter(pl.col("op_id").is_in(ids)).select("op_id", *(pl.col(c).cast(kind) for c in keys))
+             .collect()) if len(ids) else pl.DataFrame(schema={"op_id": pl.Int64, **{c: kind for c in keys}})
+    names = table["name"].unique().cast(pl.String).to_list()
+    fused = table.filter(pl.col("name").cast(pl.String).is_in([n for n in names if needs_inner(n)]))
+    inner = inner_summaries(ops, fused["op_id"].to_list()) if fused.height else {}
+    return table.with_columns(pl.col("op_id").replace_strict(inner, default=None, return_dtype=pl.String)
+                              .cast(kind).alias("inner"))
+
+
+def captured_shapes(launches: pl.DataFrame, ops: pl.DataFrame) -> list[pl.Series]:
+    """Per captured launch (attributed like a kernel: op_id into `ops`, the capture trace's ops), the SHAPE_COLUMNS
+    of the nearest op around it that has a model: what its replays are costed from."""
+    target = _cost_op_ids(launches, ops)
+    sig = _op_signatures(ops, target.drop_nulls().unique().to_numpy())
+    joined = pl.DataFrame({"op_id": target}).join(sig, on="op_id", how="left", maintain_order="left")
+    return [joined["name"].alias("shape_op"), joined["input_dims"].alias("shape_dims"),
+            joined["input_types"].alias("shape_types"), joined["concrete_inputs"].alias("shape_scalars"),
+            joined["inner"].alias("shape_inner"), joined["op_id"].alias("shape_unit")]
+
+
+def _units(work: pl.DataFrame, ops: pl.DataFrame, shapes: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The kernels with `_unit` (the kernels sharing one op's cost: eager kernels their cost op, replay kernels
+    their captured op within their replay) and one row per unit: its signature, origin, phase and step."""
+    eager = _op_signatures(ops, work["cost_op_id"].drop_nulls().unique().to_numpy(), text=False).rename(
+        {"op_id": "_unit", "input_dims": "dims", "input_types": "types", "concrete_inputs": "concrete"})
+    eager = eager.with_columns(pl.lit("op_shapes").alias("origin"))
+    frames = [eager]
+    unit = pl.col("cost_op_id")
+    if shapes:
+        key = ["rank", "correlation", "shape_unit"]
+        replay = (work.filter(pl.col("cost_op_id").is_null() & pl.col("shape_op").is_not_null())
+                  .group_by(key, maintain_order=True)
+                  .agg(pl.col("shape_op").first().alias("name"), pl.col("shape_dims").first().alias("dims"),
+                       pl.col("shape_types").first().alias("types"), pl.col("shape_scalars").first().alias("concrete"),
+                       pl.col("shape_inner").first().alias("inner"))
+                  .with_columns((-1 - pl.int_range(pl.len(), dtype=pl.Int64)).alias("_unit"),
+                                pl.lit("capture_shapes").alias("origin")))
+        frames.append(replay.select(eager.columns).with_columns(
+            pl.col("name", "dims", "types", "concrete", "inner").cast(pl.Categorical)))
+        work = work.join(replay.select(*key, pl.col("_unit").alias("_replay_unit")), on=key, how="left",
+                         maintain_order="left")
+        unit = pl.coalesce("cost_op_id", pl.when(pl.col("cost_op_id").is_null()).then(pl.col("_replay_unit")))
+    work = work.with_columns(unit.alias("_unit")).drop("_replay_unit", strict=False)
+    steps = (work.filter(pl.col("_unit").is_not_null()).group_by("_unit")
+             .agg(pl.col("phase").first(), pl.col("step").first()))
+    return work, pl.concat(frames).join(steps, on="_unit", how="inner")
+
+
+@lru_cache(maxsize=8192)
+def _uses_step(name: str) -> bool:
+    return any("step_" in f.text for r in matching_rules(name) for f in r.formulas.values()) or any(
+        r.model == "attention" for r in matching_rules(name))
+
+
+def _unit_costs(units: pl.DataFrame, context: CostContext) -> pl.DataFrame:
+    """Per unit: flops, bytes, precision, cost_model, cost_source, the kernel categories its FLOPs go to and the
+    GEMMs it solves (evaluated once per distinct signature, and step where the model reads the step)."""
+    stepped = [n for n in units["name"].unique().cast(pl.String).to_list() if _uses_step(n)]
+    units = units.with_columns(pl.when(pl.col("name").cast(pl.String).is_in(stepped)).then(pl.struct("phase", "step"))
+                               .alias("_step_key"))
+    keys = ["name", "dims", "types", "concrete", "inner", "origin", "_step_key"]
+    text = ["name", "dims", "types", "concrete", "inner"]
+    distinct = units.group_by(keys).agg(pl.col("_unit")).with_columns(pl.col(text).cast(pl.String))
+    rows = []
+    for name, dims, types, concrete, inner, origin, step_key, ids in distinct.iter_rows():
+        step = context.tokens_of(step_key["phase"], step_key["step"]) if step_key else None
+        made = signature_cost(Signature(name, dims, types, concrete, inner), step, context.config, origin)
+        if made is None:
+            continue
+        gemms = [{"m": g.m, "n": g.n, "k": g.k, "batch": g.batch, "dtypes": g.dtypes} for g in made.cost.gemms]
+        rows.append((ids, made.cost.flops, made.cost.bytes, made.cost.precision, made.cost.model, made.source,
+                     list(made.flop_categories), gemms))
+    schema = {"_unit": pl.List(pl.Int64), "_flops": pl.Float64, "_bytes": pl.Float64, "_precision": pl.String,
+              "_model": pl.String, "_source": pl.String, "_flop_categories": pl.List(pl.String),
+              "_gemms": pl.List(pl.Struct({"m": pl.Int64, "n": pl.Int64, "k": pl.Int64, "batch": pl.Int64,
+                                           "dtypes": pl.String}))}
+    costed = pl.DataFrame(rows, schema=schema, orient="row").explode("_unit")
+    return costed
+
+
+def _index_costs(units: pl.DataFrame, costed: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """Eager `aten::index` units without a cost, estimated from the op that consumes their result."""
+    left = units.filter((pl.col("name") == INDEX_OP) & (pl.col("origin") == "op_shapes")
+                        & ~pl.col("_unit").is_in(costed["_unit"].implode()))
+    found = index_estimates(ops, left["_unit"].to_list())
+    rows = [(op_id, c.flops, c.bytes, c.precision, c.model, "estimated", [], []) for op_id, c in found.items()]
+    return pl.DataFrame(rows, schema=costed.schema, orient="row")
 
 
 def _declared_field(key: str) -> pl.Expr:
@@ -106,20 +300,21 @@ def _with_declared_costs(kernels: pl.DataFrame) -> pl.DataFrame:
     return kernels.with_columns(
         pl.when(declared).then(flops * share).otherwise(pl.col("flops")).alias("flops"),
         pl.when(declared).then(nbytes * share).otherwise(pl.col("bytes_moved")).alias("bytes_moved"),
-        pl.when(declared).then(_declared_field("precision").fill_null(ranges.COST_DEFAULT_PRECISION)).otherwise(pl.col("precision"))
-        .alias("precision"),
+        pl.when(declared).then(_declared_field("precision").fill_null(ranges.COST_DEFAULT_PRECISION))
+        .otherwise(pl.col("precision")).alias("precision"),
         pl.when(declared).then(pl.lit(DECLARED_MODEL)).otherwise(pl.col("cost_model")).alias("cost_model"),
         pl.when(declared).then(pl.col("op_id")).otherwise(pl.col("cost_op_id")).alias("cost_op_id"),
+        pl.when(declared).then(pl.lit("kernel_metadata")).otherwise(pl.col("cost_source")).alias("cost_source"),
     )
 
 
 def with_costs_and_names(run: Run) -> Run:
-    """The run with every kernel's analytic cost and catalog names. Runs written by kernelscope store both;
+    """The run with every kernel's catalog names and analytic cost. Runs written by kernelscope store both;
     older runs and fresh captures get them computed here. CPU ops are always named again: their categories
     come from a small data file (data/cpu_ops.toml) that may have grown since the run was written."""
     kernels = run.kernels
-    if not costs_stored(kernels):
-        kernels = kernel_costs(kernels, run.ops)
     if kernels.height and (kernels["library"].is_null().any() or (kernels["kind"] == "cpu_op").any()):
         kernels = with_kernel_catalog(kernels)
+    if not costs_stored(kernels):
+        kernels = kernel_costs(kernels, run.ops, cost_context(run.info))
     return run.with_kernels(kernels)

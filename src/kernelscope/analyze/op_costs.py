@@ -21,6 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from kernelscope.analyze.gemm_shape import SHORT_DTYPES, GemmShape
+
 DTYPE_BYTES = {
     "c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4, "short int": 2,
     "signed char": 1, "unsigned char": 1, "bool": 1, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
@@ -41,6 +43,7 @@ class OpCost:
     bytes: float
     precision: str  # the roof: a key of the hardware's peak table (bf16, fp16, fp32, tf32, fp64, fp8, int8)
     model: str  # which formula produced it
+    gemms: tuple[GemmShape, ...] = ()  # the GEMMs it solves, in launch order
 
 
 @dataclass(frozen=True)
@@ -62,18 +65,28 @@ Model = Callable[[Args, list[str]], OpCost | None]
 
 
 def parse_inputs(dims_json: str | None, types_json: str | None) -> Args:
+    """The op's inputs from the trace's JSON text: a Tensor where a shape of whole non-negative numbers has a known
+    dtype, a list of Tensors for a TensorList, else None (a scalar, an absent tensor, or anything malformed)."""
     dims = json.loads(dims_json) if dims_json else []
     types = json.loads(types_json) if types_json else []
+    dims = dims if isinstance(dims, list) else []
+    types = types if isinstance(types, list) else []
     args: Args = []
     for i, dim in enumerate(dims):
-        dtype = types[i] if i < len(types) else ""
-        if dtype == "TensorList" or (dim and isinstance(dim[0], list)):
-            args.append([Tensor(tuple(d), "") for d in dim if isinstance(d, list)])
-        elif dtype in DTYPE_BYTES:
+        dtype = types[i] if i < len(types) and isinstance(types[i], str) else ""
+        if not isinstance(dim, list):
+            args.append(None)
+        elif dtype == "TensorList" or (dim and isinstance(dim[0], list)):
+            args.append([Tensor(tuple(d), "") for d in dim if isinstance(d, list) and _whole(d)])
+        elif dtype in DTYPE_BYTES and _whole(dim):
             args.append(Tensor(tuple(dim), dtype))
         else:
             args.append(None)
     return args
+
+
+def _whole(shape: list) -> bool:
+    return all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)
 
 
 def _tensors(args: Args) -> list[Tensor]:
@@ -96,10 +109,12 @@ def _matrix_precision(t: Tensor) -> str:
 
 def _gemm(m: int, n: int, k: int, batch: int, a: Tensor, b: Tensor, extra: int = 0) -> OpCost:
     out_bytes = batch * m * n * DTYPE_BYTES.get(a.dtype, 2) if a.dtype not in ("signed char",) else batch * m * n * 4
+    out = SHORT_DTYPES.get(a.dtype, "?") if a.dtype != "signed char" else "int32"
     if a.dtype.startswith("c10::Float8"):
-        out_bytes = batch * m * n * 2  # fp8 GEMMs write bf16/fp16
+        out_bytes, out = batch * m * n * 2, "bf16"  # fp8 GEMMs write bf16/fp16
+    shape = GemmShape(m, n, k, batch, f"{SHORT_DTYPES.get(a.dtype, '?')}×{SHORT_DTYPES.get(b.dtype, '?')}→{out}")
     return OpCost(2.0 * batch * m * n * k, float(a.nbytes + b.nbytes + out_bytes + extra), _matrix_precision(a),
-                  "gemm")
+                  "gemm", (shape,))
 
 
 def mm(args: Args, concrete: list[str]) -> OpCost | None:
@@ -142,8 +157,11 @@ def linear(args: Args, concrete: list[str]) -> OpCost | None:
 
 
 def scaled_mm(args: Args, concrete: list[str]) -> OpCost | None:
-    a, b = _tensors(args)[:2]
-    return _gemm(a.shape[0], b.shape[1], a.shape[1], 1, a, b)
+    """(a [M, K], b [K, N], scale_a, scale_b, bias, scale_result, out_dtype, …): the scales are read too."""
+    t = _tensors(args)
+    a, b = t[:2]
+    scales = sum(x.nbytes for x in args[2:4] if isinstance(x, Tensor))
+    return _gemm(a.shape[0], b.shape[1], a.shape[1], 1, a, b, extra=scales)
 
 
 def grouped_mm(args: Args, concrete: list[str]) -> OpCost | None:
@@ -157,8 +175,10 @@ def grouped_mm(args: Args, concrete: list[str]) -> OpCost | None:
         touched = min(experts, tokens)
         weight_bytes = touched * k * n * DTYPE_BYTES.get(b.dtype, 2)
         out_bytes = tokens * n * DTYPE_BYTES.get(a.dtype, 2)
+        shape = GemmShape(tokens, n, k, 1, f"{SHORT_DTYPES.get(a.dtype, '?')}×{SHORT_DTYPES.get(b.dtype, '?')}"
+                          f"→{SHORT_DTYPES.get(a.dtype, '?')}")
         return OpCost(2.0 * tokens * k * n, float(a.nbytes + weight_bytes + out_bytes), _matrix_precision(a),
-                      "grouped_gemm")
+                      "grouped_gemm", (shape,))
     if len(a.shape) == 3 and len(b.shape) == 3:  # batched groups
         return bmm(args, concrete)
     return None
@@ -210,7 +230,7 @@ POINTWISE_FLOPS = {  # FLOPs per output element; 0 for pure data movement
     "clamp": 1, "clamp_min": 1, "clamp_max": 1, "eq": 1, "ne": 1, "lt": 1, "gt": 1, "ge": 1, "le": 1,
     "bitwise_not": 1, "bitwise_and": 1, "bitwise_or": 1, "bitwise_xor": 1, "logical_not": 1, "logical_and": 1,
     "logical_or": 1, "abs": 1, "reciprocal": 1, "floor_divide": 1, "remainder": 1, "maximum": 1, "minimum": 1,
-    "erf": 1, "exp2": 1, "log1p": 1, "sign": 1, "triu": 0, "tril": 0, "lerp": 2, "addcmul": 2, "addcdiv": 2,
+    "erf": 1, "exp2": 1, "log1p": 1, "sign": 1, "fmod": 1, "triu": 0, "tril": 0, "lerp": 2, "addcmul": 2, "addcdiv": 2,
     "copy": 0, "_to_copy": 0, "clone": 0, "contiguous": 0, "fill": 0, "zero": 0, "_copy_from": 0,
 }
 COMPARISONS = {"eq", "ne", "lt", "gt", "ge", "le", "logical_not", "logical_and", "logical_or"}
@@ -432,5 +452,5 @@ def op_cost(name: str, dims: str | None, types: str | None, concrete: str | None
         args = parse_inputs(dims, types)
         values = json.loads(concrete) if concrete else []
         return model(args, [str(v) for v in values])
-    except (ValueError, IndexError, TypeError, ZeroDivisionError):
+    except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError, OverflowError, RecursionError):
         return None  # shapes this model cannot read: the op stays without a cost

@@ -14,7 +14,8 @@ import polars as pl
 
 from kernelscope.analyze.attribution import attribute
 from kernelscope.analyze.attribution_sources import infer_attribution
-from kernelscope.analyze.graph_replays import COPIED, Recording
+from kernelscope.analyze.graph_replays import COPIED, SHAPES, Recording
+from kernelscope.analyze.kernel_costs import captured_shapes
 from kernelscope.contracts.trace import TraceTables
 
 _LAUNCH = r"LaunchKernel|LaunchCooperativeKernel|MemcpyAsync|MemsetAsync|Memset[0-9DA]*Async"
@@ -39,11 +40,12 @@ def capture_recordings(tables: TraceTables, label: str) -> list[Recording]:
     kernels, ops = attribute(TraceTables(kernels=pseudo, launches=tables.launches, ops=tables.ops, meta=tables.meta))
     kernels, _ = infer_attribution(kernels, ops)
     # attribute() sorts by start, as `captured` is: row i of both is the same launch.
-    rows = kernels.with_columns(captured["_graph"], captured["kernel_name"].alias("_named"))
+    rows = kernels.with_columns(captured["_graph"], captured["kernel_name"].alias("_named"),
+                                *captured_shapes(kernels, ops))
     out = []
     for index, (_, graph) in enumerate(rows.group_by("_graph", maintain_order=True)):
         out.append(Recording(label=f"{label} graph {index}", kinds=graph["kind"].to_list(),
-                             names=graph["_named"].to_list(), attribution=graph.select(*COPIED, "phase"),
+                             names=graph["_named"].to_list(), attribution=graph.select(*COPIED, "phase", *SHAPES),
                              index=index))
     return out
 

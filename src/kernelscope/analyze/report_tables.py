@@ -10,7 +10,9 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.accelerator import AcceleratorNeeds, accelerator_needs
 from kernelscope.analyze.communication import Communication, communication
+from kernelscope.analyze.cost_coverage import cost_sources
 from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
+from kernelscope.analyze.gemm_table import gemm_shape_table
 from kernelscope.analyze.generations import generation_table
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.idle_gaps import IdleGaps, idle_gaps
@@ -61,6 +63,8 @@ class PhaseTables:
     classes: pl.DataFrame | None = None  # devices with ceilings
     roofline_points: pl.DataFrame | None = None
     roofline_kernels: pl.DataFrame | None = None
+    gemm_shapes: pl.DataFrame | None = None  # kernels with a GEMM shape (analyze/gemm_table.py)
+    cost_sources: dict[str, float] = field(default_factory=dict)  # share of the phase's time costed from each source
 
 
 @dataclass
@@ -236,6 +240,7 @@ def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFr
     tables = PhaseTables(
         kernels=summary.join(label_of, on="name", how="left", maintain_order="left"),
         cost_coverage=cost_coverage(subset),
+        cost_sources=cost_sources(subset),
         catalog_coverage=catalog_coverage(subset),
         categories=mix["category"],
         libraries=mix["library"],
@@ -256,6 +261,7 @@ def _phase_tables(run: Run, kernels: pl.DataFrame, phase: str, phases: pl.DataFr
         tables.layer_breakdown = breakdown.drop("phase").join(label_of, on="name", how="left", maintain_order="left")
         tables.layer_types = layer_type_totals(breakdown).drop("phase")
         tables.per_layer = per_layer_times(subset, layer_types, steps).drop("phase")
+    tables.gemm_shapes = gemm_shape_table(subset, ceilings)
     if ceilings is not None:
         tables.classes = class_table(subset)
         roofline = roofline if roofline is not None else _roofline_of(subset, names, ceilings)

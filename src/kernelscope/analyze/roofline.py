@@ -137,7 +137,8 @@ def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
     """One roofline point per kernel name: totals of FLOPs, bytes and time, the rates they imply, the class
     that holds most of its time, and a group (category) for colouring."""
     # Only the columns read; names as codes for the two group-bys and the join, text again at the end.
-    read = ["name", "roofline_class", "dur_ns", "flops", "bytes_moved", INSTANCES, group_column, "precision"]
+    read = ["name", "roofline_class", "dur_ns", "flops", "bytes_moved", INSTANCES, group_column, "precision",
+            "cost_source"]
     placed = (kernels.select(c for c in dict.fromkeys(read) if c in kernels.columns)
               .filter(pl.col("bytes_moved").is_not_null() & (pl.col("bytes_moved") > 0))
               .with_columns(as_codes("name")))
@@ -151,6 +152,7 @@ def kernel_points(kernels: pl.DataFrame, group_column: str) -> pl.DataFrame:
         .agg(
             pl.col("flops").sum(), pl.col("bytes_moved").sum(), pl.col("dur_ns").sum(), launch_count().alias("launches"),
             pl.col(group_column).first().alias("group"), pl.col("precision").first(),
+            *([pl.col("cost_source").mode().sort().first()] if "cost_source" in placed.columns else []),
         )
         .join(dominant, on="name", how="left")
         .with_columns(

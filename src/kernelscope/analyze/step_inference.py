@@ -39,7 +39,9 @@ COMPILED_CALL = re.compile(r"^## Call CompiledFxGraph \S+ ##$")
 # Top-level classes that generate text: their first forward over a prompt is a prefill even without a decode.
 _GENERATIVE_CLASS = re.compile(r"(ForCausalLM|LMHeadModel|ForConditionalGeneration)(_\d+)?$")
 _BACKWARD_OP = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$")
-_COUNTS = ("prefill_requests", "prefill_tokens", "decode_requests", "decode_tokens", "requests", "tokens")
+_COUNTS = ("prefill_requests", "prefill_tokens", "decode_requests", "decode_tokens", "requests", "tokens",
+           "prefill_kv_tokens", "prefill_query_squares", "prefill_query_kv_products", "decode_kv_tokens",
+           "decode_query_squares", "decode_query_kv_products")
 
 
 @dataclass

@@ -11,12 +11,20 @@ from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.summary import KeyTimings, PhaseSummary, Summary
-from kernelscope.contracts.tables import CPU_OP
+from kernelscope.contracts.tables import COST_SOURCES, CPU_OP
 
 
 def _share(kernels: pl.DataFrame, condition: pl.Expr) -> float:
     total = kernels["dur_ns"].sum()
     return float(time_where(kernels, condition) / total) if total else 0.0
+
+
+def _by_source(kernels: pl.DataFrame) -> dict[str, float] | None:
+    """Share of device time costed from each source; None for runs costed before sources were recorded."""
+    costed = pl.col("cost_model").is_not_null()
+    if kernels.select((costed & pl.col("cost_source").is_null()).any()).item():
+        return None
+    return {source: _share(kernels, costed & (pl.col("cost_source") == source)) for source in COST_SOURCES}
 
 
 def _us(ns: float | None) -> float | None:
@@ -60,6 +68,7 @@ def summarize(run: Run, phases: pl.DataFrame | None = None) -> Summary:
         module_coverage=_share(kernels, pl.col("module").is_not_null()),
         op_coverage=_share(kernels, pl.col("op").is_not_null()),
         cost_coverage=_share(kernels, pl.col("cost_model").is_not_null()),
+        cost_coverage_by_source=_by_source(kernels),
         catalog_coverage=_share(kernels, (pl.col("library") != "unknown") & (pl.col("category") != "other")),
         timings=KeyTimings(ttft_ms=plain.ttft_ms, tpot_ms=plain.tpot_ms, tokens_per_s=plain.tokens_per_s,
                            e2e_ms=plain.e2e_ms),

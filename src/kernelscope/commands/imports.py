@@ -35,6 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a trace of the CUDA-graph capture that the imported traces replay (vLLM's and SGLang's "
                              "capture_traces/), or a directory of them; repeatable. Replayed kernels take the op, "
                              "module and source line recorded at capture")
+    parser.add_argument("--model-config", type=Path, metavar="PATH",
+                        help="the model's Hugging Face config.json (or its directory): costs the kernels of traces "
+                             "that recorded no shapes (and fused ops that name no weights) from the model's sizes "
+                             "and each step's tokens (docs/roofline.md)")
+    parser.add_argument("--batch-size", type=_jobs, metavar="N",
+                        help="with --model-config, for traces that say nothing of their batch: sequences per step")
+    parser.add_argument("--prompt-len", type=_jobs, metavar="N",
+                        help="with --model-config and --batch-size: prompt tokens per sequence (the prefill step's "
+                             "tokens; decode step i attends to prompt + i + 1 tokens)")
     parser.add_argument("--device", metavar="DEVICE",
                         help="the GPU the recording ran on, for files that name it generically or not at all: a "
                              "key or device name of `kernelscope hw list` (picks the datasheet ceilings)")
@@ -53,6 +62,7 @@ def run(args: argparse.Namespace, steps) -> int:
         if not path.exists():  # answered before any heavy library is imported
             raise UserError(f"{path}: no such file")
     captures = _capture_files(args.capture or [])
+    model_config = _model_config(args)
     _warm_up_helpers(args)
     from kernelscope.load.sources import NCU, NSYS_STATS, source_kind
 
@@ -65,6 +75,8 @@ def run(args: argparse.Namespace, steps) -> int:
         raise UserError("import --into: only Nsight Compute exports can be added to an existing run")
     if captures and kind is not None:
         raise UserError("import --capture: capture traces go with Kineto or Nsight Systems traces only")
+    if model_config is not None and kind is not None:
+        raise UserError("import --model-config: a model's config goes with Kineto or Nsight Systems traces only")
     if args.into is not None and args.device:
         raise UserError("import --device: the run given with --into already names its device")
     if args.cluster is not None:
@@ -88,7 +100,8 @@ def run(args: argparse.Namespace, steps) -> int:
             from kernelscope.commands.importers.traces import import_traces
 
             path = import_traces(args.files, args.out, args.runs_dir, report=report, languages=args.lang,
-                                 device_spec=device_spec, captures=captures, jobs=args.jobs, cluster=args.cluster)
+                                 device_spec=device_spec, captures=captures, jobs=args.jobs, cluster=args.cluster,
+                                 model_config=model_config, batch=(args.batch_size, args.prompt_len))
     path = Path(path).resolve()
     if not getattr(args, "quiet", False):
         from kernelscope.commands.run_summary import terminal_summary
@@ -134,6 +147,19 @@ def _check_ray(address: str) -> None:
         raise UserError(f"import --cluster: expected ray://host:port or local, got '{address}'")
     if importlib.util.find_spec("ray") is None:
         raise UserError("import --cluster: Ray is not installed (pip install 'kernelscope[ray]')")
+
+
+def _model_config(args: argparse.Namespace) -> dict | None:
+    """The checked config of --model-config (before any trace is read), and the flags that need it."""
+    if args.model_config is None:
+        if args.batch_size is not None or args.prompt_len is not None:
+            raise UserError("import --batch-size/--prompt-len: they size the steps for --model-config; give it too")
+        return None
+    if args.prompt_len is not None and args.batch_size is None:
+        raise UserError("import --prompt-len: give --batch-size too (the prefill step's tokens are their product)")
+    from kernelscope.load.model_config import read_model_config
+
+    return read_model_config(args.model_config)
 
 
 def _capture_files(paths: list[Path]) -> list[Path]:

@@ -320,6 +320,14 @@ class StepInfo(_Record, kw_only=True, omit_defaults=True):
     decode_tokens: int | None = None
     requests: int | None = None  # the batch's requests where the annotation gives no prefill/decode split
     tokens: int | None = None  # the batch's tokens (annotations) or tokens per sequence (embedding lookups)
+    # Per part (prefill = the context requests, decode = the generation requests), where the annotation gives them:
+    # Σ key/value tokens (each request's context, its new tokens included), Σ query tokens², Σ query · key tokens.
+    prefill_kv_tokens: int | None = None
+    prefill_query_squares: int | None = None
+    prefill_query_kv_products: int | None = None
+    decode_kv_tokens: int | None = None
+    decode_query_squares: int | None = None
+    decode_query_kv_products: int | None = None
 
 
 class AttributionInfo(_Record, kw_only=True, omit_defaults=True):

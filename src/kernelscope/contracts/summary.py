@@ -50,6 +50,8 @@ class Summary(msgspec.Struct, kw_only=True):
     module_coverage: float = 0.0
     op_coverage: float = 0.0
     cost_coverage: float | None = None  # null: costs not computed (older runs)
+    # Share of device time costed from each source (contracts.tables.COST_SOURCES); their sum is cost_coverage.
+    cost_coverage_by_source: dict[str, float] | None = None
     catalog_coverage: float | None = None
     timings: KeyTimings = msgspec.field(default_factory=KeyTimings)
     phases: dict[str, PhaseSummary] = msgspec.field(default_factory=dict)

@@ -59,11 +59,18 @@ ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "min_ns": pl.Float64(), "max_ns": pl.Float64(), "med_ns": pl.Float64(), "stddev_ns": pl.Float64(),
 }
-# Analytic costs (analyze/costs.py).
+# Analytic costs (analyze/kernel_costs.py): the kernel's share of its op's FLOPs and bytes, the formula and where
+# its shapes came from (COST_SOURCES), and for GEMMs the problem they solved (the GEMM shape table).
 COST_COLUMNS: dict[str, pl.DataType] = {
     "cost_op_id": pl.Int64(), "flops": pl.Float64(), "precision": pl.String(), "cost_model": pl.String(),
-    "bytes_moved": pl.Float64(),
+    "bytes_moved": pl.Float64(), "cost_source": pl.String(),
+    "gemm_m": pl.Int64(), "gemm_n": pl.Int64(), "gemm_k": pl.Int64(), "gemm_batch": pl.Int64(),
+    "gemm_dtypes": pl.String(), "gemm_layout": pl.String(),
 }
+# Where a kernel's cost came from, most direct first (docs/roofline.md): the shapes of its own op in the trace,
+# the shapes its CUDA-graph capture recorded, a serving engine's step annotation (tokens, context lengths), the
+# model's config.json (import --model-config), the kernel's own launch metadata, or an estimate.
+COST_SOURCES = ("op_shapes", "capture_shapes", "step_annotation", "model_config", "kernel_metadata", "estimated")
 # The kernel catalog's names (analyze/catalog).
 CATALOG_COLUMNS: dict[str, pl.DataType] = {
     "library": pl.String(), "category": pl.String(), "friendly_name": pl.String(), "description": pl.String(),

@@ -3,7 +3,8 @@ where they are (nothing is copied), each row tagged with its run's id and metada
 
 Tables and views: `runs` (one row per run: run.json and summary.json figures), `kernels`, `ops`, `ncu` (the runs'
 tables, conformed to the run format's columns, so runs of older versions and of every source line up), `steps`
-(device time per run, rank, phase, generation and step, from kernels). Every data view starts with the run's
+(device time per run, rank, phase, generation and step, from kernels), `gemm_shapes` (per run, rank, phase and GEMM
+problem, from kernels). Every data view starts with the run's
 columns RUN_COLUMNS; the tables' own `device` column (a CUDA device index) is there as `device_index`.
 """
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 RUN_COLUMNS = ("run_id", "model", "device", "batch", "commit", "date")
 # A table column named like a run column is renamed.
 RENAMED = {"device": "device_index"}
-VIEWS = ("runs", "kernels", "ops", "ncu", "steps")
+VIEWS = ("runs", "kernels", "ops", "ncu", "steps", "gemm_shapes")
 
 # runs: column → DuckDB type, in order.
 RUNS_SCHEMA: dict[str, str] = {
@@ -116,6 +117,7 @@ def open_dataset(locations: list[str]) -> Dataset:
         _create_table_view(con, "ops", [r.ops for r in runs if r.ops is not None], OP_COLUMNS)
         _create_table_view(con, "ncu", [r.ncu for r in runs if r.ncu is not None], {})
         _create_steps(con)
+        _create_gemm_shapes(con)
         _lock_down(con, [f for r in runs for f in (r.kernels, r.ops, r.ncu) if f is not None])
     except duckdb.Error as exc:
         raise UserError(f"cannot read the runs' tables ({_first_line(exc)})") from None
@@ -207,6 +209,19 @@ def _create_steps(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"create view steps as select {keys}, sum(instances)::BIGINT as kernel_count, "
                 f"sum(dur_ns)::BIGINT as device_time_ns, min(start_ns) as first_start_ns, "
                 f"max(start_ns + dur_ns) as last_end_ns from kernels group by {keys}")
+
+
+def _create_gemm_shapes(con: duckdb.DuckDBPyConnection) -> None:
+    """One row per run, rank, phase and GEMM problem (M, N, K, gemm_batch, dtypes, layout, module with its layer numbers
+    folded to `*`), as the report's GEMM shape table (analyze/gemm_table.py) without the device's roofs."""
+    keys = ", ".join([*RUN_COLUMNS, "rank", "phase"])
+    module = r"regexp_replace(module, '(^|\.)\d+(\.|$)', '\1*\2', 'g')"
+    con.execute(f"create view gemm_shapes as select {keys}, gemm_m as m, gemm_n as n, gemm_k as k, "
+                f"gemm_batch, gemm_dtypes as dtypes, gemm_layout as layout, {module} as module, "
+                f"sum(instances)::BIGINT as launches, sum(dur_ns)::BIGINT as total_ns, sum(flops) as flops, "
+                f"sum(bytes_moved) as bytes_moved, sum(flops) / (sum(dur_ns) / 1e9) / 1e12 as achieved_tflops, "
+                f"mode(cost_source) as cost_source from kernels where gemm_m is not null "
+                f"group by {keys}, gemm_m, gemm_n, gemm_k, gemm_batch, gemm_dtypes, gemm_layout, {module}")
 
 
 def _renamed(name: str) -> str:

@@ -60,6 +60,12 @@ def source_frames() -> dict[str, Any]:
 
 
 @cache
+def cost_models() -> dict[str, Any]:
+    """data/cost_models.toml: cost rules of serving engines' and compilers' ops (docs/roofline.md)."""
+    return packaged_toml(_DATA, "cost_models.toml")
+
+
+@cache
 def step_annotations() -> list[dict[str, Any]]:
     """data/step_annotations.toml: step annotations of serving engines and scripts, in trust order."""
     return packaged_toml(_DATA, "step_annotations.toml")["rule"]

@@ -16,6 +16,7 @@ import polars as pl
 from jinja2 import Environment
 
 from kernelscope.analyze.accelerator import costs_cover
+from kernelscope.analyze.cost_coverage import costs_hint
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.naming import kernel_labels
 from kernelscope.analyze.phases import phase_table
@@ -253,6 +254,7 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "attribution_levels": _attribution_levels(run),
         "attribution_absent": _attribution_absent(run),
         "replays": _replays(run),
+        "costs_hint": costs_hint(tables.kernels, summary.cost_coverage, run.info),
         "appendix": table("names", tables.labels.filter(pl.col("name").is_in(sorted(shown)))),
         "images_table": _images_table(tables, table.headers, table.terms),
     }
@@ -367,12 +369,20 @@ def _phase_contexts(tables: ReportTables, table: _Tables, top_n: int) -> dict[st
     }
     roofline = {
         phase: {"classes": table("classes", t.classes), "kernels": table("roofline", t.roofline_kernels, top_n),
-                "above": _above_roof(t.roofline_kernels.head(top_n)) if t.roofline_kernels is not None else None}
+                "above": _above_roof(t.roofline_kernels.head(top_n)) if t.roofline_kernels is not None else None,
+                "covered": t.cost_coverage}
         for phase, t in tables.by_phase.items() if t.classes is not None
     }
-    return {"kernel_tables": kernel_tables, "breakdowns": breakdowns, "roofline": roofline,
+    # Without ceilings no GEMM has a roof or a class: those columns would hold only "–" and "unclassified".
+    no_roof = ("roof_pct", "roofline_class")
+    gemms = {phase: {"table": table("gemm_shapes", t.gemm_shapes if tables.ceilings else t.gemm_shapes.drop(no_roof),
+                                    top_n), "shown": min(top_n, t.gemm_shapes.height),
+                     "total": t.gemm_shapes.height, "time_pct": float(t.gemm_shapes["time_pct"].sum())}
+             for phase, t in tables.by_phase.items() if t.gemm_shapes is not None}
+    return {"kernel_tables": kernel_tables, "breakdowns": breakdowns, "roofline": roofline, "gemm_shapes": gemms,
             "op_group_phases": [phase for phase, t in kernel_tables.items() if t["op_groups"]],
-            "cost_coverage": {phase: t.cost_coverage for phase, t in tables.by_phase.items()}}
+            "cost_coverage": {phase: t.cost_coverage for phase, t in tables.by_phase.items()},
+            "cost_sources": {phase: t.cost_sources for phase, t in tables.by_phase.items()}}
 
 
 def _above_roof(kernels: pl.DataFrame) -> dict[str, Any] | None:
@@ -444,7 +454,8 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
     for prefix, name in (("op_groups", "op_groups"), ("categories", "categories"), ("libraries", "libraries"),
                          ("longest_launches", "longest"), ("layer_breakdown", "layer_breakdown"),
                          ("layer_types", "layer_types"), ("per_layer", "per_layer"),
-                         ("roofline_classes", "classes"), ("roofline_kernels", "roofline_kernels")):
+                         ("roofline_classes", "classes"), ("roofline_kernels", "roofline_kernels"),
+                         ("gemm_shapes", "gemm_shapes")):
         for phase, df in tables.per_phase(name).items():
             frames[f"{prefix}_{phase}"] = df
     frames["kernel_names"] = tables.labels

@@ -15,7 +15,7 @@ from kernelscope.analyze.ranks import combine_ranks, rank_clock_offsets, trace_r
 from kernelscope.analyze.recordings import capture_recordings
 from kernelscope.commands.importers.rank_files import read_ranks, read_ranks_on_ray
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import Hardware, TraceInfo
+from kernelscope.contracts.run_info import Hardware, ModelInfo, TraceInfo, Workload
 from kernelscope.contracts.tables import CPU_OP
 from kernelscope.errors import UserError
 from kernelscope.load import rundir, staging
@@ -25,9 +25,11 @@ from kernelscope.pipeline import write_run_directory
 
 def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: bool = True,
                   languages: tuple[str, ...] = ("en", "zh"), device_spec: str | None = None,
-                  captures: list[Path] | None = None, jobs: int | None = None, cluster: str | None = None) -> Path:
+                  captures: list[Path] | None = None, jobs: int | None = None, cluster: str | None = None,
+                  model_config: dict | None = None, batch: tuple[int | None, int | None] = (None, None)) -> Path:
     """jobs: processes that read the files (default: by cores, files and memory; rank_files.py); cluster: a Ray
-    address (`ray://…`, or `local`) whose tasks read them instead."""
+    address (`ray://…`, or `local`) whose tasks read them instead. model_config: the checked config.json of
+    --model-config (run.json `model`); batch: --batch-size and --prompt-len (run.json `workload`)."""
     ranks = read_ranks_on_ray(files, cluster) if cluster else read_ranks(files, jobs)
     _same_kind_of_work(files, [r.kernels for r in ranks])
     parts = [(r.kernels, r.ops) for r in ranks]
@@ -53,13 +55,33 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
         cuda_runtime_version=first.cuda_runtime_version,
         cuda_driver_version=first.cuda_driver_version,
     )
+    attribution = attribution_info(kernels, sources)
+    described = described_model(model_config, attribution.layer_types, batch) if model_config is not None else {}
     info = imported_run_info(files, hardware, trace, device_spec, graph_replays=graph_replays,
-                             attribution=attribution_info(kernels, sources))
+                             attribution=attribution, **described)
     run = Run(info=info, kernels=kernels, ops=ops)
     target = out or rundir.default_run_path(runs_dir, files[0].name.split(".")[0], info.hardware.name or device_type)
     with staging.staged_directory(target) as tmp:
         write_run_directory(tmp, run, report=report, languages=languages)
     return target.resolve()
+
+
+def described_model(config: dict, layer_types: dict[int, str], batch: tuple[int | None, int | None]) -> dict:
+    """run.json `model` (and `workload`, where --batch-size was given) of an import with --model-config."""
+    language = config.get("text_config", config)
+    architectures = config.get("architectures") or []
+    layers = next((language[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in language), None)
+    model = ModelInfo(class_name=architectures[0] if architectures else None,
+                      model_type=config.get("model_type") or language.get("model_type"), num_layers=layers,
+                      layer_types=dict(layer_types), config=config)
+    batch_size, prompt_len = batch
+    if batch_size is None:
+        return {"model": model}
+    dtype = language.get("torch_dtype") or language.get("dtype") or config.get("torch_dtype") or config.get("dtype")
+    workload = Workload(backend="import", backend_description="imported trace, batch stated with --batch-size",
+                        model=model.class_name or model.model_type, model_source="--model-config", dtype=dtype,
+                        batch_size=batch_size, prompt_len=prompt_len)
+    return {"model": model, "workload": workload}
 
 
 def identified_hardware(hardware: Hardware, properties: list[dict]) -> Hardware:

@@ -26,6 +26,7 @@ from kernelscope.contracts.tables import (
 )
 from kernelscope.cycles import cycle_collection_paused
 from kernelscope.errors import UserError
+from kernelscope.load import knowledge
 from kernelscope.load.kineto.schema_errors import describe
 from kernelscope.load.names import bounded, bounded_all
 
@@ -100,7 +101,13 @@ CONCRETE_INPUT_OPS = frozenset({
     "aten::_cudnn_attention_forward", "aten::_scaled_dot_product_flash_attention_for_cpu",
     "aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::conv2d", "aten::conv1d",
     "aten::mean", "aten::sum", "aten::amax", "aten::max", "aten::argmax", "aten::topk", "aten::_softmax",
-})
+}) | frozenset(knowledge.cost_models().get("scalar_ops", ()))  # serving ops whose scalars data/cost_models.toml reads
+# Kernels torch.compile generates, recorded as ops: their scalars are the loop sizes (xnumel, rnumel).
+GENERATED_KERNEL_PREFIX = "triton_"
+
+
+def keeps_concrete_inputs(name: str) -> bool:
+    return name in CONCRETE_INPUT_OPS or name.startswith(GENERATED_KERNEL_PREFIX)
 
 
 class ChunkError(Exception):
@@ -393,7 +400,7 @@ def _op_table(timed: _Timed, dropped: dict[str, int]) -> pl.DataFrame:
             "input_types": _raw_column([bytes(a.input_type) for a in all_args]),
             # Scalar arguments matter to a few cost models (is_causal, strides); kept only for those ops.
             "concrete_inputs": _raw_column(
-                [bytes(a.concrete_inputs) if e.name in CONCRETE_INPUT_OPS else b"" for e, a in zip(every, all_args,
+                [bytes(a.concrete_inputs) if keeps_concrete_inputs(e.name) else b"" for e, a in zip(every, all_args,
                                                                                                   strict=True)]),
         },
         schema_overrides={**TRACE_OP_COLUMNS, "ts_us": pl.Float64}, strict=False,

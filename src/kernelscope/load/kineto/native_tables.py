@@ -207,7 +207,7 @@ class _Chunk:
         """CPU ops and annotations first, then Python frames (no args), as events._op_table orders them."""
         frames = len(python["ts"]) // 8
         names = table["name"] + python["name"]
-        keep_concrete = np.fromiter((text in events.CONCRETE_INPUT_OPS for text in self.strings), dtype=bool,
+        keep_concrete = np.fromiter((events.keeps_concrete_inputs(text) for text in self.strings), dtype=bool,
                                     count=len(self.strings))[np.frombuffer(table["name"], np.uint32)]
         ts = np.concatenate([np.frombuffer(table["ts"], np.float64), np.frombuffer(python["ts"], np.float64)])
         dur = np.rint(np.concatenate([np.frombuffer(table["dur"], np.float64),
