@@ -140,8 +140,10 @@ class _Chunk:
         raws = pl.Series(self.scanned["raws"], dtype=pl.String).cast(RAW_ARGUMENT)
         if not present.any():
             return pl.Series([None] * len(index), dtype=RAW_ARGUMENT)
-        column = raws.gather(pl.Series(np.where(present, index, 0), dtype=pl.UInt32))
-        return column if present.all() else column.set(pl.Series(~present), None)
+        # A null position gathers a null (Series.set on a categorical is not implemented in every Polars the
+        # dependency range allows; on the numeric positions it is)
+        positions = _nullable(np.where(present, index, 0).astype(np.uint32), present)
+        return raws.gather(positions)
 
     def _ids(self, pair: tuple[bytes, bytes]) -> np.ndarray:
         """Process or thread ids as events.thread_id reads them: (values, valid)."""
