@@ -24,6 +24,7 @@ import difflib
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -140,9 +141,14 @@ def main() -> int:
     parser.add_argument("--mode", choices=["trace", "ncu"])
     parser.add_argument("--dir", type=Path)
     parser.add_argument("--workloads", default="dense,moe,fp8_gemm")
+    parser.add_argument("--analyse", type=Path, metavar="DIR",
+                        help="compare again the runs and Nsight Compute CSVs a device run left in DIR (its results)")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.mode, args.dir, args.cpu)
+        return 0
+    if args.analyse:
+        print(json.dumps(analyse_again(args.analyse), indent=1))
         return 0
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -166,8 +172,10 @@ def _run(cmd: list[str], log: Path, timeout: float) -> None:
     with log.open("a") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
+        # The checkout's sources first, then whatever the caller put on the path (the wheels carried to the device)
+        path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
         done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, check=False,
-                              env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                              env={**os.environ, "PYTHONPATH": path})
     if done.returncode != 0:
         tail = log.read_text().strip().splitlines()[-3:]
         raise RuntimeError(f"{cmd[:4]} exited {done.returncode}: {' | '.join(tail)}")
@@ -239,8 +247,8 @@ def compare(run: Path, measured) -> dict:
                .filter((pl.col("kind") == "kernel") & ((pl.col("phase") == "prefill")
                                                       | ((pl.col("phase") == "decode") & (pl.col("step") == 0))))
                .sort("start_ns"))
-    ours = [normalize(n) for n in kernels["name"].to_list()]
-    theirs = [normalize(n) for n in measured["kernel_name"].to_list()]
+    ours = [_base_name(normalize(n)) for n in kernels["name"].to_list()]
+    theirs = [_base_name(normalize(n)) for n in measured["kernel_name"].to_list()]
     blocks = difflib.SequenceMatcher(None, ours, theirs, autojunk=False).get_matching_blocks()
     pairs = [(b.a + j, b.b + j) for b in blocks for j in range(b.size)]
     rows = []
@@ -254,6 +262,29 @@ def compare(run: Path, measured) -> dict:
         })
     return {"kernels_in_run": len(ours), "launches_measured": len(theirs), "matched": len(pairs),
             "classes": _classes(rows), "checks": _checks(rows), "launches": rows}
+
+
+def _base_name(name: str) -> str:
+    """The kernel's function name without namespaces, template arguments or parameters: Nsight Compute spells
+    ATen's kernels without `native::` (and CUTLASS's with other template text) where the profiler keeps them."""
+    head = re.split(r"[<(]", name, maxsplit=1)[0].strip()
+    return head.rsplit("::", 1)[-1].removeprefix("void ").strip()
+
+
+def analyse_again(folder: Path) -> dict:
+    """The comparison of a device run redone from what it left (the runs and the Nsight Compute raw CSVs)."""
+    from kernelscope.load.ncu import read_ncu_csv
+
+    results: dict = {}
+    for work in sorted(p for p in folder.iterdir() if (p / "ncu-raw.csv").is_file()):
+        measured = read_ncu_csv(work / "ncu-raw.csv").launches.sort("launch")
+        results[work.name] = {"imports": {k: _coverage(work / d) for k, d in (("op_shapes", "run"),
+                                                                             ("model_config", "run-config"))
+                                          if (work / d).is_dir()}}
+        for source, run in (("op_shapes", work / "run"), ("model_config", work / "run-config")):
+            if run.is_dir():
+                results[work.name][source] = compare(run, measured)
+    return {"workloads": results, "headline": _headline({"workloads": results})}
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

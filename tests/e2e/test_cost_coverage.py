@@ -59,6 +59,7 @@ CASES = {
     "deepseek-v3-moe": [KINETO / "h200-deepseek-v3-p16-n3.trace.json.gz"],
     "deepseek-v3-ep2": [DATA / "multi_gpu" / "deepseek_v3_ep2_rank0.json.gz",
                         DATA / "multi_gpu" / "deepseek_v3_ep2_rank1.json.gz"],
+    "qwen3-moe-grouped-gemm": [KINETO / "h200-qwen3moe-2l-b4-p128-n3.trace.json.gz"],
     "shapeless-with-config": [QWEN_SHAPELESS, "--model-config", QWEN_CONFIG, "--batch-size", "1",
                               "--prompt-len", "16"],
 }
@@ -406,3 +407,22 @@ def test_gemm_shape_table_in_both_reports_the_csv_and_query(tmp_path):
                  "--format", "csv", "--out", str(query)]) == 0
     rows = pl.read_csv(query)
     assert set(zip(rows["m"], rows["n"], rows["k"], strict=True)) == shapes
+
+
+def test_a_grouped_gemm_s_arithmetic_is_its_gemm_kernel_s_not_its_setup_kernel_s(runs):
+    """torch._grouped_mm launches a setup kernel (each group's sizes and pointers) and the grouped GEMM: on an H200
+    the setup took a third of the op's time and, shared by duration, a third of its FLOPs (Nsight Compute measured
+    none). Every FLOP of the op, 2·T·K·N from the file's Input Dims, is the GEMM kernel's."""
+    path = KINETO / "h200-qwen3moe-2l-b4-p128-n3.trace.json.gz"
+    ops = [e for e in _events(path) if e.get("cat") == "cpu_op" and e["name"] == "aten::_grouped_mm"]
+    expected = 0
+    for op in ops:
+        (tokens, k), (_, k2, n) = op["args"]["Input Dims"][0], op["args"]["Input Dims"][1]
+        assert k == k2
+        expected += 2 * tokens * k * n
+    kernels = _kernels(runs("qwen3-moe-grouped-gemm")).filter(pl.col("op") == "aten::_grouped_mm")
+    setup = kernels.filter(pl.col("name").str.contains("prepare_grouped_gemm_data"))
+    gemm = kernels.filter(~pl.col("name").str.contains("prepare_grouped_gemm_data"))
+    assert len(ops) == 4 and setup.height == gemm.height == len(ops)
+    assert setup["flops"].sum() == 0
+    assert gemm["flops"].sum() == pytest.approx(expected, rel=1e-9)

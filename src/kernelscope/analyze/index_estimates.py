@@ -3,8 +3,9 @@
 The profiler records an index op's source tensor but not its index tensors (a list of optional tensors) nor its
 result, so how much of the source it gathered is not in the op itself: a MoE layer indexing 8 of 256 experts'
 weights reads 3% of them. Eager code uses the gathered tensor at once: the first op after it on its thread (among
-the next few) with an input of the source's trailing dimensions and no more rows, `[n, a, b]` for a source
-`[E, a, b]`, holds the result. Its cost, labelled `estimated`: n rows read and written, and the n indices read.
+the next few, once it has ended) with an input of the source's trailing dimensions, `[n, a, b]` for a source
+`[E, a, b]`, holds the result, of any number of rows (fewer: 8 of 256 experts' weights; as many: the experts a
+decode step's tokens chose, repeats included; more: a MoE's tokens repeated for each expert they go to). Its cost, labelled `estimated`: n rows read and written, and the n indices read.
 Where no such consumer follows, the op stays without a cost.
 """
 
@@ -66,6 +67,6 @@ def _consumer_rows(source: list[int], following: list[str | None]) -> int | None
             continue
         for shape in shapes:
             if (isinstance(shape, list) and len(shape) == len(source) and shape[1:] == tail
-                    and isinstance(shape[0], int) and 0 < shape[0] < source[0]):
+                    and isinstance(shape[0], int) and shape[0] > 0):
                 return shape[0]
     return None

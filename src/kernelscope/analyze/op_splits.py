@@ -15,8 +15,9 @@ import polars as pl
 from kernelscope.analyze.op_groups import FOLLOWER_CATEGORIES, FOLLOWER_NAME
 
 _GEMM_COLUMNS = ("gemm_m", "gemm_n", "gemm_k", "gemm_batch", "gemm_dtypes")
-# Steps that merge partial results (split-KV attention, a MoE's per-expert outputs), whatever their category.
-_MERGE_NAME = r"attention\w*_reduce_kernel|reduce_segments|_finalize_matmul|finalize(Kernel|_)"
+# Steps that merge partial results (split-KV attention, a MoE's per-expert outputs), whatever their category, and
+# steps that set a grouped GEMM up (its groups' sizes and pointers): none does the op's arithmetic.
+_MERGE_NAME = r"attention\w*_reduce_kernel|reduce_segments|_finalize_matmul|finalize(Kernel|_)|prepare_grouped_gemm"
 _SPLIT_COLUMNS = ("flops", "bytes_moved", "precision", "cost_model", "cost_source", "cost_op_id", *_GEMM_COLUMNS,
                   "gemm_layout")
 
