@@ -30,6 +30,7 @@ class Pass:
     hi: int
     groups: list[LayerGroup]
     training: bool = False  # the forward part of a training step (no LM head or token choice after its layers)
+    by_attention: bool = False  # its layers were placed by its attention kernels, not by a repeat
 
     @property
     def layers(self) -> int:

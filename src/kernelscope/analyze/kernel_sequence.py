@@ -58,7 +58,10 @@ def kernel_sequence(kernels: pl.DataFrame) -> KernelSequence:
     op_row = kernels["op_id"].fill_null(-1).to_numpy()[order]
     split_k = np.array(["splitKreduce" in names[i] or "splitK_reduce" in names[i] for i in order], dtype=bool)
     same_op = np.zeros(len(order), dtype=bool)
-    same_op[1:] = ((op_row[1:] == op_row[:-1]) & (op_row[1:] >= 0)) | (split_k[1:] & matrix[:-1])
+    # (kernels replayed from one CUDA graph share its launch's op: only a matrix op's own kernels count as one)
+    matrix_op = np.array([bool(o) and is_matrix_work(None, o) and not is_attention(None, o) for o in op], dtype=bool)
+    same_op[1:] = ((op_row[1:] == op_row[:-1]) & (op_row[1:] >= 0) & matrix_op[1:] & matrix[1:] & matrix[:-1]) \
+        | (split_k[1:] & matrix[:-1])
     dur = kernels["dur_ns"].fill_null(0).to_numpy()
     threads = kernels.select(pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z") * pl.col("block_x")
                              * pl.col("block_y") * pl.col("block_z")).to_series().fill_null(0).to_numpy()

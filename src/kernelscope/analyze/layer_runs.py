@@ -301,3 +301,36 @@ def _split_by_attention(r: Repeat, codes: np.ndarray, attention: np.ndarray) -> 
     cuts.append(r.period)
     return [Repeat(r.start + c * r.period + a, b - a, 1) for c in range(r.copies)
             for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+
+
+def layers_by_attention(codes: np.ndarray, attention: np.ndarray, matrix: np.ndarray, same_op: np.ndarray,
+                        lo: int, hi: int, count: int, per_layer: int) -> LayerGroup | None:
+    """A pass without a repeat (a compiled model whose layers all launch different kernels) that holds as many
+    attention kernels as the other passes have layers: one layer per attention kernel. After each attention kernel
+    a layer runs `per_layer` matrix multiplies (its output projection and MLP, as many as the other passes' layers
+    run there) and ends after the last of them; the first layer starts as far before its attention kernel as the
+    second does. None where the pass does not fit that reading."""
+    cores = _clusters(attention, lo, hi)
+    if count < 2 or len(cores) != count or per_layer < 1:
+        return None
+    heads = np.flatnonzero(matrix[lo:hi] & ~attention[lo:hi] & ~same_op[lo:hi]) + lo
+
+    def end_after(core_end: int, limit: int) -> int | None:
+        following = heads[(heads >= core_end) & (heads < limit)]
+        if len(following) < per_layer:
+            return None
+        op = int(following[per_layer - 1])
+        while op + 1 < hi and same_op[op + 1]:  # a split-K GEMM's reduction
+            op += 1
+        return op + 1
+
+    starts = [0]
+    for (_, prev_end), (a, _) in zip(cores[:-1], cores[1:], strict=True):
+        at = end_after(prev_end, a)
+        if at is None:
+            return None
+        starts.append(at)
+    starts[0] = max(lo, cores[0][0] - (cores[1][0] - starts[1]))
+    end = end_after(cores[-1][1], hi) or hi
+    bounds = [*starts, end]
+    return LayerGroup(tuple(Repeat(a, b - a, 1) for a, b in zip(bounds[:-1], bounds[1:], strict=True)))

@@ -38,6 +38,7 @@ from kernelscope.analyze.layer_runs import (
     StretchLayers,
     find_layers,
     layer_positions,
+    layers_by_attention,
     passes_of_units,
     with_odd_layers,
 )
@@ -103,7 +104,7 @@ def _training(out: Inferred, ops: pl.DataFrame, launches: Launches, span: int,
         return []
     fill = (kernels["phase"] == ranges.UNKNOWN).to_numpy() & split.phase.is_not_null().to_numpy()
     phase = pl.select(pl.when(pl.Series(fill)).then(split.phase).otherwise(kernels["phase"])).to_series()
-    step = kernels["step"] if marked is not None else split.step
+    step = pl.select(pl.when(pl.Series(fill)).then(split.step).otherwise(kernels["step"])).to_series()
     out.kernels = kernels.with_columns(phase.alias("phase"), step.alias("step"))
     out.phase_filled |= fill
     out.levels.append(StructureLevel(level="training", status="inferred", count=split.steps, evidence=split.evidence,
@@ -142,6 +143,7 @@ def _layers_and_passes(out: Inferred, seq: KernelSequence, ops: pl.DataFrame,
         p.groups = [with_odd_layers(g, seq.codes, seq.attention, seq.embedding, p.lo if k == 0 else p.groups[k - 1].end,
                                     p.hi if k == len(p.groups) - 1 else p.groups[k + 1].start)
                     for k, g in enumerate(p.groups)]
+    _by_attention(seq, passes)
     layer_of = _layers(out, seq, passes, rivals)
     if regions is None:
         _inferred_passes(out, seq, ops, passes, how, layer_of)
@@ -150,6 +152,33 @@ def _layers_and_passes(out: Inferred, seq: KernelSequence, ops: pl.DataFrame,
 
 
 # --------------------------------------------------------------------------------------------- layers
+
+
+def _by_attention(seq: KernelSequence, passes: list[Pass]) -> None:
+    """Passes without a repeat get one layer per attention kernel, where they hold as many as the other passes
+    have layers and those layers agree on the matrix multiplies after their attention kernel
+    (analyze/layer_runs.layers_by_attention)."""
+    counts = Counter(p.layers for p in passes if p.layers)
+    if not counts or all(p.layers for p in passes):
+        return
+    layers = counts.most_common(1)[0][0]
+    after = set()
+    for p in passes:
+        for g in p.groups:
+            for r in g.repeats:
+                core = np.flatnonzero(seq.attention[r.start:r.start + r.period])
+                if core.size:
+                    tail = slice(r.start + int(core[-1]) + 1, r.start + r.period)
+                    after.add(int((seq.matrix[tail] & ~seq.attention[tail] & ~seq.same_op[tail]).sum()))
+    if len(after) != 1:
+        return
+    per_layer = after.pop()
+    for p in passes:
+        if not p.layers:
+            group = layers_by_attention(seq.codes, seq.attention, seq.matrix, seq.same_op, p.lo, p.hi, layers,
+                                        per_layer)
+            if group is not None:
+                p.groups, p.by_attention = [group], True
 
 
 def _layers(out: Inferred, seq: KernelSequence, passes: list[Pass], rivals: list[int]) -> np.ndarray:
@@ -188,12 +217,17 @@ def _layers(out: Inferred, seq: KernelSequence, passes: list[Pass], rivals: list
              for u, s in units.values()}
     _layer_columns(out, seq, passes, layer_of, unit_of, offset_of, parts)
     odd = len(counts) - agreeing
+    bare = sum(1 for p in passes if not p.layers and seq.matrix[p.lo:p.hi].any())
+    anchored = sum(1 for p in passes if p.by_attention and p.layers == layers)
     sizes = " or ".join(map(str, sorted(set(periods.values()))))
     out.levels.append(StructureLevel(
         level="layers", status="inferred", count=int(layers), code="repeats",
-        values={"layers": int(layers), "passes": agreeing, "unit_kernels": sizes, "other_passes": odd},
+        values={"layers": int(layers), "passes": agreeing, "unit_kernels": sizes, "other_passes": odd,
+                "passes_without_repeat": bare, "passes_by_attention": anchored},
         evidence=f"a unit of {sizes} kernels repeated {layers} times in each of {agreeing} pass(es)"
-                 + (f"; {odd} pass(es) with another count left without layers" if odd else "")))
+                 + (f"; {odd} pass(es) with another count left without layers" if odd else "")
+                 + (f"; {bare} pass(es) without a repeated unit left without layers" if bare else "")
+                 + (f"; in {anchored} pass(es) without a repeat, one layer per attention kernel" if anchored else "")))
     named = sorted(dict.fromkeys(x for p in parts.values() for x in p if x))
     out.levels.append(StructureLevel(level="modules", status="inferred", count=len(named), code="positions",
                                      values={"parts": ", ".join(named)},

@@ -58,7 +58,7 @@ def split_training(kernels: pl.DataFrame, ops: pl.DataFrame, launches: Launches,
     """kernels: the rank's kernels; order: their launch order (indices); marked_step: each kernel's step where step
     markers gave one (null elsewhere). None when no backward work is found."""
     from_ops = ops.filter(pl.col("cat") == "cpu_op").height > 0
-    kind = _part_of_each(kernels, ops, launches, span, from_ops)
+    kind = _part_of_each(kernels, ops, launches, span, from_ops)  # per kernel row
     if not (kind == _B).any():
         return None
     ordered = kind[order]
@@ -66,7 +66,7 @@ def split_training(kernels: pl.DataFrame, ops: pl.DataFrame, launches: Launches,
     step = np.full(len(order), -1, dtype=np.int64)
     part = np.full(len(order), _F, dtype=np.int8)
     if marks is not None and not np.isnan(marks.astype(float)).all():
-        keys = np.where(np.isnan(marks.astype(float)), -1, marks).astype(np.int64)
+        keys = _spread(np.where(np.isnan(marks.astype(float)), -1, marks).astype(np.int64))
         bounds = np.flatnonzero(np.diff(keys)) + 1
         segments = np.split(np.arange(len(order)), bounds)
         number = 0
@@ -102,6 +102,18 @@ def nullable(values: np.ndarray, name: str) -> pl.Series:
     """An Int64 series with null where the value is negative."""
     series = pl.Series(name, values, dtype=pl.Int64)
     return pl.select(pl.when(series >= 0).then(series)).to_series().alias(name)
+
+
+def _spread(keys: np.ndarray) -> np.ndarray:
+    """Marked steps in launch order, each reaching until the next: a step marker is a range on the main thread, and
+    autograd launches the backward kernels from a thread of its own."""
+    marked = np.flatnonzero(keys >= 0)
+    if marked.size == 0:
+        return keys
+    inside = np.arange(marked[0], marked[-1] + 1)
+    filled = keys.copy()
+    filled[inside] = keys[marked[np.searchsorted(marked, inside, side="right") - 1]]
+    return filled
 
 
 def _ordered_parts(kind: np.ndarray) -> np.ndarray:
