@@ -28,6 +28,7 @@ OWN_RANGES = "kernelscope ranges"
 MODULE_FRAMES = "nn.Module frames (with_modules)"
 STACK_FRAMES = "Python frames (with_stack)"
 USER_ANNOTATIONS = "user annotations (record_function)"
+LAYERWISE_MARKERS = "layer-by-layer NVTX markers (vLLM, SGLang)"
 LAUNCH_OP = "CPU op open at launch"
 INFERRED = "inferred from the trace's regularities"
 NONE = "none"
@@ -84,7 +85,8 @@ def infer_attribution(kernels: pl.DataFrame, ops: pl.DataFrame) -> tuple[pl.Data
             annotated = annotation_modules(ops.filter(pl.col("cat") == "annotation"), launches, span)
             if annotated is not None:
                 kernels = kernels.with_columns(annotated.module.alias("module"), annotated.layer.alias("layer"))
-                sources.module, sources.layer_class = USER_ANNOTATIONS, annotated.layer_class
+                sources.module = LAYERWISE_MARKERS if annotated.layerwise else USER_ANNOTATIONS
+                sources.layer_class = annotated.layer_class
                 sources.layer_types = annotated.layer_types
     lines = source_lines(frames, launches, span)
     if lines is not None:

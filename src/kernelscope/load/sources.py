@@ -30,7 +30,13 @@ from kernelscope.load import knowledge
 from kernelscope.load.input_checks import check_input_file
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.ncu import is_ncu_input
-from kernelscope.load.nsys_sqlite import SQLITE_MAGIC, export_nsys_rep, is_nsys_sqlite, load_nsys_sqlite
+from kernelscope.load.nsys_sqlite import (
+    SQLITE_MAGIC,
+    export_nsys_rep,
+    is_nsys_report,
+    is_nsys_sqlite,
+    load_nsys_sqlite,
+)
 from kernelscope.load.nsys_stats import is_nsys_stats
 
 KINETO = "kineto"
@@ -50,7 +56,7 @@ def source_kind(path: Path) -> str:
         check_input_file(path, "a trace or a profiler export")
     if is_ncu_input(path):
         return NCU
-    if path.suffix == ".nsys-rep":
+    if is_nsys_report(path):  # .nsys-rep, or .qdrep as Nsight Systems named its reports before 2021.3
         return NSYS_REP
     if is_nsys_sqlite(path) or _has_sqlite_magic(path):
         return NSYS_SQLITE  # any SQLite file: the nsys loader says what a foreign one lacks
