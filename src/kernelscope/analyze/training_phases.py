@@ -80,11 +80,12 @@ def split_training(kernels: pl.DataFrame, ops: pl.DataFrame, launches: Launches,
         evidence = "step markers; forward, backward and optimizer from the ops that launched each kernel" \
             if from_ops else "step markers; forward, backward and optimizer from kernel names"
     else:
-        part = _ordered_parts(ordered)
-        # a step ends where forward work follows backward or optimizer work
-        starts = np.flatnonzero((part[1:] == _F) & (part[:-1] != _F)) + 1
-        step = np.searchsorted(starts, np.arange(len(order)), side="right").astype(np.int64)
-        steps = len(starts) + 1
+        starts = _step_starts(ordered)
+        bounds = [0, *starts, len(order)]
+        for number, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            part[a:b] = _ordered_parts(ordered[a:b])
+            step[a:b] = number
+        steps = len(bounds) - 1
         evidence = ("forward, backward and optimizer from the ops that launched each kernel" if from_ops
                     else "forward, backward and optimizer from kernel names") + "; a step ends where forward work resumes"
     names = np.array(TRAINING_PHASES, dtype=object)
@@ -102,6 +103,22 @@ def nullable(values: np.ndarray, name: str) -> pl.Series:
     """An Int64 series with null where the value is negative."""
     series = pl.Series(name, values, dtype=pl.Int64)
     return pl.select(pl.when(series >= 0).then(series)).to_series().alias(name)
+
+
+def _step_starts(kind: np.ndarray) -> list[int]:
+    """Where a new step begins: the first forward kernel after optimizer work (or, in steps without an optimizer,
+    after backward work) once the step has run backward."""
+    starts, seen_backward, seen_optimizer = [], False, False
+    optimizer = bool((kind == _O).any())
+    for i, k in enumerate(kind.tolist()):
+        if k == _F and seen_backward and (seen_optimizer or not optimizer):
+            starts.append(i)
+            seen_backward = seen_optimizer = False
+        elif k == _B:
+            seen_backward = True
+        elif k == _O and seen_backward:
+            seen_optimizer = True
+    return starts
 
 
 def _spread(keys: np.ndarray) -> np.ndarray:

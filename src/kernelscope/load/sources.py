@@ -7,7 +7,10 @@ reports (`nsys-rep`), `nsys stats` kernel summaries (`nsys-stats`), Nsight Compu
 
 from __future__ import annotations
 
+import gzip
+import sqlite3
 import tempfile
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,14 +41,17 @@ from kernelscope.load.nsys_sqlite import (
     load_nsys_sqlite,
 )
 from kernelscope.load.nsys_stats import is_nsys_stats
+from kernelscope.load.rocprofv3 import is_rocpd, is_rocprofv3_json, load_rocpd, load_rocprofv3_json
 
 KINETO = "kineto"
 NSYS_SQLITE = "nsys-sqlite"
 NSYS_REP = "nsys-rep"
 NSYS_STATS = "nsys-stats"
 NCU = "ncu"
+ROCPROF_JSON = "rocprofv3-json"
+ROCPD = "rocpd"
 # Kinds that are traces with a timeline (one run; several files are its ranks).
-TRACE_KINDS = (KINETO, NSYS_SQLITE, NSYS_REP)
+TRACE_KINDS = (KINETO, NSYS_SQLITE, NSYS_REP, ROCPROF_JSON, ROCPD)
 
 
 def source_kind(path: Path) -> str:
@@ -58,8 +64,12 @@ def source_kind(path: Path) -> str:
         return NCU
     if is_nsys_report(path):  # .nsys-rep, or .qdrep as Nsight Systems named its reports before 2021.3
         return NSYS_REP
+    if _has_sqlite_magic(path) and _is_rocpd_file(path):
+        return ROCPD  # rocprofv3's database
     if is_nsys_sqlite(path) or _has_sqlite_magic(path):
         return NSYS_SQLITE  # any SQLite file: the nsys loader says what a foreign one lacks
+    if is_rocprofv3_json(_head(path)):
+        return ROCPROF_JSON
     if is_nsys_stats(path) or path.suffix.lower() in (".csv", ".tsv", ".txt"):
         return NSYS_STATS
     return KINETO
@@ -76,10 +86,35 @@ def read_trace(path: Path, workers: int | None = None) -> TraceTables:
         tables = load_nsys_sqlite(path)
     elif kind == KINETO:
         tables = load_kineto(path, workers=workers)
+    elif kind == ROCPROF_JSON:
+        tables = load_rocprofv3_json(path)
+    elif kind == ROCPD:
+        tables = load_rocpd(path)
     else:
         raise UserError(f"{path}: not a trace (a {kind} file): import it on its own")
     tables.meta.unrecorded_device_calls = unrecorded_device_calls(tables)
     return tables
+
+
+def _head(path: Path, size: int = 512) -> bytes:
+    """The first bytes of a file, decompressed where it is gzip (b"" where it cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            start = f.read(2)
+        opener = gzip.open if start == b"\x1f\x8b" else open
+        with opener(path, "rb") as f:
+            return f.read(size)
+    except (OSError, EOFError):
+        return b""
+
+
+def _is_rocpd_file(path: Path) -> bool:
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    except sqlite3.Error:
+        return False
+    return is_rocpd(names)
 
 
 def _has_sqlite_magic(path: Path) -> bool:

@@ -59,8 +59,8 @@ def read_rank(path: str, workers: int | None = None) -> RankTables:
     tables = read_trace(Path(path), workers=workers)
     trim_native_heap()  # what decoding left in glibc's heaps (the reader threads' buffers, NumPy's arrays)
     meta = tables.meta
-    if meta.source_format == "nsys-sqlite" and len(processes(tables)) > 1:
-        return _read_processes(tables)  # an Nsight Systems export of several processes: one rank each
+    if len(processes(tables)) > 1:
+        return _read_processes(tables)  # an Nsight Systems export or rocprofv3 output of several processes
     kernels, ops = attribute(tables)
     del tables  # the trace's own tables (launches, kernels before sorting) go before the next step's peak
     trim_native_heap()  # attribution's NumPy arrays
