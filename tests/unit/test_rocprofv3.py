@@ -98,3 +98,12 @@ def test_rocpd_imports_like_the_kineto_trace_it_came_from(rocpd, tmp_path):
     out = tmp_path / "run"
     assert main(["-q", "import", str(rocpd), "--out", str(out), "--no-report"]) == 0
     assert json.loads((out / "summary.json").read_text())["kernel_count"] == kineto.height
+
+
+def test_perfetto_protobuf_is_named_and_refused(tmp_path, capsys):
+    trace = tmp_path / "results.pftrace"
+    trace.write_bytes(b"\x0a\x02\x08\x01")
+    assert main(["-q", "import", str(trace), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a Perfetto protobuf trace" in err[0] and "--output-format rocpd" in err[0]
+    assert not (tmp_path / "run").exists()

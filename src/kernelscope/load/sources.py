@@ -62,6 +62,9 @@ def source_kind(path: Path) -> str:
         check_input_file(path, "a trace or a profiler export")
     if is_ncu_input(path):
         return NCU
+    if path.suffix.lower() == ".pftrace":
+        raise UserError(f"{path}: a Perfetto protobuf trace (rocprofv3 --output-format pftrace), which kernelscope does "
+                        "not read; record with `--output-format rocpd` or `json` and import that file")
     if is_nsys_report(path):  # .nsys-rep, or .qdrep as Nsight Systems named its reports before 2021.3
         return NSYS_REP
     if _has_sqlite_magic(path) and _is_rocpd_file(path):
