@@ -8,8 +8,9 @@
    that launches other kernels than the repeated ones, and either starts at least PREFILL_RATIO times their threads
    in its other kernels (element-wise work grows with the tokens) or spends that many times their GEMM time, is a
    prefill.
-Anything else is left unknown, with the reason: every pass alike (a loop of one shape is no generation), no pass
-repeating, or a different pass that is not slower.
+Either reading must look like generation: a prefill first, more decode passes than prefills, some decode passes
+back to back. Anything else is left unknown, with the reason: every pass alike (a loop of one shape is no
+generation), no pass repeating, a different pass that is not bigger, or passes that do not run as generation does.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def pass_phases(passes: list[PassFacts]) -> PassPhases:
             return PassPhases(unknown, [None] * n, code="same_shapes", values={"passes": n, "rows": fewest})
         tokens = [r // fewest if r is not None and r % fewest == 0 else None for r in rows]
         phases = [ranges.DECODE if r == fewest else ranges.PREFILL for r in rows]
+        if not _generation(phases):
+            return PassPhases(unknown, [None] * n, code="not_generation", values={"passes": n})
         most = max(r for r in rows if r is not None)
         return PassPhases(phases, tokens, evidence=f"rows of each pass's first projection: {fewest} in decode passes "
                           f"(one token per sequence), {most} at most in prefill", code="rows",
@@ -75,6 +78,8 @@ def pass_phases(passes: list[PassFacts]) -> PassPhases:
         return PassPhases(unknown, [None] * n, code="not_slower",
                           values={"ratio": round(min(p.gemm_ns for p in others) / gemm, 2) if gemm else 0.0})
     phases = [ranges.DECODE if p.signature == common else ranges.PREFILL for p in passes]
+    if not _generation(phases):
+        return PassPhases(unknown, [None] * n, code="not_generation", values={"passes": n})
     if by_threads:
         ratio = min(p.threads for p in others) / threads
         why, code = f"launch {ratio:.1f}× or more of their threads outside GEMMs", "threads"
@@ -85,6 +90,15 @@ def pass_phases(passes: list[PassFacts]) -> PassPhases:
                       evidence=f"{len(decode)} passes repeat one kernel sequence (decode); {len(others)} other(s) "
                       f"{why} (prefill)", code=code,
                       values={"decode_passes": len(decode), "prefill_passes": len(others), "ratio": round(ratio, 1)})
+
+
+def _generation(phases: list[str]) -> bool:
+    """The order generation runs in: a prefill first, more decode passes than prefills, and decode passes back to
+    back somewhere (a model whose passes alternate between two shapes, such as an image and a text tower, is no
+    generation)."""
+    decode = [p == ranges.DECODE for p in phases]
+    return (bool(phases) and phases[0] == ranges.PREFILL and sum(decode) >= max(2, len(phases) - sum(decode) + 1)
+            and any(a and b for a, b in zip(decode, decode[1:], strict=False)))
 
 
 def _median(values: list[int]) -> int:

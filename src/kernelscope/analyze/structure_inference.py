@@ -302,6 +302,11 @@ def _inferred_passes(out: Inferred, seq: KernelSequence, ops: pl.DataFrame, pass
         out.levels.append(StructureLevel(level="passes", status="unknown", code="no_repeat",
                                          reason="no step marker, and no repeated layers to tell forward passes by"))
         return
+    if not (layer_of >= 0).any():  # the layers the passes were told by did not pass their check
+        out.levels.append(StructureLevel(level="passes", status="unknown", code="layers_unknown",
+                                         reason="no step marker, and the repeated layers that would tell forward "
+                                                "passes apart are themselves unknown"))
+        return
     found = pass_phases(pass_facts(seq, ops, passes, layer_of))
     phase, step = pass_columns(seq, passes, found, out.kernels.height)
     fill = (out.kernels["phase"] == ranges.UNKNOWN).to_numpy() & out.kernels["step"].is_null().to_numpy()
@@ -346,6 +351,8 @@ def _phase_level(found) -> StructureLevel:
         "no_repeat": "no two passes launch the same kernels: no decode to tell a prefill from",
         "all_alike": "every pass launches the same kernels: nothing tells prefill from decode",
         "not_slower": "the passes that differ from the repeated ones are not slower: not told a prefill",
+        "not_generation": "the passes do not run as generation does (a prefill first, then more decode passes, some "
+                          "back to back): nothing is called prefill or decode",
     }
     return StructureLevel(level="phases", status="unknown", code=found.code, values=found.values,
                           reason=reasons.get(found.code or "", found.code))
