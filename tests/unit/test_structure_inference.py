@@ -286,3 +286,24 @@ def test_compiled_decode_passes_get_their_layers():
         pl.col("layer").drop_nulls().unique().sort())
     assert all(layers.to_list() == list(range(model_layers)) for layers in per_step["layer"])
     assert (summary.prefill_steps, summary.decode_steps) == (1, 5)
+
+
+def test_training_without_ops_or_optimizer_kernels_is_unknown(tmp_path):
+    """Without CPU ops, backward kernels are known by name only, and names miss backward kernels named otherwise
+    (a weight-gradient GEMM): without an optimizer kernel closing each step nothing splits it, and the trace says
+    so rather than calling everything forward."""
+    source = _stripped(DATA / "public" / "hta" / "data__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+                       tmp_path, "ops")
+    doc = _load(source)
+    optimizer = re.compile(r"multi_tensor_apply_kernel|(?i:fused_adam|fused_sgd|adamw?_kernel)")
+    doc["traceEvents"] = [e for e in doc["traceEvents"]
+                          if not (e.get("cat") == "kernel" and optimizer.search(e.get("name", "")))]
+    assert any(e.get("cat") == "kernel" and "backward" in e["name"].lower() for e in doc["traceEvents"])
+    path = tmp_path / "no-optimizer.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    kernels, info, summary = _inferred(path)
+    training = _level(info, "training")
+    assert (training.status, training.code) == ("unknown", "no_optimizer")
+    assert not set(kernels["phase"].drop_nulls()) & {"forward", "backward", "optimizer"}
+    assert summary.training_steps is None and "training" in summary.unknown

@@ -78,7 +78,8 @@ def infer_structure(kernels: pl.DataFrame, ops: pl.DataFrame, launches: Launches
     training = is_training(ops, kernels["name"])
     if training:
         regions = _training(out, ops, launches, span, seq)
-    elif kernels["step"].is_not_null().any():
+        training = regions is not None
+    if not training and kernels["step"].is_not_null().any():
         phase = kernels["phase"].to_numpy()[seq.order]
         regions = _stretches(phase, kernels["step"].fill_null(-1).to_numpy()[seq.order])
     if kernels["layer"].is_not_null().any():
@@ -95,13 +96,17 @@ def _stretches(phase: np.ndarray, step: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _training(out: Inferred, ops: pl.DataFrame, launches: Launches, span: int,
-              seq: KernelSequence) -> list[tuple[int, int]]:
-    """Forward, backward and optimizer phases; the forward parts are where layers are searched."""
+              seq: KernelSequence) -> list[tuple[int, int]] | None:
+    """Forward, backward and optimizer phases; the forward parts are where layers are searched. None where the
+    split cannot be made (the trace is then read as any other)."""
     kernels = out.kernels
     marked = kernels["step"] if kernels["step"].is_not_null().any() else None
     split = split_training(kernels, ops, launches, span, seq.order, marked)
     if split is None:
-        return []
+        out.levels.append(StructureLevel(
+            level="training", status="unknown", code="no_optimizer",
+            reason="backward kernels by name, but no CPU op and no optimizer kernel to tell the steps' parts by"))
+        return None
     fill = (kernels["phase"] == ranges.UNKNOWN).to_numpy() & split.phase.is_not_null().to_numpy()
     phase = pl.select(pl.when(pl.Series(fill)).then(split.phase).otherwise(kernels["phase"])).to_series()
     step = pl.select(pl.when(pl.Series(fill)).then(split.step).otherwise(kernels["step"])).to_series()

@@ -9,7 +9,8 @@ of optimizer kernels (`multi_tensor_apply_kernel`, fused Adam/SGD).
 
 A step runs forward, then backward, then the optimizer: within a step every kernel before its first backward
 kernel is forward (the loss included), every kernel from there to its first optimizer kernel is backward, the rest
-optimizer. Without step markers, a new step starts where forward work follows optimizer (or backward) work.
+optimizer. Without step markers, a new step starts where forward work follows optimizer (or backward) work. From
+kernel names alone the split is made only where optimizer kernels close the steps.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def split_training(kernels: pl.DataFrame, ops: pl.DataFrame, launches: Launches,
     markers gave one (null elsewhere). None when no backward work is found."""
     from_ops = ops.filter(pl.col("cat") == "cpu_op").height > 0
     kind = _part_of_each(kernels, ops, launches, span, from_ops)  # per kernel row
-    if not (kind == _B).any():
+    if not (kind == _B).any() or (not from_ops and not (kind == _O).any()):
+        # Names alone miss backward kernels named otherwise (a weight-gradient GEMM): only an optimizer kernel
+        # closing each step makes the split trustworthy.
         return None
     ordered = kind[order]
     marks = marked_step.to_numpy()[order] if marked_step is not None else None
