@@ -307,3 +307,26 @@ def test_training_without_ops_or_optimizer_kernels_is_unknown(tmp_path):
     assert (training.status, training.code) == ("unknown", "no_optimizer")
     assert not set(kernels["phase"].drop_nulls()) & {"forward", "backward", "optimizer"}
     assert summary.training_steps is None and "training" in summary.unknown
+
+
+def test_backward_ops_without_kernels_leave_training_unknown(tmp_path):
+    """Autograd's backward ops that launched no kernel (the MI250 training step with the kernels launched from its
+    backward ops removed): nothing to split, and the reason says so (not "no optimizer")."""
+    source = DATA / "public" / "hta" / "data__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    doc = _load(source)
+    events = doc["traceEvents"]
+    backward = [e for e in events if e.get("cat") == "cpu_op"
+                and re.search(r"^autograd::engine::evaluate_function|Backward\d*$", e["name"])]
+    launched = _launches(events)
+    inside = {c for c, (t, tid) in launched.items()
+              if any(b["tid"] == tid and b["ts"] <= t < b["ts"] + b["dur"] for b in backward)}
+    assert backward and inside
+    doc["traceEvents"] = [e for e in events if not (e.get("cat") in DEVICE_CATS
+                                                    and e["args"].get("correlation") in inside)]
+    path = tmp_path / "no-backward-kernels.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    kernels, info, summary = _inferred(path)
+    training = _level(info, "training")
+    assert (training.status, training.code) == ("unknown", "no_backward_kernels")
+    assert not set(kernels["phase"].drop_nulls()) & {"forward", "backward", "optimizer"}

@@ -103,9 +103,14 @@ def _training(out: Inferred, ops: pl.DataFrame, launches: Launches, span: int,
     marked = kernels["step"] if kernels["step"].is_not_null().any() else None
     split = split_training(kernels, ops, launches, span, seq.order, marked)
     if split is None:
-        out.levels.append(StructureLevel(
-            level="training", status="unknown", code="no_optimizer",
-            reason="backward kernels by name, but no CPU op and no optimizer kernel to tell the steps' parts by"))
+        if ops.filter(pl.col("cat") == "cpu_op").height:
+            level = StructureLevel(level="training", status="unknown", code="no_backward_kernels",
+                                   reason="autograd's backward ops ran, but no kernel was launched from them")
+        else:
+            level = StructureLevel(
+                level="training", status="unknown", code="no_optimizer",
+                reason="backward kernels by name, but no CPU op and no optimizer kernel to tell the steps' parts by")
+        out.levels.append(level)
         return None
     fill = (kernels["phase"] == ranges.UNKNOWN).to_numpy() & split.phase.is_not_null().to_numpy()
     phase = pl.select(pl.when(pl.Series(fill)).then(split.phase).otherwise(kernels["phase"])).to_series()
