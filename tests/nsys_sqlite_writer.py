@@ -12,7 +12,10 @@ differences between nsys versions that the loader handles:
 - "short-name-only": the kernel table has shortName but no demangledName column;
 - "legacy": an older, narrower layout: no mangledName, greenContextId, graphNodeId, srcKind/dstKind, memKind,
   textId, callchainId columns; no ENUM_*, TARGET_INFO_CUDA_DEVICE, META_DATA_EXPORT tables; no API version
-  suffixes; TARGET_INFO_GPU with smMajor/smMinor only; times from the session start.
+  suffixes; TARGET_INFO_GPU with smMajor/smMinor only; times from the session start;
+- "2020": as legacy, with the GPU described in TARGET_INFO_CUDA_GPU (name, numMultiprocessors,
+  computeCapabilityMajor/Minor, globalMemorySize in MiB…), the table exports of nsys 2020–2021 have (its columns as
+  in a public 2021 export) and no TARGET_INFO_GPU.
 
 Besides the trace's own ranges it writes an NVTX mark, a domain definition and a range that never ended, as a
 real capture has: the loader must drop all three.
@@ -30,7 +33,7 @@ import polars as pl
 
 from kernelscope.contracts.trace import TraceTables
 
-VARIANTS = ("current", "nvtx-textid", "short-name-only", "legacy")
+VARIANTS = ("current", "nvtx-textid", "short-name-only", "legacy", "2020")
 ABSOLUTE_BASE_NS = 1_700_000_000_000_000_000
 SESSION_BASE_NS = 2_500_000_000
 MACHINE_ID = 1  # the bits of globalTid above the pid (48 and up): a host / VM number
@@ -54,6 +57,7 @@ class _Layout:
     api_suffix: bool
     modern: bool
     base_ns: int
+    cuda_gpu_table: bool = False  # nsys 2020–2021: TARGET_INFO_CUDA_GPU (memory in MiB) instead of TARGET_INFO_GPU
 
 
 _LAYOUTS = {
@@ -61,6 +65,7 @@ _LAYOUTS = {
     "nvtx-textid": _Layout(("demangledName", "shortName", "mangledName"), True, True, True, ABSOLUTE_BASE_NS),
     "short-name-only": _Layout(("shortName", "mangledName"), False, True, True, ABSOLUTE_BASE_NS),
     "legacy": _Layout(("demangledName", "shortName"), False, False, False, SESSION_BASE_NS),
+    "2020": _Layout(("demangledName", "shortName"), False, False, False, SESSION_BASE_NS, cuda_gpu_table=True),
 }
 
 
@@ -96,6 +101,8 @@ class _Strings:
 
 
 def _create(db: sqlite3.Connection, table: str, columns: list[tuple[str, str]]) -> None:
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+        return  # several processes written into one export share its tables
     db.execute(f"CREATE TABLE {table} ({', '.join(f'{name} {decl}' for name, decl in columns)})")
 
 
@@ -122,6 +129,30 @@ def write_nsys_sqlite(trace: TraceTables, path: Path, variant: str = "current") 
         _write_runtime(db, launches, layout, strings, base)
         _write_nvtx(db, trace.ops.filter(pl.col("cat") == "annotation"), layout, strings, base, main_pid)
         _write_target_info(db, trace.meta, layout, main_pid)
+        _insert(db, "StringIds", ["id", "value"], ((i, v) for v, i in strings.ids.items()))
+        db.commit()
+    return path
+
+
+def write_nsys_processes(traces: list[TraceTables], pids: list[int], path: Path) -> Path:
+    """Several processes' traces (ranks of one job) as one export of a multi-process capture: each trace's kernels,
+    copies, runtime calls and ranges under its own process id (`pids`, one per trace), their correlation ids
+    repeating across processes as CUPTI's do, one GPU per process (the trace's own device)."""
+    layout = _LAYOUTS["current"]
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    strings = _Strings()
+    base = layout.base_ns
+    with closing(sqlite3.connect(path)) as db:
+        _create(db, "StringIds", [("id", "INTEGER NOT NULL PRIMARY KEY"), ("value", "TEXT NOT NULL")])
+        for trace, pid in zip(traces, pids, strict=True):
+            launches = trace.launches.with_columns(pl.lit(pid, dtype=pl.Int64).alias("pid"))
+            ranges = trace.ops.filter(pl.col("cat") == "annotation").with_columns(pl.lit(pid, dtype=pl.Int64).alias("pid"))
+            _write_kernels(db, trace.kernels.filter(pl.col("kind") == "kernel"), layout, strings, base, {}, pid)
+            _write_copies(db, trace.kernels, layout, base, {}, pid)
+            _write_runtime(db, launches, layout, strings, base)
+            _write_nvtx(db, ranges, layout, strings, base, pid)
+        _write_target_info(db, traces[0].meta, layout, pids[0])
         _insert(db, "StringIds", ["id", "value"], ((i, v) for v, i in strings.ids.items()))
         db.commit()
     return path
@@ -256,8 +287,26 @@ def _write_nvtx(db, ranges: pl.DataFrame, layout: _Layout, strings: _Strings, ba
     _insert(db, "NVTX_EVENTS", names, rows)
 
 
+def _write_cuda_gpu(db, props: dict, main_pid: int) -> None:
+    columns = [("vmId", "INTEGER NOT NULL"), ("name", "TEXT NOT NULL"), ("pciBusId", "TEXT"),
+               ("globalMemoryBandwidth", "INTEGER NOT NULL"), ("globalMemorySize", "INTEGER NOT NULL"),
+               ("l2CacheSize", "INTEGER NOT NULL"), ("numThreadsPerWarp", "INTEGER NOT NULL"),
+               ("numMultiprocessors", "INTEGER NOT NULL"), ("maxThreadsPerBlock", "INTEGER NOT NULL"),
+               ("computeCapabilityMajor", "INTEGER NOT NULL"), ("computeCapabilityMinor", "INTEGER NOT NULL"),
+               ("deviceId", "INTEGER NOT NULL"), ("pid", "INTEGER")]
+    _create(db, "TARGET_INFO_CUDA_GPU", columns)
+    values = [0, props.get("name"), "0000:19:00.0", 0, (props.get("totalGlobalMem") or 0) >> 20,
+              props.get("l2CacheSize") or 0, props.get("warpSize") or 32, props.get("numSms") or 0,
+              props.get("maxThreadsPerBlock") or 1024, props.get("computeMajor") or 0, props.get("computeMinor") or 0,
+              props.get("id", 0), main_pid]
+    _insert(db, "TARGET_INFO_CUDA_GPU", [c for c, _ in columns], [values])
+
+
 def _write_target_info(db, meta, layout: _Layout, main_pid: int) -> None:
     props = (meta.device_properties or [{}])[0]
+    if layout.cuda_gpu_table:
+        _write_cuda_gpu(db, props, main_pid)
+        return
     gpu = [("vmId", "INTEGER NOT NULL"), ("id", "INTEGER NOT NULL"), ("name", "TEXT"), ("busLocation", "TEXT"),
            ("l2CacheSize", "INTEGER"), ("totalMemory", "INTEGER"), ("smCount", "INTEGER"), ("uuid", "TEXT"),
            ("cuDevice", "INTEGER"), ("maxRegistersPerBlock", "INTEGER"), ("maxShmemPerBlock", "INTEGER"),

@@ -73,7 +73,42 @@ def read_events(path: Path) -> list[dict]:
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
     document = json.loads(raw)
+    if isinstance(document, dict) and "rocprofiler-sdk-tool" in document:
+        return rocprof_events(document)
     return document["traceEvents"] if isinstance(document, dict) else document
+
+
+def rocprof_events(document: dict) -> list[dict]:
+    """rocprofv3's JSON output as the events a Kineto trace would hold: each kernel dispatch and memory copy (times
+    in µs from its ns), named by the kernel symbol's demangled name without the code object's `.kd` suffix, and each
+    HIP API call, tied to its dispatches by the internal correlation id."""
+    events = []
+    for process in document["rocprofiler-sdk-tool"]:
+        pid = process["metadata"]["pid"]
+        symbols = {s["kernel_id"]: s for s in process.get("kernel_symbols", [])}
+        strings = {r["kind"]: r["operations"] for r in process.get("strings", {}).get("buffer_records", [])}
+        records = process.get("buffer_records", {})
+        for d in records.get("kernel_dispatch", []):
+            info = d["dispatch_info"]
+            name = symbols[info["kernel_id"]]["demangled_kernel_name"]
+            name = name[:-3] if name.endswith(".kd") else name
+            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": pid, "ts": d["start_timestamp"] / 1000,
+                           "dur": (d["end_timestamp"] - d["start_timestamp"]) / 1000,
+                           "args": {"device": info["agent_id"]["handle"],
+                                    "correlation": d["correlation_id"]["internal"]}})
+        for c in records.get("memory_copy", []):
+            direction = strings.get("MEMORY_COPY", [])[c["operation"]].removeprefix("MEMORY_COPY_")
+            direction = "Memcpy " + {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD",
+                                     "HOST_TO_HOST": "HtoH"}.get(direction, direction)
+            events.append({"ph": "X", "cat": "gpu_memcpy", "name": direction, "pid": pid,
+                           "ts": c["start_timestamp"] / 1000, "dur": (c["end_timestamp"] - c["start_timestamp"]) / 1000,
+                           "args": {"device": c.get("dst_agent_id", {}).get("handle")}})
+        for a in records.get("hip_api", []):
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": strings["HIP_RUNTIME_API"][a["operation"]],
+                           "pid": pid, "tid": a["thread_id"], "ts": a["start_timestamp"] / 1000,
+                           "dur": (a["end_timestamp"] - a["start_timestamp"]) / 1000,
+                           "args": {"correlation": a["correlation_id"]["internal"]}})
+    return events
 
 
 def reference(path: Path) -> Reference:

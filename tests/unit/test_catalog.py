@@ -328,6 +328,32 @@ FAMILIES = [
     # vLLM's ROCm split-K GEMV, as its source names it (csrc/rocm/skinny_gemms.cu); not in the corpus.
     ("void wvSplitK_hf_sml_<__hip_bfloat16, 64, 2, 16, 8, 2, 4>(int, int, int, __hip_bfloat16 const*, "
      "__hip_bfloat16 const*, __hip_bfloat16*, int, int)", "vLLM (ROCm)", "GEMV", "vLLM ROCm Split-K GEMV"),
+    # CUTLASS device templates by kernel class (Nsight spells the whole template)
+    ("void cutlass::Kernel<cutlass::gemm::kernel::GemmFpAIntB<cutlass::gemm::threadblock::DqMmaMultistage<>>>"
+     "(cutlass::gemm::kernel::GemmFpAIntB<>::Params)", "CUTLASS", "GEMM", "CUTLASS GEMM (GemmFpAIntB)"),
+    ("void cutlass::Kernel2<cutlass::conv::kernel::ImplicitGemmConvolution<>>(cutlass::conv::kernel::"
+     "ImplicitGemmConvolution<>::Params)", "CUTLASS", "convolution", "CUTLASS Convolution (ImplicitGemmConvolution)"),
+    # CCCL called directly
+    ("void cub::CUB_200200_890_NS::DeviceRadixSortOnesweepKernel<cub::CUB_200200_890_NS::DeviceRadixSortPolicy<long, "
+     "long, unsigned int>::Policy900, false, long, long, unsigned int, int>(int*, int*)", "CUB (CCCL)", "sort/topk",
+     "CUB DeviceRadixSortOnesweepKernel"),
+    ("void thrust::cuda_cub::core::_kernel_agent<thrust::cuda_cub::__parallel_for::ParallelForAgent<thrust::cuda_cub::"
+     "__fill::functor<thrust::device_ptr<float>, float>, unsigned long>, thrust::cuda_cub::__fill::functor<thrust::"
+     "device_ptr<float>, float>, unsigned long>(thrust::cuda_cub::__fill::functor<thrust::device_ptr<float>, float>, "
+     "unsigned long)", "Thrust (CCCL)", "memset", "Thrust _kernel_agent (memset)"),
+    ("void gen_sequenced<curandStateXORWOW, float, int, &curand_uniform_noargs<curandStateXORWOW>, rng_config<"
+     "curandStateXORWOW, (curandOrdering)101>>(curandStateXORWOW*, float*, unsigned long, unsigned long, int)",
+     "cuRAND", "sampling", "cuRAND gen_sequenced"),
+    ("at::cuda::(anonymous namespace)::spin_kernel(long)", "PyTorch ATen", "synchronization", "Spin (torch.cuda._sleep)"),
+    ("cudapy::__main__::add_kernel$241(Array<float, 1, C, mutable, aligned>, Array<float, 1, C, mutable, aligned>)",
+     "Numba (CUDA)", "elementwise", "Numba add_kernel"),
+    ("cupy_copy__float32_float32", "CuPy", "copy/cast", "CuPy copy"),
+    ("__amd_rocclr_copyBuffer", "HIP runtime (ROCclr)", "memcpy", "HIP runtime copyBuffer"),
+    ("rotary_kernel", "FlashAttention (Triton)", "rope", "Rotary Embedding (Triton)"),
+    ("void cuda::per_token_cast_to_fp8_with_channels<__nv_bfloat16, 128, false, 128, false>(__nv_bfloat16 const*, int, "
+     "unsigned char*, float*, int, int, int, int, bool, float, __nv_fp8_interpretation_t)",
+     "custom CUDA (cuda:: namespace)", "quantization", "per_token_cast_to_fp8_with_channels"),
+    ("matmul_k(float*, float*, float*, int, int, int)", "custom CUDA C++", "GEMM", "matmul_k"),
 ]
 
 
@@ -511,12 +537,12 @@ def test_unknown_names_keep_a_shortened_raw_name() -> None:
 
 def test_an_unknown_qualified_name_takes_a_category_from_its_own_words_only() -> None:
     """Library unknown, but a word of the qualified name (not of its template arguments) gives the category."""
-    cast = classify("void cuda::per_token_cast_to_fp8_with_channels<__nv_bfloat16, 128, false, 128, false>"
+    cast = classify("void mylab::per_token_cast_to_fp8_with_channels<__nv_bfloat16, 128, false, 128, false>"
                     "(__nv_bfloat16 const*, int, unsigned char*, float*, int, int, int)")
     assert (cast.library, cast.category, cast.friendly_name) == (
-        "unknown", "quantization", "cuda::per_token_cast_to_fp8_with_channels<…>")
+        "unknown", "quantization", "mylab::per_token_cast_to_fp8_with_channels<…>")
     # A fused SwiGLU and FP8 cast: activation words come first in the table.
-    fused = classify("void cuda::swiglu_forward_with_weight_and_per_token_cast_to_fp8_with_channels_impl"
+    fused = classify("void mylab::swiglu_forward_with_weight_and_per_token_cast_to_fp8_with_channels_impl"
                      "<__nv_bfloat16, true, false, 128>(unsigned char*, __nv_bfloat16 const*)")
     assert (fused.library, fused.category) == ("unknown", "activation")
     # Template arguments are not read: `index_t` or `float` say nothing of what the kernel does.

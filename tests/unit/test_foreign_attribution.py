@@ -137,7 +137,8 @@ def test_embedding_lookups_give_steps_without_frames(tmp_path):
     phases = ["prefill" if n > 1 else "decode" for n in tokens]
     assert [s["phase"] for s in info["attribution"]["steps"]] == phases
     assert [s["tokens"] for s in info["attribution"]["steps"]] == tokens
-    assert info["attribution"]["module"]["source"] == "none"
+    # no module frames: layers come from the repeats of the kernel sequence (tests/unit/test_structure_inference.py)
+    assert info["attribution"]["module"]["source"] == "inferred from the trace's regularities"
 
 
 def test_profiler_steps_of_a_users_loop(tmp_path):
@@ -317,9 +318,11 @@ def test_imported_report_has_steps_source_lines_and_attribution_sources(tmp_path
     # No Python frames: the source-line section is left out, and the attribution section says what the trace
     # lacks and how to record it.
     assert "## Where the time comes from in the source" not in plain
-    assert "Not in this trace: module, layer, source line. A trace recorded with `torch.profiler.profile(" \
+    assert "Not in this trace: source line. A trace recorded with `torch.profiler.profile(" \
            "with_stack=True, with_modules=True)`" in plain
-    assert "Not available: no kernel has a module (the trace has no module ranges, no module frames and no user annotations" in plain
+    # modules and layers are read from the repeats of its kernel sequence instead, and said to be inferred
+    assert "| Module | inferred from the trace's regularities |" in plain
+    assert "- Decoder layers (inferred): 4, a unit of" in plain
 
 
 # ---------------------------------------------------------------- NVTX ranges of an Nsight Systems export

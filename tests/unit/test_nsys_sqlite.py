@@ -12,7 +12,7 @@ from kernelscope.analyze.attribution import attribute
 from kernelscope.errors import UserError
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.nsys_sqlite import export_nsys_rep, is_nsys_sqlite, load_nsys_sqlite
-from kernelscope.load.sources import hardware_from_properties
+from kernelscope.load.sources import hardware_from_properties, read_trace
 from tests.conftest import KINETO
 from tests.nsys_sqlite_writer import VARIANTS, global_tid, short_kernel_name, write_nsys_sqlite
 
@@ -300,7 +300,24 @@ def test_export_nsys_rep_reports_nsys_failure_and_absence(tmp_path, monkeypatch)
     with pytest.raises(UserError, match=re.escape(f"{report}: nsys export failed: ERROR: cannot open run.nsys-rep")):
         export_nsys_rep(report, tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
-    with pytest.raises(UserError, match=re.escape(f"{report}: ") + ".*needs `nsys` on PATH"):
+    with pytest.raises(UserError, match=re.escape(f"{report}: an Nsight Systems report (.nsys-rep)") +
+                       ".*`nsys` is not on PATH; export it with `nsys export --type sqlite"):
         export_nsys_rep(report, tmp_path)
     with pytest.raises(UserError, match="no such file"):
         export_nsys_rep(tmp_path / "absent.nsys-rep", tmp_path)
+
+
+def test_qdrep_and_renamed_reports_are_named_as_reports(tmp_path, monkeypatch):
+    """A report of nsys before 2021.3 (.qdrep), or a report under another name, is told to be an Nsight Systems
+    report with the command that exports it, not read as a JSON trace."""
+    from kernelscope.cli import main
+
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    for name in ("old.qdrep", "report.bin"):
+        report = tmp_path / name
+        report.write_bytes(b"NVIDIA Tegra Profiler Report 1\n" + bytes(64))
+        with pytest.raises(UserError, match=re.escape(f"{report}: an Nsight Systems report (") +
+                           r"\.(qdrep|nsys-rep)\).*`nsys export --type sqlite --output REPORT\.sqlite "):
+            read_trace(report)
+    assert main(["-q", "import", str(tmp_path / "old.qdrep"), "--out", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run").exists()

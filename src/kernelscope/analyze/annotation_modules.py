@@ -25,6 +25,9 @@ from kernelscope.load import knowledge
 from kernelscope.ranges import LAYER_IN_MODULE
 
 _NUMBERED = re.compile(r"^(?P<base>.*?[A-Za-z])[ _.-]?(?P<number>\d+)$")
+# vLLM's and SGLang's layer-by-layer NVTX markers (`--enable-layerwise-nvtx-tracing`, `--enable-layerwise-nvtx-marker`):
+# a dict's text whose `Module` is the module's qualified name under a prefix of their own (`top.`, `model.`).
+_LAYERWISE = re.compile(r"""^\{['"]Module['"]: ['"](?:top\.)?(?P<module>[^'"]+)['"]""")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class AnnotationModules:
     layer: pl.Series
     layer_class: str | None
     layer_types: dict[int, str]
+    layerwise: bool = False  # the modules came from serving engines' layer-by-layer markers
 
 
 @cache
@@ -58,13 +62,24 @@ def annotation_modules(annotations: pl.DataFrame, launches: Launches, span: int)
     row = index.innermost(launches.thread, launches.time)
     if not (row >= 0).any():
         return None
-    parts, layer_class = _parts(ranges["name"].to_list(), index)
-    paths = _paths(parts, index)
+    names = ranges["name"].to_list()
+    qualified = [_qualified(name) for name in names]
+    parts, layer_class = _parts(names, index)
+    # A layer-by-layer marker names its module in full: its path is that name, not the chain of markers around it.
+    paths = [q if q is not None else p for q, p in zip(qualified, _paths(parts, index), strict=True)]
+    if any(q is not None for q in qualified):
+        layer_class = None
     module = pl.Series("module", paths, dtype=pl.String)
     layer = module.str.extract(LAYER_IN_MODULE, 1).cast(pl.Int64)
     layers = sorted({int(n) for n in layer.drop_nulls().to_list()})
     return AnnotationModules(module=gather_rows(module, row), layer=gather_rows(layer, row), layer_class=layer_class,
-                             layer_types={n: layer_class for n in layers} if layer_class else {})
+                             layer_types={n: layer_class for n in layers} if layer_class else {},
+                             layerwise=any(q is not None for q in qualified))
+
+
+def _qualified(name: str) -> str | None:
+    match = _LAYERWISE.match(name)
+    return match["module"] if match else None
 
 
 def _parts(names: list[str], index: NestedIntervals) -> tuple[list[str], str | None]:

@@ -4,8 +4,10 @@ came from.
 attribute() ties kernels to the ranges kernelscope pushes (ks.phase, ks.module). A trace written by another
 program has none; then phases and steps come from the trace's own step markers (analyze/step_inference.py) and
 modules, layers and source lines from its Python frames (analyze/python_frames.py), else modules and layers from its
-user annotations (analyze/annotation_modules.py). Every level records its
-source and the share of device time it reaches (run.json `attribution`, docs/importing.md).
+user annotations (analyze/annotation_modules.py). Where none of them gives a level, the trace's regularities may
+(analyze/structure_inference.py): forward passes, prefill and decode, layers and their parts, training phases.
+Every level records its source and the share of device time it reaches (run.json `attribution`,
+docs/importing.md), and every kernel the kind of evidence its place came from (`attribution_source`).
 """
 
 from __future__ import annotations
@@ -18,15 +20,25 @@ from kernelscope import ranges
 from kernelscope.analyze.annotation_modules import annotation_modules
 from kernelscope.analyze.python_frames import Launches, inside_function, module_frames, source_lines
 from kernelscope.analyze.step_inference import infer_steps
+from kernelscope.analyze.structure_inference import infer_structure
 from kernelscope.analyze.wide_tables import beside, time_where
-from kernelscope.contracts.run_info import AttributionInfo, LevelSource, StepInfo
+from kernelscope.contracts.run_info import AttributionInfo, LevelSource, StepInfo, StructureLevel
 
 OWN_RANGES = "kernelscope ranges"
 MODULE_FRAMES = "nn.Module frames (with_modules)"
 STACK_FRAMES = "Python frames (with_stack)"
 USER_ANNOTATIONS = "user annotations (record_function)"
+LAYERWISE_MARKERS = "layer-by-layer NVTX markers (vLLM, SGLang)"
 LAUNCH_OP = "CPU op open at launch"
+INFERRED = "inferred from the trace's regularities"
 NONE = "none"
+PROFILER_STEPS = "ProfilerStep#N ranges"
+MODEL_FORWARDS = "model forwards (top-level nn.Module frames)"
+
+# The kinds of evidence a kernel's place came from (its `attribution_source`), strongest first.
+ANNOTATION, MODULE_EVENT, OP_SHAPES, CAPTURE_TRACE, BY_INFERENCE = (
+    "annotation", "module event", "op shapes", "capture trace", "inferred")
+_STRENGTH = {ANNOTATION: 4, MODULE_EVENT: 3, CAPTURE_TRACE: 2, OP_SHAPES: 1, BY_INFERENCE: 0}
 
 
 @dataclass
@@ -40,6 +52,7 @@ class Sources:
     layer_class: str | None = None
     layer_types: dict[int, str] = field(default_factory=dict)
     steps: list[StepInfo] = field(default_factory=list)
+    structure: list[StructureLevel] = field(default_factory=list)
 
 
 def infer_attribution(kernels: pl.DataFrame, ops: pl.DataFrame) -> tuple[pl.DataFrame, Sources]:
@@ -72,13 +85,60 @@ def infer_attribution(kernels: pl.DataFrame, ops: pl.DataFrame) -> tuple[pl.Data
             annotated = annotation_modules(ops.filter(pl.col("cat") == "annotation"), launches, span)
             if annotated is not None:
                 kernels = kernels.with_columns(annotated.module.alias("module"), annotated.layer.alias("layer"))
-                sources.module, sources.layer_class = USER_ANNOTATIONS, annotated.layer_class
+                sources.module = LAYERWISE_MARKERS if annotated.layerwise else USER_ANNOTATIONS
+                sources.layer_class = annotated.layer_class
                 sources.layer_types = annotated.layer_types
     lines = source_lines(frames, launches, span)
     if lines is not None:
         kernels = kernels.with_columns(lines.alias("source_line"))
         sources.source_line = STACK_FRAMES
-    return kernels, sources
+    phase_kind, module_kind = _kind(sources.phase), _kind(sources.module)
+    inferred = infer_structure(kernels, ops, launches, span)
+    if inferred is None:
+        return with_attribution_source(kernels, phase_kind, module_kind), sources
+    kernels = inferred.kernels
+    sources.structure = inferred.levels
+    if inferred.phase_filled.any():
+        sources.phase = INFERRED if sources.phase == NONE else f"{sources.phase} + {INFERRED}"
+    if inferred.layer_filled.any():
+        sources.module = INFERRED if sources.module == NONE else f"{sources.module} + {INFERRED}"
+        if not sources.layer_types:
+            sources.layer_types = inferred.layer_types
+    if inferred.steps is not None:
+        sources.steps = inferred.steps
+    return with_attribution_source(kernels, phase_kind, module_kind, pl.Series(inferred.phase_filled),
+                                   pl.Series(inferred.layer_filled)), sources
+
+
+def _kind(source: str) -> str | None:
+    """The kind of evidence a level's source is (None: no source)."""
+    if source == NONE:
+        return None
+    if source in (MODULE_FRAMES, MODEL_FORWARDS):
+        return MODULE_EVENT
+    if source.startswith("embedding lookups"):
+        return OP_SHAPES
+    return ANNOTATION  # kernelscope's ranges, step annotations, ProfilerStep, user annotations
+
+
+def with_attribution_source(kernels: pl.DataFrame, phase_kind: str | None, module_kind: str | None,
+                            phase_inferred: pl.Series | None = None,
+                            layer_inferred: pl.Series | None = None) -> pl.DataFrame:
+    """`attribution_source` per kernel: the weakest kind of evidence among its phase or step and its module or layer
+    (null where it has neither)."""
+    none = pl.lit(None, dtype=pl.String)
+    placed = (pl.col("phase") != ranges.UNKNOWN) | pl.col("step").is_not_null()
+    phase = pl.when(placed).then(pl.lit(phase_kind, dtype=pl.String)).otherwise(none)
+    module = pl.when(pl.col("module").is_not_null() | pl.col("layer").is_not_null()) \
+        .then(pl.lit(module_kind, dtype=pl.String)).otherwise(none)
+    if phase_inferred is not None:
+        phase = pl.when(phase_inferred).then(pl.lit(BY_INFERENCE)).otherwise(phase)
+    if layer_inferred is not None:
+        module = pl.when(layer_inferred).then(pl.lit(BY_INFERENCE)).otherwise(module)
+    weakest = pl.when(phase.is_null()).then(module).when(module.is_null()).then(phase) \
+        .when(phase.replace_strict(_STRENGTH, default=0) <= module.replace_strict(_STRENGTH, default=0)) \
+        .then(phase).otherwise(module)
+    return kernels.with_columns(weakest.alias("attribution_source"))
 
 
 def _clock(kernels: pl.DataFrame, ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, Launches, int]:
@@ -117,5 +177,5 @@ def attribution_info(kernels: pl.DataFrame, per_rank: list[Sources], graph_note:
         op=LevelSource(source=source("op"), coverage=share(pl.col("op").is_not_null())),
         source_line=LevelSource(source=source("source_line"), coverage=share(pl.col("source_line").is_not_null())),
         layer_types=first.layer_types, layer_class=first.layer_class, steps=first.steps,
-        notes=[graph_note] if graph_note else [],
+        notes=[graph_note] if graph_note else [], structure=first.structure,
     )

@@ -49,17 +49,21 @@ def combine_ranks(parts: list[tuple[pl.DataFrame, pl.DataFrame]],
     kernels_parts, ops_parts = [], []
     offset = 0
     offsets = clock_offsets_ns or [0] * len(parts)
-    numbers = ranks or list(range(len(parts)))
+    # A part may hold several ranks already (the processes of one Nsight Systems export, numbered from 0): they keep
+    # their numbers after those of the parts before them.
+    inner = [int(k["rank"].max() or 0) + 1 if "rank" in k.columns and k.height else 1 for k, _ in parts]
+    numbers = ranks or [sum(inner[:i]) for i in range(len(parts))]
     for index, (kernels, ops) in enumerate(parts):
         rank = numbers[index]
         shift = pl.lit(offset, dtype=pl.Int64)
         clock = pl.lit(offsets[index], dtype=pl.Int64)
+        own = (pl.col("rank").fill_null(0) if "rank" in kernels.columns else pl.lit(0)) + rank
         kernels_parts.append(kernels.with_columns(
-            pl.lit(rank, dtype=pl.Int64).alias("rank"),
+            own.cast(pl.Int64).alias("rank"),
             *((pl.col(c) + shift).alias(c) for c in _OP_REFERENCES if c in kernels.columns),
             *((pl.col(c) + clock).alias(c) for c in _TIMES if c in kernels.columns)))
         ops_parts.append(ops.with_columns(
-            pl.lit(rank, dtype=pl.Int64).alias("rank"),
+            ((pl.col("rank").fill_null(0) if "rank" in ops.columns else pl.lit(0)) + rank).cast(pl.Int64).alias("rank"),
             (pl.col("op_id") + shift).alias("op_id"), (pl.col("parent_op_id") + shift).alias("parent_op_id"),
             (pl.col("start_ns") + clock).alias("start_ns")))
         offset += int(ops["op_id"].max()) + 1 if ops.height else 0

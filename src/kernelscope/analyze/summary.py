@@ -8,6 +8,7 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.attribution import attribution_coverage
 from kernelscope.analyze.phases import phase_table
+from kernelscope.analyze.structure_summary import structure_summary
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.summary import KeyTimings, PhaseSummary, Summary
@@ -75,4 +76,5 @@ def summarize(run: Run, phases: pl.DataFrame | None = None) -> Summary:
         phases=per_phase,
         # CUDA-graph replays: how many got module attribution from an eager step, and why the others did not.
         graph_replays=info.graph_replays if info.graph_replays is not None else msgspec.UNSET,
+        structure=structure_summary(kernels, info.attribution) if kernels.height else msgspec.UNSET,
     )

@@ -70,7 +70,8 @@ def export_run(run_dir: Path, fmt: str, out: Path | None, phase: str | None = No
     target = _target(run_dir, fmt, out, phase)
     if fmt == PERFETTO:
         if run.kernels.height and run.kernels["start_ns"].is_null().all():
-            raise UserError(f"{run_dir}: its kernels have no start times (a summary import); a trace needs them")
+            raise UserError(f"{run_dir}: its kernels have no start times (kernel summaries, or Nsight Compute results, "
+                            "which measure kernels one at a time): there is no timeline to export as a trace")
         _write_atomically(target, lambda f: write_trace(run, f, trace_name=run_dir.resolve().name), compress=True,
                           run_dir=run_dir if out is None else None)
     else:

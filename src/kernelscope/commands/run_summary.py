@@ -122,7 +122,8 @@ def _phase_hint(run: Run, op_coverage: float) -> str | None:
     attribution = run.info.attribution
     if run.info.source != "import" or attribution is None:
         return None
-    if attribution.phase.source != "none" or attribution.step.source != "none":
+    # (phases read from the trace's regularities are no marker of its own: the hint still applies)
+    if {attribution.phase.source, attribution.step.source} - {"none", "inferred from the trace's regularities"}:
         return None
     if not op_coverage:  # no kernel has a framework op: the trace holds no CPU activity to tie them to
         return ("  phases: none, nor ops: record the CPU side too (`activities=[CPU, CUDA]`) to tie kernels to "

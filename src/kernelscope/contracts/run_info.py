@@ -330,6 +330,20 @@ class StepInfo(_Record, kw_only=True, omit_defaults=True):
     decode_query_kv_products: int | None = None
 
 
+class StructureLevel(_Record, kw_only=True, omit_defaults=True):
+    """One level of structure (`passes`, `phases`, `layers`, `modules`, `training`) read from the trace's own
+    regularities where no annotation gave it: `inferred` with its evidence (English), or `unknown` with the reason
+    (English in `reason`; as a code and its numbers in `code` and `values`, for the report's words)."""
+
+    level: str
+    status: str  # "inferred" or "unknown"
+    count: int | None = None
+    evidence: str | None = None
+    reason: str | None = None
+    code: str | None = None
+    values: dict[str, int | float | str] = msgspec.field(default_factory=dict)
+
+
 class AttributionInfo(_Record, kw_only=True, omit_defaults=True):
     """How the kernels of the run were tied to phases, steps, modules, layers, ops and source lines."""
 
@@ -344,6 +358,8 @@ class AttributionInfo(_Record, kw_only=True, omit_defaults=True):
     layer_class: str | None = None
     steps: list[StepInfo] = msgspec.field(default_factory=list)
     notes: list[str] = msgspec.field(default_factory=list)
+    # Structure read from the trace's regularities (analyze/structure_inference.py), level by level.
+    structure: list[StructureLevel] = msgspec.field(default_factory=list)
 
 
 class RankInfo(_Record, kw_only=True, omit_defaults=True):

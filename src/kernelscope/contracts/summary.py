@@ -31,6 +31,20 @@ class KeyTimings(msgspec.Struct, kw_only=True):
     e2e_ms: float | None = None
 
 
+class StructureSummary(msgspec.Struct, kw_only=True):
+    """The run's structure: forward passes, prefill and decode steps, decoder layers (null where unknown), where it
+    came from (`annotations`: the trace's own markers; `inferred`: its regularities; `mixed`), and per level left
+    unknown the reason."""
+
+    source: str = "annotations"
+    forward_passes: int | None = None
+    prefill_steps: int | None = None
+    decode_steps: int | None = None
+    layers: int | None = None
+    training_steps: int | None = None
+    unknown: dict[str, str] = msgspec.field(default_factory=dict)
+
+
 class Summary(msgspec.Struct, kw_only=True):
     """kernel_count counts launches (a summary row stands for `instances` of them); kernel_rows, the rows of
     kernels.parquet, is written only where the two differ. kind: "gpu" when the trace holds device activity
@@ -56,6 +70,7 @@ class Summary(msgspec.Struct, kw_only=True):
     timings: KeyTimings = msgspec.field(default_factory=KeyTimings)
     phases: dict[str, PhaseSummary] = msgspec.field(default_factory=dict)
     graph_replays: GraphReplays | msgspec.UnsetType = msgspec.UNSET
+    structure: StructureSummary | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Summary:

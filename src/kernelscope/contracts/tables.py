@@ -54,6 +54,9 @@ ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
     "generation": pl.Int64(), "source_line": pl.String(),
     # CPU-only runs: the op's whole duration, its children's included (dur_ns is its self time); null elsewhere.
     "op_dur_ns": pl.Int64(),
+    # Where the kernel's place in the structure (phase, step, layer, module) came from, the weakest source of those
+    # levels: annotation, module event, op shapes, capture trace, inferred (analyze/attribution_sources.py).
+    "attribution_source": pl.String(),
 }
 # Statistics of a summary row (nsys stats imports): the row stands for `instances` launches.
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {

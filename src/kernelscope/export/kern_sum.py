@@ -28,6 +28,9 @@ NSYS_COLUMNS = {
 # kernelscope's own columns, after Name so that scripts reading nsys's columns keep working.
 CATALOG_COLUMNS = {"library": "Library", "category": "Category", "friendly_name": "Friendly Name"}
 NVTX_COLUMN = "NVTX Range"
+# On CPU-only runs, whose rows are CPU ops: `Kind` = cpu_op, so that importing the file again reads CPU work, not
+# device time (load/nsys_stats.py).
+KIND_COLUMN = "Kind"
 
 
 def kern_sum_table(kernels: pl.DataFrame, phase: str | None = None, nvtx: bool = False,
@@ -66,6 +69,7 @@ def kern_sum_table(kernels: pl.DataFrame, phase: str | None = None, nvtx: bool =
         *([_nvtx_range(pl.col("phase")).alias(NVTX_COLUMN)] if nvtx else []),
         *(c.alias(NSYS_COLUMNS[n]) for c, n in zip(columns, NSYS_COLUMNS, strict=True)),
         *(pl.col(c).alias(label) for c, label in CATALOG_COLUMNS.items()),
+        *([pl.lit(CPU_OP_KIND).alias(KIND_COLUMN)] if kind == CPU_OP_KIND else []),
         *([_phase_order(rows).alias("_order")] if nvtx else []),
     )
     if nvtx:  # phases in the order they run; kernel_summary already sorted each group by total time

@@ -5,7 +5,8 @@ What is read (docs/nsys.md explains it for users):
 - CUPTI_ACTIVITY_KIND_RUNTIME (and _DRIVER where an export has it) → `launches`, joined to the device work by
   correlationId;
 - NVTX_EVENTS push/pop (eventType 59) and start/end (60) ranges that have an end → `ops` with cat "annotation",
-  so kernelscope's own range names (ks.phase:…, ks.module:…) give phases, steps and modules back;
+  so kernelscope's own range names (ks.phase:…, ks.module:…) give phases, steps and modules back; the ranges
+  `emit_nvtx` pushes for every framework op become CPU ops (load/nvtx_ops.py);
 - StringIds resolves every *Id / *Name integer column; ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND name the copies;
 - TARGET_INFO_GPU, TARGET_INFO_CUDA_DEVICE, TARGET_INFO_SESSION_START_TIME, META_DATA_EXPORT → metadata.
 
@@ -56,8 +57,12 @@ from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
 from kernelscope.load.input_checks import check_input_file
 from kernelscope.load.names import MAX_NAME, bounded
+from kernelscope.load.nvtx_ops import with_framework_ops
+from kernelscope.load.sqlite_input import connect_read_only
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # how .nsys-rep and .qdrep reports begin
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -101,6 +106,17 @@ _DEVICE_PROPERTIES = {
     "busLocation": ("busLocation",),
     "chipName": ("chipName",),
 }
+
+
+def is_nsys_report(path: Path) -> bool:
+    """An Nsight Systems report (.nsys-rep, or .qdrep before nsys 2021.3), by its suffix or its first bytes."""
+    if Path(path).suffix.lower() in REPORT_SUFFIXES:
+        return True
+    try:
+        with Path(path).open("rb") as f:
+            return f.read(len(REPORT_MAGIC)) == REPORT_MAGIC
+    except OSError:
+        return False
 
 
 def is_nsys_sqlite(path: Path) -> bool:
@@ -168,15 +184,17 @@ def _usable(table: pl.DataFrame, dropped: dict[str, int]) -> pl.DataFrame:
 
 
 def export_nsys_rep(path: Path, workdir: Path) -> Path:
-    """Turn a .nsys-rep report into an SQLite export in workdir with `nsys export`; returns the export's path."""
+    """Turn a .nsys-rep (or .qdrep) report into an SQLite export in workdir with `nsys export`; returns the
+    export's path."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no such file")
     nsys = shutil.which("nsys")
     if nsys is None:
+        kind = ".qdrep" if path.suffix.lower() == ".qdrep" else ".nsys-rep"
         raise UserError(
-            f"{path}: reading an Nsight Systems report needs `nsys` on PATH; or export it yourself with "
-            f"`nsys export --type sqlite --output REPORT.sqlite {path}` and pass the .sqlite file"
+            f"{path}: an Nsight Systems report ({kind}), whose binary format only `nsys` reads, and `nsys` is not on "
+            f"PATH; export it with `nsys export --type sqlite --output REPORT.sqlite {path}` and pass the .sqlite file"
         )
     out = Path(workdir) / f"{path.name.split('.')[0] or 'report'}.sqlite"
     out.unlink(missing_ok=True)
@@ -203,16 +221,10 @@ def _check_file(path: Path) -> None:
             raise UserError(
                 f"{path}: not an SQLite database (expected an export made with `nsys export --type sqlite`)"
             )
-    journal = path.with_name(path.name + "-wal")
-    if journal.is_file() and journal.stat().st_size > 0:  # rows still in the log: reading without it loses them
-        raise UserError(f"{path}: an unfinished write-ahead log ({journal.name}) lies beside it; let the program "
-                        f"that writes it finish, or export again")
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    """Read-only, and immutable: SQLite then takes no lock and makes no -shm/-wal file beside a WAL-mode export
-    (an input is never written to, nor next to)."""
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    return connect_read_only(path)
 
 
 class _Schema:
@@ -450,11 +462,42 @@ def _metadata(conn: sqlite3.Connection, schema: _Schema, devices: pl.DataFrame) 
     )
 
 
+# Kineto's device property keys ← TARGET_INFO_CUDA_GPU columns, the table exports of nsys 2020–2021 have instead of
+# TARGET_INFO_GPU (one row per GPU and process; memory in MiB: 32510 for a 32 GB V100).
+_OLD_GPU_TABLE = "TARGET_INFO_CUDA_GPU"
+_OLD_DEVICE_PROPERTIES = {
+    "id": "deviceId", "name": "name", "numSms": "numMultiprocessors", "computeMajor": "computeCapabilityMajor",
+    "computeMinor": "computeCapabilityMinor", "l2CacheSize": "l2CacheSize", "warpSize": "numThreadsPerWarp",
+    "maxThreadsPerBlock": "maxThreadsPerBlock", "regsPerBlock": "maxRegistersPerBlock",
+    "sharedMemPerBlock": "maxSharedMemoryPerBlock", "sharedMemPerMultiprocessor": "maxSharedMemoryPerMultiprocessor",
+    "regsPerMultiprocessor": "maxRegistersPerMultiprocessor", "clockRate": "coreClockRate",
+    "memoryBandwidth": "globalMemoryBandwidth",
+}
+_MIB = 1 << 20
+
+
+def _old_device_properties(conn: sqlite3.Connection, schema: _Schema, devices: pl.DataFrame) -> list[dict[str, Any]]:
+    """TARGET_INFO_CUDA_GPU → one dict per CUDA device, those that ran the kernels first."""
+    present = {key: column for key, column in _OLD_DEVICE_PROPERTIES.items() if schema.column(_OLD_GPU_TABLE, column)}
+    if "id" not in present:
+        return []
+    memory = schema.column(_OLD_GPU_TABLE, "globalMemorySize")
+    select = [*(_quote(c) for c in present.values()), _quote(memory) if memory else "NULL"]
+    by_device: dict[int, dict[str, Any]] = {}
+    for *values, mib in conn.execute(f"SELECT {', '.join(select)} FROM {_OLD_GPU_TABLE}"):
+        props = {key: value for key, value in zip(present, values, strict=True) if value is not None}
+        if isinstance(mib, int) and mib > 0:
+            props["totalGlobalMem"] = mib * _MIB
+        by_device.setdefault(props["id"], props)
+    used = set(devices["device"].drop_nulls().to_list())
+    return [by_device[d] for d in sorted(by_device, key=lambda d: (d not in used, d))]
+
+
 def _device_properties(conn: sqlite3.Connection, schema: _Schema, devices: pl.DataFrame) -> list[dict[str, Any]]:
     """One dict per GPU with Kineto's deviceProperties keys; GPUs that ran the kernels first, by CUDA id."""
     gpu = "TARGET_INFO_GPU"
     if not schema.column(gpu, "id"):
-        return []
+        return _old_device_properties(conn, schema, devices)
     wanted = {key: schema.column(gpu, *columns) for key, columns in _DEVICE_PROPERTIES.items()}
     present = {key: column for key, column in wanted.items() if column}
     cu_device = schema.column(gpu, "cuDevice")
@@ -521,7 +564,7 @@ def _assemble(devices: pl.DataFrame, launches: pl.DataFrame, ranges: pl.DataFram
     kernel_columns, launch_columns, op_columns = (t.schema for t in empty_trace_tables())
     kernels = conform(kernels, dict(kernel_columns)).select(list(kernel_columns))
     launches = conform(relative(launches), dict(launch_columns)).select(list(launch_columns))
-    ops = conform(relative(ranges).with_columns(pl.lit("annotation").alias("cat")), dict(op_columns))
+    ops = conform(with_framework_ops(relative(ranges)), dict(op_columns))
     ops = ops.select(list(op_columns))
     meta.event_count = devices.height + launches.height + ops.height
     meta.origin_us = origin / 1e3

@@ -35,6 +35,7 @@ HEADER_COLUMNS = {
     "nvtx range": "nvtx_range",
     "gridxyz": "grid", "blockxyz": "block",
     "pid": "pid", "tid": "tid",
+    "kind": "kind",  # kernelscope's kern-sum export of a CPU-only run: `cpu_op` (its rows are CPU ops, not kernels)
 }
 REQUIRED = {"total_ns": "Total Time", "instances": "Instances", "name": "Name"}
 DURATIONS = ["total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns"]
@@ -48,7 +49,7 @@ SCHEMA = {
     "nvtx_range": pl.String,
 }
 EXTRA_SCHEMA = {"grid_x": pl.Int64, "grid_y": pl.Int64, "grid_z": pl.Int64, "block_x": pl.Int64,
-                "block_y": pl.Int64, "block_z": pl.Int64, "pid": pl.Int64, "tid": pl.Int64}
+                "block_y": pl.Int64, "block_z": pl.Int64, "pid": pl.Int64, "tid": pl.Int64, "kind": pl.String}
 
 _UNIT_IN_HEADER = re.compile(r"^(.*?)\s*\(([^)]*)\)$")
 _VALUE = re.compile(
@@ -224,6 +225,8 @@ def _row(path: Path, number: int, header: Header, fields: list[str]) -> dict:
             row["name"] = inert.from_csv_cell(value)  # a name kernelscope's own export kept from spreadsheets
         elif column == "nvtx_range":
             row["nvtx_range"] = value or None
+        elif column == "kind":
+            row["kind"] = value or None
         elif column in ("grid", "block"):
             parts = value.split()
             if len(parts) == 3 and all(p.isdigit() for p in parts):

@@ -7,7 +7,10 @@ reports (`nsys-rep`), `nsys stats` kernel summaries (`nsys-stats`), Nsight Compu
 
 from __future__ import annotations
 
+import gzip
+import sqlite3
 import tempfile
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,27 +34,33 @@ from kernelscope.load import knowledge
 from kernelscope.load.input_checks import check_input_file
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.ncu import is_ncu_input
-from kernelscope.load.nsys_sqlite import SQLITE_MAGIC, export_nsys_rep, is_nsys_sqlite, load_nsys_sqlite
+from kernelscope.load.nsys_sqlite import (
+    SQLITE_MAGIC,
+    export_nsys_rep,
+    is_nsys_report,
+    is_nsys_sqlite,
+    load_nsys_sqlite,
+)
 from kernelscope.load.nsys_stats import is_nsys_stats
+from kernelscope.load.rocprofv3 import is_rocpd, is_rocprofv3_json, load_rocpd, load_rocprofv3_json
+from kernelscope.load.sqlite_input import connect_read_only
 
 KINETO = "kineto"
 NSYS_SQLITE = "nsys-sqlite"
 NSYS_REP = "nsys-rep"
 NSYS_STATS = "nsys-stats"
 NCU = "ncu"
-# Nsight Systems reports: .qdrep is the name nsys gave them before 2021.
-NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 # Recordings of other tools, told apart by their names (their bytes would only say "not JSON").
 FOREIGN_SUFFIXES = {
     ".qdstrm": "an unfinished Nsight Systems capture (.qdstrm): nsys turns it into a report (.nsys-rep) when the "
                "capture ends; import that report, or its export `nsys export --type sqlite`",
-    ".pftrace": "a Perfetto protobuf trace: kernelscope reads the JSON traces torch.profiler writes (Kineto), "
-                "Nsight Systems and Nsight Compute exports",
     ".perfetto-trace": "a Perfetto protobuf trace: kernelscope reads the JSON traces torch.profiler writes "
-                       "(Kineto), Nsight Systems and Nsight Compute exports",
+                       "(Kineto), Nsight Systems and Nsight Compute exports, and rocprofv3's JSON or database",
 }
+ROCPROF_JSON = "rocprofv3-json"
+ROCPD = "rocpd"
 # Kinds that are traces with a timeline (one run; several files are its ranks).
-TRACE_KINDS = (KINETO, NSYS_SQLITE, NSYS_REP)
+TRACE_KINDS = (KINETO, NSYS_SQLITE, NSYS_REP, ROCPROF_JSON, ROCPD)
 
 
 def source_kind(path: Path) -> str:
@@ -63,13 +72,20 @@ def source_kind(path: Path) -> str:
     _refuse_run_files(path)
     if is_ncu_input(path):
         return NCU
-    if path.suffix.lower() in NSYS_REPORT_SUFFIXES:
-        return NSYS_REP
     foreign = FOREIGN_SUFFIXES.get(path.suffix.lower())
     if foreign is not None:
         raise UserError(f"{path}: {foreign}")
+    if path.suffix.lower() == ".pftrace":
+        raise UserError(f"{path}: a Perfetto protobuf trace (rocprofv3 --output-format pftrace), which kernelscope does "
+                        "not read; record with `--output-format rocpd` or `json` and import that file")
+    if is_nsys_report(path):  # .nsys-rep, or .qdrep as Nsight Systems named its reports before 2021.3
+        return NSYS_REP
+    if _has_sqlite_magic(path) and _is_rocpd_file(path):
+        return ROCPD  # rocprofv3's database
     if is_nsys_sqlite(path) or _has_sqlite_magic(path):
         return NSYS_SQLITE  # any SQLite file: the nsys loader says what a foreign one lacks
+    if is_rocprofv3_json(_head(path)):
+        return ROCPROF_JSON
     if is_nsys_stats(path) or path.suffix.lower() in (".csv", ".tsv", ".txt"):
         return NSYS_STATS
     return KINETO
@@ -86,6 +102,10 @@ def read_trace(path: Path, workers: int | None = None) -> TraceTables:
         tables = load_nsys_sqlite(path)
     elif kind == KINETO:
         tables = load_kineto(path, workers=workers)
+    elif kind == ROCPROF_JSON:
+        tables = load_rocprofv3_json(path)
+    elif kind == ROCPD:
+        tables = load_rocpd(path)
     else:
         raise UserError(f"{path}: not a trace (a {kind} file): import it on its own")
     tables.meta.unrecorded_device_calls = unrecorded_device_calls(tables)
@@ -105,6 +125,27 @@ def _refuse_run_files(path: Path) -> None:
         if magic == b"PAR1":
             raise UserError(f"{path}: a Parquet file, not a recording (kernelscope imports traces and profiler "
                             f"exports; a run's tables are read through its directory)")
+
+
+def _head(path: Path, size: int = 512) -> bytes:
+    """The first bytes of a file, decompressed where it is gzip (b"" where it cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            start = f.read(2)
+        opener = gzip.open if start == b"\x1f\x8b" else open
+        with opener(path, "rb") as f:
+            return f.read(size)
+    except (OSError, EOFError):
+        return b""
+
+
+def _is_rocpd_file(path: Path) -> bool:
+    try:
+        with closing(connect_read_only(path)) as conn:
+            names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    except sqlite3.Error:
+        return False
+    return is_rocpd(names)
 
 
 def _has_sqlite_magic(path: Path) -> bool:

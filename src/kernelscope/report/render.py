@@ -253,6 +253,7 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "source_line_count": tables.source_lines.height if tables.source_lines is not None else 0,
         "attribution_levels": _attribution_levels(run),
         "attribution_absent": _attribution_absent(run),
+        "structure": _structure(run),
         "replays": _replays(run),
         "costs_hint": costs_hint(tables.kernels, summary.cost_coverage, run.info),
         "appendix": table("names", tables.labels.filter(pl.col("name").is_in(sorted(shown)))),
@@ -269,6 +270,16 @@ def _attribution_levels(run: Run) -> list[dict[str, Any]]:
     return [{"level": level, "source": getattr(info, level).source, "coverage": getattr(info, level).coverage}
             for level in ("phase", "step", "module", "layer", "op", "source_line")
             if getattr(info, level).source not in (None, "none") and getattr(info, level).coverage]
+
+
+def _structure(run: Run) -> list[dict[str, Any]]:
+    """The levels of structure read from the trace's regularities, or left unknown with a reason, each with a
+    message of the report's words (levels without one, from runs of other versions, are left out)."""
+    info = run.info.attribution
+    if info is None:
+        return []
+    return [{"level": s.level, "status": s.status, "code": s.code, "data": dict(s.values)}
+            for s in info.structure if s.code and s.status in ("inferred", "unknown")]
 
 
 def _attribution_absent(run: Run) -> list[str]:

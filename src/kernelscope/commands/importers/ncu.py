@@ -48,9 +48,11 @@ def import_ncu(paths: list[Path], out: Path | None, runs_dir: Path, into: Path |
         return _add_to_run(into, tables, paths, phase)
     launches = tables.launches.sort("launch")
     durations = (launches["duration_us"].fill_null(0) * 1e3).round().cast(pl.Int64)
+    # Nsight Compute replays each launch on its own: it measures kernels, not a timeline. No start time is made up
+    # (laying them back to back would show a GPU 100% busy that never ran them together).
     kernels = launches.select(
         pl.col("kernel_name").alias("name"), pl.lit("kernel").alias("kind"), "device", "stream",
-        (durations.cum_sum() - durations).alias("start_ns"), durations.alias("dur_ns"),
+        pl.lit(None, dtype=pl.Int64).alias("start_ns"), durations.alias("dur_ns"),
         "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
     ).with_row_index("kernel_id").with_columns(pl.col("kernel_id").cast(pl.Int64))
     measured = launches.with_columns(
@@ -59,8 +61,8 @@ def import_ncu(paths: list[Path], out: Path | None, runs_dir: Path, into: Path |
     )
     ncu = NcuInfo(phase="unknown", imported_from=[str(p) for p in paths], profiled_launches=launches.height,
                   sections=_sections(tables))
-    info = imported_run_info(paths, Hardware(device_type="cuda", name=None), TraceInfo(event_count=0), device_spec,
-                             ncu=ncu)
+    info = imported_run_info(paths, Hardware(device_type="cuda", name=None), TraceInfo(format="ncu", event_count=0),
+                             device_spec, ncu=ncu)
     run = Run(info=info, kernels=kernels, ops=pl.DataFrame(), ncu=measured)
     target = out or rundir.default_run_path(runs_dir, paths[0].stem, "ncu")
     with staging.staged_directory(target) as tmp:

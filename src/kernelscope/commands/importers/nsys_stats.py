@@ -15,7 +15,7 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import Hardware, TraceFile, TraceInfo
-from kernelscope.contracts.tables import conform_kernels
+from kernelscope.contracts.tables import CPU_OP, conform_kernels
 from kernelscope.errors import UserError
 from kernelscope.load import rundir, staging
 from kernelscope.load.nsys_stats import read_nsys_stats
@@ -45,7 +45,8 @@ def import_nsys_stats(files: list[Path], out: Path | None, runs_dir: Path, repor
         metas.append(meta)
     kernels = pl.concat(parts, how="vertical")
     kernels = kernels.with_columns(pl.int_range(kernels.height, dtype=pl.Int64).alias("kernel_id"))
-    info = imported_run_info(files, Hardware(device_type="cuda", name=None),
+    cpu = bool(kernels.height) and bool((kernels["kind"] == CPU_OP).all())  # a kern-sum export of a CPU-only run
+    info = imported_run_info(files, Hardware(device_type="cpu" if cpu else "cuda", name=None),
                              TraceInfo(format=NSYS_STATS, files=metas), device_spec)
     run = Run(info=info, kernels=kernels, ops=pl.DataFrame())
     target = out or rundir.default_run_path(runs_dir, files[0].stem, NSYS_STATS)
@@ -65,7 +66,10 @@ def summary_kernels(path: Path) -> tuple[pl.DataFrame, TraceFile]:
         table, phase_source = _by_nvtx_range(path, table, by_name)
     else:
         table = table.with_columns(pl.lit(by_name).alias("phase"), pl.lit(None, dtype=pl.Int64).alias("step"))
-    table = table.with_columns(pl.lit("kernel").alias("kind"), pl.col("total_ns").alias("dur_ns"))
+    # A kern-sum export of a CPU-only run says its rows are CPU ops (Kind cpu_op): CPU work, not device time.
+    cpu = pl.col("kind") == CPU_OP if "kind" in table.columns else pl.lit(False)
+    table = table.with_columns(pl.when(cpu).then(pl.lit(CPU_OP)).otherwise(pl.lit("kernel")).alias("kind"),
+                               pl.col("total_ns").alias("dur_ns"))
     kernels = conform_kernels(table.select(c for c in _SUMMARY_COLUMNS if c in table.columns))
     meta = TraceFile(file=str(path), report=report, rows=kernels.height, launches=int(kernels["instances"].sum()),
                      phase_from=phase_source)

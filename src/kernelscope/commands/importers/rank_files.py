@@ -25,7 +25,9 @@ import polars as pl
 from kernelscope.allocator import trim_native_heap
 from kernelscope.analyze.attribution import attribute
 from kernelscope.analyze.attribution_sources import Sources, infer_attribution
-from kernelscope.contracts.trace import TraceMeta
+from kernelscope.analyze.processes import processes, split_processes
+from kernelscope.analyze.ranks import combine_ranks
+from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
 from kernelscope.load.sources import read_trace
 from kernelscope.workers import (
@@ -57,11 +59,25 @@ def read_rank(path: str, workers: int | None = None) -> RankTables:
     tables = read_trace(Path(path), workers=workers)
     trim_native_heap()  # what decoding left in glibc's heaps (the reader threads' buffers, NumPy's arrays)
     meta = tables.meta
+    if len(processes(tables)) > 1:
+        return _read_processes(tables)  # an Nsight Systems export or rocprofv3 output of several processes
     kernels, ops = attribute(tables)
     del tables  # the trace's own tables (launches, kernels before sorting) go before the next step's peak
     trim_native_heap()  # attribution's NumPy arrays
     kernels, sources = infer_attribution(kernels, ops)
     return RankTables(kernels=kernels, ops=ops, sources=sources, meta=meta)
+
+
+def _read_processes(tables: TraceTables) -> RankTables:
+    """Each process of the recording attributed on its own, as ranks 0, 1, … (by process id) of one table."""
+    parts, sources = [], []
+    for own in split_processes(tables):
+        kernels, ops = attribute(own)
+        kernels, found = infer_attribution(kernels, ops)
+        parts.append((kernels, ops))
+        sources.append(found)
+    kernels, ops = combine_ranks(parts)
+    return RankTables(kernels=kernels, ops=ops, sources=sources[0], meta=tables.meta)
 
 
 def read_rank_or_error(path: str) -> RankTables | UserError:

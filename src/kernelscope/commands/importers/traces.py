@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
-from kernelscope.analyze.attribution_sources import attribution_info
+from kernelscope.analyze.attribution_sources import CAPTURE_TRACE, attribution_info
 from kernelscope.analyze.graph_replays import Recording, attribute_graph_replays
 from kernelscope.analyze.hardware import identify_spec
 from kernelscope.analyze.ranks import combine_ranks, rank_clock_offsets, trace_ranks
@@ -39,7 +39,13 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
                                                            [m.base_time_ns for m in metas]),
                                  trace_ranks([m.distributed_info for m in metas]))
     recordings = read_captures(captures or [])
+    before = kernels.select("kernel_id", pl.col("module").alias("_before"))
     kernels, graph_replays = attribute_graph_replays(kernels, recordings)
+    if recordings:  # replays tied to a capture trace: that is where their module came from
+        was = kernels.select("kernel_id").join(before, on="kernel_id", how="left", maintain_order="left")["_before"]
+        tied = was.ne_missing(kernels["module"]) & kernels["module"].is_not_null()
+        kernels = kernels.with_columns(pl.when(tied).then(pl.lit(CAPTURE_TRACE)).otherwise(pl.col("attribution_source"))
+                                       .alias("attribution_source"))
     if graph_replays is not None:
         graph_replays.captures = [str(p) for p in captures or []]
     first = metas[0]
