@@ -214,7 +214,9 @@ def test_import_of_missing_file_and_existing_out(tmp_path, qwen_gpu_trace):
     _assert_clean_failure(kernelscope("import", str(tmp_path / "none.json")), "no such file")
     taken = tmp_path / "taken"
     taken.mkdir()
+    (taken / "notes.txt").write_text("someone's")  # a folder with something in it is never taken over
     _assert_clean_failure(kernelscope("import", str(qwen_gpu_trace), "--out", str(taken)), "already exists")
+    assert [p.name for p in taken.iterdir()] == ["notes.txt"]
 
 
 def test_trace_without_any_event_of_interest(tmp_path):
