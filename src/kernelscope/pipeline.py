@@ -83,7 +83,8 @@ def _one_rank(run: Run, rank: int, run_dir: Path) -> Run:
         if mine and info.timings is not None:  # its own latency, not rank 0's
             info = info.replace(timings=msgspec.structs.replace(info.timings, plain=mine[0].timings))
     return Run(info=info, kernels=run.kernels.filter(pl.col("rank") == rank),
-               ops=run.ops.filter(pl.col("rank") == rank) if "rank" in run.ops.columns else run.ops, ncu=run.ncu)
+               ops=run.ops.filter(pl.col("rank") == rank) if "rank" in run.ops.columns else run.ops, ncu=run.ncu,
+               calls=run.calls.filter(pl.col("rank") == rank) if run.calls is not None else None)
 
 
 def render_report_of(run: Run, directory: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LANGUAGES) -> None:
@@ -99,7 +100,8 @@ def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFram
     ncu_metrics.parquet, run.json's `ncu` section, `files` (name → file) under ncu/, the summary and the report,
     all swapped in together once everything is written."""
     stored = with_costs_and_names(rundir.read_run(run_dir, ops=False))
-    run = Run(info=stored.info.replace(ncu=ncu), kernels=stored.kernels, ops=stored.ops, ncu=measured)
+    run = Run(info=stored.info.replace(ncu=ncu), kernels=stored.kernels, ops=stored.ops, ncu=measured,
+              calls=stored.calls)
     with updating_run(run_dir) as staging:
         measured.write_parquet(staging / rundir.NCU)
         metrics.write_parquet(staging / rundir.NCU_METRICS)

@@ -68,6 +68,19 @@ def combine_ranks(parts: list[tuple[pl.DataFrame, pl.DataFrame]],
     return kernels, pl.concat(ops_parts, how="diagonal_relaxed")
 
 
+def combine_calls(parts: list[pl.DataFrame | None], clock_offsets_ns: list[int] | None = None,
+                  ranks: list[int] | None = None) -> pl.DataFrame | None:
+    """Each rank's calls (analyze/host_calls) → one table with a rank column, on the run's clock as combine_ranks
+    puts the kernels. None when a part has none (a source without calls)."""
+    if not parts or any(part is None for part in parts):
+        return None
+    offsets = clock_offsets_ns or [0] * len(parts)
+    numbers = ranks or list(range(len(parts)))
+    return pl.concat([part.with_columns(pl.lit(numbers[i], dtype=pl.Int64).alias("rank"),
+                                        pl.col("start_ns") + pl.lit(offsets[i], dtype=pl.Int64))
+                      for i, part in enumerate(parts) if part is not None], how="diagonal_relaxed")
+
+
 def rank_table(kernels: pl.DataFrame, timed: list | None = None) -> pl.DataFrame | None:
     """Per rank of a run of several ranks: launches, device time, the share attributed to a phase and a module,
     and (profile --gpus runs) where it ran and its timings without the profiler (run.json parallel.ranks).
