@@ -1,0 +1,243 @@
+"""The critical path of every step (docs/critical-path.md): the chain of work, waits and host time through the
+dependency graph (analyze/dependency_graph) whose durations add up to the step's wall time, each segment classed
+`compute`, `communication`, `wait`, `launch` or `host` and attributed to rank, module, layer and kernel or op.
+
+A step is a (phase, generation, step) of the kernels table — a prefill, a decode step, an inferred step of a
+serving engine or a training step — or, where the run knows no steps, the whole run (phase `unknown`). Its wall
+time runs from the end of the step before it (steps in the order they end; the first step: from its first launch
+call or kernel) to the end of its last device work (on a run without device activity: its last CPU op): the
+period of a step, so that consecutive steps tile the timeline. On runs of several ranks a step spans all ranks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from kernelscope import ranges
+from kernelscope.analyze.dependency_graph import EDGES, DependencyGraph, dependency_graph
+from kernelscope.analyze.graph_edges import pieces
+from kernelscope.analyze.path_walk import (
+    BETWEEN,
+    BODY,
+    CLASSES,
+    GAP,
+    HOST,
+    LAUNCH_CLASS,
+    UNRECORDED,
+    Walk,
+    walk,
+)
+from kernelscope.analyze.phases import end_ns
+
+STEP_KEY = ["phase", "generation", "step"]
+SEGMENT_SCHEMA = {"phase": pl.String, "generation": pl.Int64, "step": pl.Int64, "rank": pl.Int64,
+                  "start_ns": pl.Int64, "dur_ns": pl.Int64, "class": pl.String, "kind": pl.String,
+                  "name": pl.String, "module": pl.String, "layer": pl.Int64, "op": pl.String,
+                  "kernel_id": pl.Int64, "edge": pl.String, "stream": pl.Int64, "tid": pl.Int64}
+
+
+@dataclass
+class CriticalPath:
+    """segments: every step's path in time order (SEGMENT_SCHEMA); steps: one row per step (its window, its
+    path's length per class, the rank holding most of it); graph: what the path was read from (what-if);
+    windows: step_windows' table the paths were walked in."""
+
+    segments: pl.DataFrame
+    steps: pl.DataFrame
+    graph: DependencyGraph
+    windows: pl.DataFrame
+
+
+def step_windows(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per step: phase, generation, step, own_start_ns (its first launch call or work), start_ns (the end of the
+    step that ended before it, else own_start_ns), end_ns and last_kernel (the kernel_id that ends it)."""
+    timed = kernels.filter(pl.col("start_ns").is_not_null())
+    if timed.height == 0:
+        return pl.DataFrame(schema={**{k: SEGMENT_SCHEMA[k] for k in STEP_KEY}, "own_start_ns": pl.Int64,
+                                    "start_ns": pl.Int64, "end_ns": pl.Int64, "last_kernel": pl.Int64})
+    stepped = timed.filter(in_steps())
+    if stepped.height == 0:  # no steps known: the whole run is one
+        stepped = timed.with_columns(pl.lit(ranges.UNKNOWN).alias("phase"), pl.lit(None, pl.Int64).alias("step"),
+                                     pl.lit(None, pl.Int64).alias("generation"))
+    ends = end_ns(kernels)
+    windows = stepped.group_by(STEP_KEY).agg(
+        pl.min_horizontal(pl.col("launch_start_ns").min(), pl.col("start_ns").min()).alias("own_start_ns"),
+        ends.max().alias("end_ns"), pl.col("kernel_id").sort_by(ends).last().alias("last_kernel"),
+    ).sort("end_ns", "own_start_ns", *STEP_KEY, nulls_last=True)
+    return windows.with_columns(
+        pl.coalesce(pl.col("end_ns").shift(1), "own_start_ns").alias("start_ns"),
+    ).select(*STEP_KEY, "own_start_ns", "start_ns", "end_ns", "last_kernel").filter(
+        pl.col("end_ns") > pl.col("start_ns"))
+
+
+def in_steps() -> pl.Expr:
+    """The kernels that belong to a step: those with a phase or a step number (on a run with none, every kernel
+    belongs to the one step that is the whole run)."""
+    return (pl.col("phase") != ranges.UNKNOWN) | pl.col("step").is_not_null()
+
+
+def critical_paths(kernels: pl.DataFrame, calls: pl.DataFrame | None = None, host_ops: pl.DataFrame | None = None,
+                   collectives: pl.DataFrame | None = None) -> CriticalPath | None:
+    """Every step's critical path. None for runs without a timeline (kernel summaries)."""
+    windows = step_windows(kernels)
+    if windows.height == 0:
+        return None
+    graph = dependency_graph(kernels, calls, host_ops, collectives)
+    if len(graph) == 0:
+        return None
+    return paths_of(graph, windows, _end_nodes(graph, windows))
+
+
+def paths_of(graph: DependencyGraph, windows: pl.DataFrame, ends: np.ndarray) -> CriticalPath:
+    """The path of each window (step_windows' columns), walked back from its end node (-1: none)."""
+    parts, rows = [], []
+    for i, window in enumerate(windows.iter_rows(named=True)):
+        node, t_start, t_end = int(ends[i]), int(window["start_ns"]), int(window["end_ns"])
+        walked = walk(graph, node, t_start, t_end)
+        if node >= 0 and graph.end[node] < t_end:  # a CPU op that ended before the step's last one: host time
+            walked.node.append(-1), walked.start.append(int(graph.end[node])), walked.end.append(t_end)
+            walked.cls.append(HOST), walked.what.append(BETWEEN), walked.edge.append(0)
+        parts.append(_segments(graph, walked, i))
+        rows.append(i)
+    segments = pl.concat(parts, how="vertical") if parts else pl.DataFrame()
+    key = windows.with_row_index("_window").with_columns(pl.col("_window").cast(pl.Int64)).select(
+        "_window", *STEP_KEY)
+    segments = (segments.join(key, on="_window", how="left").sort("_window", "start_ns")
+                .select(list(SEGMENT_SCHEMA)).cast(SEGMENT_SCHEMA))
+    return CriticalPath(segments=segments, steps=_step_table(windows, segments), graph=graph, windows=windows)
+
+
+def _end_nodes(graph: DependencyGraph, windows: pl.DataFrame) -> np.ndarray:
+    """The node each walk starts from: the device node of the step's last kernel, or on runs without device
+    work the host node (outermost CPU op) on its thread that ended last before the step's end."""
+    if graph.n_device:
+        ids = graph.devices["kernel_id"].to_numpy()
+        order = np.argsort(ids)
+        pos = np.searchsorted(ids[order], windows["last_kernel"].to_numpy())
+        pos = np.minimum(pos, len(ids) - 1)
+        found = ids[order][pos] == windows["last_kernel"].to_numpy()
+        return np.where(found, order[pos], -1)
+    host_end = graph.end[graph.n_device:]
+    order = np.argsort(host_end, kind="stable")
+    pos = np.searchsorted(host_end[order], windows["end_ns"].to_numpy(), side="right") - 1
+    return np.where(pos >= 0, order[np.maximum(pos, 0)] + graph.n_device, -1)
+
+
+def _segments(graph: DependencyGraph, walked: Walk, window: int) -> pl.DataFrame:
+    """One walk as rows: host gaps cut into time inside launching CPU ops (launch) and the rest (host), every
+    segment named after its node."""
+    node, start, end = list(walked.node), list(walked.start), list(walked.end)
+    cls, what, edge, label = list(walked.cls), list(walked.what), list(walked.edge), [None] * len(walked.node)
+    ops = graph.launching_ops
+    for i in [i for i, c in enumerate(walked.cls) if c == GAP]:
+        band = int(graph.thread[node[i] - graph.n_device]) * ops.band
+        cut = (_retimed_gap(graph, node[i], band + start[i], band + end[i]) if graph.retimed
+               else pieces(ops.merged, band + start[i], band + end[i])) or [(band + start[i], band + end[i], False)]
+        first = True
+        for a, b, inside in cut:
+            values = (node[i], a - band, b - band, LAUNCH_CLASS if inside else HOST, what[i], edge[i],
+                      ops.name_at(a) if inside and not graph.retimed else None)
+            if first:
+                node[i], start[i], end[i], cls[i], what[i], edge[i], label[i] = values
+                first = False
+            else:
+                for column, value in zip((node, start, end, cls, what, edge, label), values, strict=True):
+                    column.append(value)
+    table = pl.DataFrame({"node": node, "start_ns": start, "end_ns": end, "cls": cls, "what": what, "edge": edge,
+                          "label": label},
+                         schema={"node": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.Int64,
+                                 "what": pl.Int64, "edge": pl.Int64, "label": pl.String})
+    return _named(graph, table).with_columns(pl.lit(window, pl.Int64).alias("_window"))
+
+
+def _retimed_gap(graph: DependencyGraph, node: int, a: int, b: int) -> list[tuple[int, int, bool]]:
+    """A re-timed gap: its launch share first, then the rest (the CPU ops' own times no longer apply)."""
+    h = node - graph.n_device
+    whole = float(graph.gap_launch[h] + graph.gap_host[h])
+    share = float(graph.gap_launch[h]) / whole if whole > 0 else 0.0
+    cut = a + round((b - a) * min(max(share, 0.0), 1.0))
+    return [piece for piece in ((a, cut, True), (cut, b, False)) if piece[1] > piece[0]]
+
+
+def _named(graph: DependencyGraph, table: pl.DataFrame) -> pl.DataFrame:
+    """Rank, kernel or op, module, layer of each segment: a device node's own kernel; a host node's call, with the
+    module and layer of the first kernel it launched (host time before a call: the call's)."""
+    n_dev = graph.n_device
+    node = table["node"].to_numpy()
+    host = np.where(node >= n_dev, node - n_dev, -1)
+    launched = np.where(host >= 0, graph.launched_device[np.maximum(host, 0)], -1)
+    device = np.where((node >= 0) & (node < n_dev), node, launched)
+    dev = graph.devices
+    pick = pl.Series(np.maximum(device, 0))
+
+    def of_device(column: str) -> pl.Series:
+        if dev.height == 0:
+            return pl.Series(column, [None] * len(node), dtype=dev.schema[column])
+        values = dev[column].gather(pick)
+        return values.scatter(np.flatnonzero(device < 0), None) if (device < 0).any() else values
+
+    def of_host(column: str, dtype: pl.DataType) -> pl.Series:
+        if graph.hosts.height == 0:
+            return pl.Series([None] * len(node), dtype=dtype)
+        values = graph.hosts[column].gather(pl.Series(np.maximum(host, 0)))
+        return values.scatter(np.flatnonzero(host < 0), None) if (host < 0).any() else values
+
+    own_device = (node >= 0) & (node < n_dev)
+    kind = np.where(own_device, "device", np.where(host >= 0, "call", "none"))
+    what = table["what"].to_numpy()
+    body = what == BODY
+    kind_name = pl.Series(np.where(what == BETWEEN, "host", np.where(what == UNRECORDED, "unrecorded",
+                                                                     np.where(body, kind, "latency"))))
+    device_kind = of_device("kind")
+    cpu_op = ~graph.call[np.maximum(host, 0)] if graph.hosts.height else np.zeros(len(node), dtype=bool)
+    kind_name = (pl.when(pl.Series(body & own_device)).then(device_kind)
+                 .when(pl.Series(body & (host >= 0) & cpu_op)).then(pl.lit("cpu_op"))
+                 .when(pl.Series(body & (host >= 0))).then(pl.lit("call")).otherwise(kind_name))
+    name = (pl.when(pl.Series(own_device)).then(of_device("name"))
+            .when(pl.Series((what == BETWEEN) & (host >= 0))).then(table["label"])
+            .otherwise(of_host("api", pl.String)))
+    rank = np.where(node >= 0, graph.rank[np.maximum(node, 0)], 0)
+    return table.select(
+        pl.Series("rank", rank, dtype=pl.Int64), "start_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
+        pl.Series("class", np.array(CLASSES)[table["cls"].to_numpy()]),
+        kind_name.alias("kind"), name.alias("name"),
+        of_device("module").alias("module"), of_device("layer").alias("layer"),
+        pl.when(pl.Series(what != BETWEEN)).then(of_device("op")).alias("op"),
+        pl.when(pl.Series(own_device)).then(of_device("kernel_id")).alias("kernel_id"),
+        pl.Series("edge", np.array(EDGES)[table["edge"].to_numpy()]).replace("none", None).alias("edge"),
+        pl.when(pl.Series(own_device)).then(of_device("stream")).alias("stream"),
+        of_host("tid", pl.Int64).alias("tid"),
+    ).with_columns(pl.lit(0, pl.Int64).alias("_window"))
+
+
+def _step_table(windows: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
+    """Per step: its window, the path's length (all of it and per class), the rank holding most of the path (ties:
+    the lowest) and how many ranks the path crosses."""
+    per_class = segments.group_by(STEP_KEY).agg(
+        pl.col("dur_ns").sum().alias("path_ns"),
+        *[pl.col("dur_ns").filter(pl.col("class") == c).sum().alias(f"{c}_ns") for c in CLASSES],
+        pl.col("rank").n_unique().alias("ranks_on_path"))
+    by_rank = (segments.group_by(*STEP_KEY, "rank").agg(pl.col("dur_ns").sum().alias("_ns"))
+               .sort("_ns", "rank", descending=[True, False]).group_by(STEP_KEY, maintain_order=True)
+               .agg(pl.col("rank").first().alias("deciding_rank")))
+    return (windows.select(*STEP_KEY, "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("step_ns"))
+            .join(per_class, on=STEP_KEY, how="left", nulls_equal=True)
+            .join(by_rank, on=STEP_KEY, how="left", nulls_equal=True))
+
+
+def phase_summary(steps: pl.DataFrame) -> dict[str, dict]:
+    """summary.json `critical_path`: per phase, its steps, their wall time and path length (ns, summed over the
+    steps), each class's share of the path, and on runs of several ranks how many steps each rank decided."""
+    out: dict[str, dict] = {}
+    for (phase,), rows in steps.group_by("phase", maintain_order=True):
+        path = int(rows["path_ns"].sum())
+        entry = {"steps": rows.height, "step_ns": int(rows["step_ns"].sum()), "path_ns": path,
+                 "mean_step_ns": float(rows["step_ns"].mean()),
+                 "shares": {c: (int(rows[f"{c}_ns"].sum()) / path if path else 0.0) for c in CLASSES}}
+        if rows["ranks_on_path"].max() > 1 or rows["deciding_rank"].n_unique() > 1:
+            counts = rows.group_by("deciding_rank").len().sort("deciding_rank")
+            entry["deciding_ranks"] = {str(r): int(n) for r, n in counts.iter_rows()}
+        out[str(phase)] = entry
+    return out
