@@ -43,14 +43,15 @@ def write_run_directory(directory: Path, run: Run, report: bool = True,
     phases = phase_table(run.kernels)  # the summary's and the report's
     critical = run_critical_paths(run)  # likewise
     summary = summarize(run, phases, critical)
+    segments = critical.segments if critical is not None else None
     if not report:
-        rundir.write_run(directory, run, summary)
+        rundir.write_run(directory, run, summary, segments)
         return summary
     from kernelscope.report.render import render_report  # matplotlib and Jinja are imported only for a report
 
     # The run's tables are written while the first figures are drawn (they were the figures' wait).
     render_report(run, summary, directory / rundir.REPORT_DIR, top_n=TOP_N, ceilings=run_ceilings(run.info),
-                  languages=languages, meanwhile=lambda: rundir.write_run(directory, run, summary), phases=phases,
+                  languages=languages, meanwhile=lambda: rundir.write_run(directory, run, summary, segments), phases=phases,
                   critical=critical)
     return summary
 
@@ -144,3 +145,4 @@ def _report_into(staging: Path, run: Run, top_n: int, languages: tuple[str, ...]
     render_report(run, summary_of, staging / rundir.REPORT_DIR, top_n=top_n, ceilings=run_ceilings(run.info),
                   languages=languages, critical=critical)
     rundir.write_json(staging / rundir.SUMMARY_JSON, made[-1])
+    rundir.write_critical_path(staging, critical.segments if critical is not None else None)

@@ -30,12 +30,10 @@ from kernelscope.analyze.path_walk import (
     walk,
 )
 from kernelscope.analyze.phases import end_ns
+from kernelscope.contracts.tables import PATH_SEGMENT_COLUMNS
 
 STEP_KEY = ["phase", "generation", "step"]
-SEGMENT_SCHEMA = {"phase": pl.String, "generation": pl.Int64, "step": pl.Int64, "rank": pl.Int64,
-                  "start_ns": pl.Int64, "dur_ns": pl.Int64, "class": pl.String, "kind": pl.String,
-                  "name": pl.String, "module": pl.String, "layer": pl.Int64, "op": pl.String,
-                  "kernel_id": pl.Int64, "edge": pl.String, "stream": pl.Int64, "tid": pl.Int64}
+SEGMENT_SCHEMA = PATH_SEGMENT_COLUMNS
 
 
 @dataclass
@@ -167,7 +165,8 @@ def _named(graph: DependencyGraph, table: pl.DataFrame) -> pl.DataFrame:
     n_dev = graph.n_device
     node = table["node"].to_numpy()
     host = np.where(node >= n_dev, node - n_dev, -1)
-    launched = np.where(host >= 0, graph.launched_device[np.maximum(host, 0)], -1)
+    launched = (np.where(host >= 0, graph.launched_device[np.maximum(host, 0)], -1) if graph.hosts.height
+                else np.full(len(node), -1, dtype=np.int64))
     device = np.where((node >= 0) & (node < n_dev), node, launched)
     dev = graph.devices
     pick = pl.Series(np.maximum(device, 0))

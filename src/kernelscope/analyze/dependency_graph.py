@@ -232,6 +232,8 @@ def _wait_evidence(hosts: pl.DataFrame, waits: np.ndarray, launch_pred: np.ndarr
                    call_start: np.ndarray, n_dev: int) -> np.ndarray:
     """Per device node: its thread called an event wait after the launch of its stream's previous work and at
     or before its own launch (the next launch on the stream waits for the event)."""
+    if hosts.height == 0:
+        return np.zeros(len(launch_pred), dtype=bool)
     wait_start = pl.Series(np.where(waits, hosts["start_ns"].to_numpy(), np.nan))
     last_wait = (pl.DataFrame({"t": hosts["thread"], "w": wait_start.fill_nan(None)})
                  .select(pl.col("w").forward_fill().over("t"))["w"].fill_null(-np.inf).to_numpy())

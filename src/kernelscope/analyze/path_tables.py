@@ -29,11 +29,18 @@ def run_critical_paths(run: Run, host_ops: pl.DataFrame | None = None) -> Critic
     from kernelscope.analyze.communication import communication
 
     kernels = run.kernels
-    if kernels.height == 0 or kernels["start_ns"].is_null().all():
+    if kernels.height == 0 or kernels["start_ns"].is_null().all() or _profiled_one_by_one(run):
         return None
     comm = communication(kernels) if "category" in kernels.columns else None
     ops = host_ops if host_ops is not None else host_ops_of(run.ops)
     return critical_paths(kernels, run.calls, ops, comm.instances if comm is not None else None)
+
+
+def _profiled_one_by_one(run: Run) -> bool:
+    """A run made from Nsight Compute exports alone: its kernels ran one at a time under the profiler and were laid
+    end to end; their times are no timeline to follow dependencies on."""
+    ncu, trace = run.info.ncu, run.info.trace
+    return bool(ncu is not None and ncu.imported_from and (trace is None or not trace.event_count))
 
 
 def path_phase_table(path: CriticalPath) -> pl.DataFrame:

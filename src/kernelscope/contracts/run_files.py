@@ -5,6 +5,7 @@ RUN_JSON = "run.json"
 SUMMARY_JSON = "summary.json"
 KERNELS = "kernels.parquet"
 OPS = "ops.parquet"
+CRITICAL_PATH = "critical_path.parquet"  # every step's critical path (written with the summary)
 CALLS = "calls.parquet"  # runtime calls that launched nothing (absent from runs written before it)
 TRACE = "trace.json.gz"
 TRACES_DIR = "traces"  # runs of several ranks: one trace per rank

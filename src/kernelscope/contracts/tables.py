@@ -90,6 +90,14 @@ CALL_COLUMNS: dict[str, pl.DataType] = {
     "correlation": pl.Int64(), "external_id": pl.Int64(), "rank": pl.Int64(),
 }
 
+# critical_path.parquet: every segment of every step's critical path (analyze/critical_path, docs/critical-path.md).
+PATH_SEGMENT_COLUMNS: dict[str, pl.DataType] = {
+    "phase": pl.String(), "generation": pl.Int64(), "step": pl.Int64(), "rank": pl.Int64(), "start_ns": pl.Int64(),
+    "dur_ns": pl.Int64(), "class": pl.String(), "kind": pl.String(), "name": pl.String(), "module": pl.String(),
+    "layer": pl.Int64(), "op": pl.String(), "kernel_id": pl.Int64(), "edge": pl.String(), "stream": pl.Int64(),
+    "tid": pl.Int64(),
+}
+
 _DEFAULTS = {INSTANCES: 1, RANK: 0, "phase": UNKNOWN_PHASE}
 
 

@@ -15,6 +15,7 @@ import polars as pl
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_files import (  # noqa: F401  (read elsewhere as rundir.TRACE, …)
     CALLS,
+    CRITICAL_PATH,
     KERNELS,
     NCU,
     NCU_DIR,
@@ -75,16 +76,24 @@ def _write_table(table: pl.DataFrame, path: Path) -> None:
                         metadata=footer_metadata(table) or None)
 
 
-def write_run(directory: Path, run: Run, summary: Summary) -> None:
-    """run.json, summary.json and the tables of `run` into `directory` (a staging directory)."""
+def write_run(directory: Path, run: Run, summary: Summary, critical_path: pl.DataFrame | None = None) -> None:
+    """run.json, summary.json and the tables of `run` into `directory` (a staging directory); critical_path: the
+    segments of every step's critical path (analyze/critical_path), written as critical_path.parquet."""
     write_json(directory / RUN_JSON, run.info.replace(schema_version=SCHEMA_VERSION))
     write_json(directory / SUMMARY_JSON, summary)
+    write_critical_path(directory, critical_path)
     _write_table(run.kernels, directory / KERNELS)
     _write_table(run.ops, directory / OPS)
     if run.calls is not None:
         _write_table(run.calls, directory / CALLS)
     if run.ncu is not None:
         run.ncu.write_parquet(directory / NCU)
+
+
+def write_critical_path(directory: Path, segments: pl.DataFrame | None) -> None:
+    """critical_path.parquet into `directory` (a staging directory), where the run has a critical path."""
+    if segments is not None:
+        _write_table(segments, directory / CRITICAL_PATH)
 
 
 def read_run_info(directory: Path) -> RunInfo:
