@@ -43,6 +43,8 @@ TRACES: list[tuple[tuple[str, ...], str]] = [
     (("foreign/trimmed/vllm_prefilldecode_piecewise__graph_capture_rank_0.json.gz",), "forwards"),
     (("public/hta/data__trace_filter__sampled_rank-0.json.gz", "public/hta/data__trace_filter__sampled_rank-1.json.gz"),
      "profiler_step"),
+    (tuple(sorted(f"public/param/{p.name}" for p in (DATA / "public" / "param").glob("dlrm_kineto__*"))),
+     "profiler_step"),
     *[((f"public/hta/{name}",), "profiler_step") for name in (
         "critical_path__cuda_event_sync__event_sync_trace.json.gz",
         "data__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz", "data__rank_non_gpu__rank_non_gpu.json.gz")],
