@@ -226,16 +226,20 @@ def _step_table(windows: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
             .join(by_rank, on=STEP_KEY, how="left", nulls_equal=True))
 
 
-def phase_summary(steps: pl.DataFrame) -> dict[str, dict]:
+def several_ranks(path: CriticalPath) -> bool:
+    return len(np.unique(path.graph.rank)) > 1
+
+
+def phase_summary(steps: pl.DataFrame, ranks: bool = False) -> dict[str, dict]:
     """summary.json `critical_path`: per phase, its steps, their wall time and path length (ns, summed over the
-    steps), each class's share of the path, and on runs of several ranks how many steps each rank decided."""
+    steps), each class's share of the path, and on runs of several `ranks` how many steps each rank decided."""
     out: dict[str, dict] = {}
     for (phase,), rows in steps.group_by("phase", maintain_order=True):
         path = int(rows["path_ns"].sum())
         entry = {"steps": rows.height, "step_ns": int(rows["step_ns"].sum()), "path_ns": path,
                  "mean_step_ns": float(rows["step_ns"].mean()),
                  "shares": {c: (int(rows[f"{c}_ns"].sum()) / path if path else 0.0) for c in CLASSES}}
-        if rows["ranks_on_path"].max() > 1 or rows["deciding_rank"].n_unique() > 1:
+        if ranks:
             counts = rows.group_by("deciding_rank").len().sort("deciding_rank")
             entry["deciding_ranks"] = {str(r): int(n) for r, n in counts.iter_rows()}
         out[str(phase)] = entry

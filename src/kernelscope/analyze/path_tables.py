@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from kernelscope.analyze.critical_path import CriticalPath, critical_paths
+from kernelscope.analyze.critical_path import CriticalPath, critical_paths, several_ranks
 from kernelscope.analyze.gemm_table import module_pattern
 from kernelscope.analyze.path_walk import CLASSES
 from kernelscope.contracts.run import Run
@@ -54,7 +54,7 @@ def path_phase_table(path: CriticalPath) -> pl.DataFrame:
         pl.col("ranks_on_path").max().alias("ranks_on_path"),
         pl.col("deciding_rank").mode().sort().first().alias("deciding_rank"),
     )
-    if steps["ranks_on_path"].max() <= 1 and steps["deciding_rank"].n_unique() <= 1:
+    if not several_ranks(path):
         table = table.drop("ranks_on_path", "deciding_rank")
     return table
 

@@ -7,7 +7,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.attribution import attribution_coverage
-from kernelscope.analyze.critical_path import CriticalPath, phase_summary
+from kernelscope.analyze.critical_path import CriticalPath, phase_summary, several_ranks
 from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
@@ -84,4 +84,5 @@ def summarize(run: Run, phases: pl.DataFrame | None = None, critical: CriticalPa
 def _critical_path(critical: CriticalPath | None) -> dict[str, CriticalPathPhase] | msgspec.UnsetType:
     if critical is None or critical.steps.height == 0:
         return msgspec.UNSET
-    return {phase: CriticalPathPhase(**entry) for phase, entry in phase_summary(critical.steps).items()}
+    return {phase: CriticalPathPhase(**entry)
+            for phase, entry in phase_summary(critical.steps, several_ranks(critical)).items()}

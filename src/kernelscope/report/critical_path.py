@@ -23,7 +23,7 @@ def path_context(tables: PathTables | None, table: Callable[[str, pl.DataFrame |
     if tables is None:
         return None
     steps = tables.path.steps
-    ranks = int(steps["ranks_on_path"].max() or 1)
+    ranks = len(set(tables.path.graph.rank.tolist()))
     crossing = steps.filter(pl.col("ranks_on_path") > 1).height
     return {
         "phases": table("critical_path", tables.phases),
@@ -31,7 +31,6 @@ def path_context(tables: PathTables | None, table: Callable[[str, pl.DataFrame |
         "steps": steps.height,
         "ranks": ranks,
         "crossing": crossing,
-        "several_ranks": "deciding_rank" in tables.phases.columns,
         "whole_run": steps.height == 1 and steps["step"].is_null().all() and steps["phase"][0] == "unknown",
         "typical": tables.path.graph.typical,
     }
