@@ -40,7 +40,7 @@ FAMILIES = {"kernelscope ranges": "ks", "ProfilerStep#N ranges": "profiler_step"
             "step annotations (SGLang)": "execute", "model forwards (top-level nn.Module frames)": "forwards",
             "embedding lookups (one per forward)": "lookups", "embedding lookups and compiled-graph calls": "lookups",
             "none": "run"}
-GROUPS = [["param/dlrm_kineto/worker%d" % r for r in range(8)],
+GROUPS = [[f"param/dlrm_kineto/worker{r}" for r in range(8)],
           ["hta/tests/data/trace_filter/sampled_rank-0", "hta/tests/data/trace_filter/sampled_rank-1"]]
 
 
@@ -99,7 +99,7 @@ def main() -> None:
         row = {"files": members, **check(files)}
         rows.append(row)
         print(f"{row.get('within_1pct', '-')}/{row.get('steps', '-')} {members[0]}"
-              f"{' (+%d ranks)' % (len(members) - 1) if len(members) > 1 else ''}", flush=True)
+              f"{f' (+{len(members) - 1} ranks)' if len(members) > 1 else ''}", flush=True)
     checked = [r for r in rows if "within_1pct" in r]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     summary = {
