@@ -129,10 +129,11 @@ def _markers(timed: list, family: str, ns, dur, cat) -> dict[object, list[tuple[
                 outer_end[e.get("tid")] = ns(e) + dur(e)
         until_next = True
     elif family == "lookups":
-        lookups = [e for e in ranges if cat(e) == "cpu_op" and e.get("name") == "aten::embedding"
-                   and isinstance(e.get("args"), dict) and e["args"].get("Input Dims")]
-        largest = max((e["args"]["Input Dims"][0][0] for e in lookups if e["args"]["Input Dims"][0]), default=None)
-        lookups = [e for e in lookups if e["args"]["Input Dims"][0] and e["args"]["Input Dims"][0][0] == largest]
+        dims = lambda e: e["args"].get("Input Dims") or e["args"].get("Input dims")  # noqa: E731  (older spelling)
+        lookups = [e for e in ranges if cat(e) in ("cpu_op", "operator") and e.get("name") == "aten::embedding"
+                   and isinstance(e.get("args"), dict) and dims(e)]
+        largest = max((dims(e)[0][0] for e in lookups if dims(e)[0]), default=None)
+        lookups = [e for e in lookups if dims(e)[0] and dims(e)[0][0] == largest]
         compiled = [e for e in ranges if cat(e) == "user_annotation" and COMPILED.match(str(e.get("name", "")))
                     and not any(o.get("tid") == e.get("tid") and ns(e) <= ns(o) < ns(e) + dur(e) for o in lookups)]
         chosen = lookups + compiled

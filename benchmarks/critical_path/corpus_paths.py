@@ -64,6 +64,8 @@ def check(paths: list[Path]) -> dict:
     sources = {r.sources.phase for r in ranks}
     family = FAMILIES.get(sources.pop()) if len(sources) == 1 else None
     steps = path.steps.sort("end_ns", "start_ns")
+    if steps.height == 1 and steps["step"][0] is None and steps["phase"][0] == "unknown":
+        family = "run"  # markers found, but none held work: the whole run is the one step
     row = {"steps": steps.height, "seconds": round(seconds, 3), "step_source": sorted({r.sources.phase for r in ranks}),
            "ranks_on_path": int(steps["ranks_on_path"].max()),
            "shares": {c: round(float(steps[f"{c}_ns"].sum() / max(steps["path_ns"].sum(), 1)), 4)

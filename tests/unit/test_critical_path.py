@@ -104,10 +104,12 @@ def test_each_steps_path_adds_up_to_its_wall_time_in_the_file(files, family):
     assert steps.height == len(walls) > 0
     within = [abs(p - w) <= 0.01 * w for p, w in zip(steps["path_ns"].to_list(), walls, strict=True)]
     assert sum(within) >= 0.99 * len(walls), list(zip(steps["path_ns"].to_list(), walls, strict=True))
-    # The segments tile each step: in time order, each starts where the one before ended.
-    for (_, _, _), rows in path.segments.group_by("phase", "generation", "step", maintain_order=True):
+    # The segments tile each step: in time order, from its start, each where the one before ended, to its end.
+    windows = {(r["phase"], r["generation"], r["step"]): (r["start_ns"], r["end_ns"]) for r in steps.iter_rows(named=True)}
+    for key, rows in path.segments.group_by("phase", "generation", "step", maintain_order=True):
         ends = (rows["start_ns"] + rows["dur_ns"]).to_list()
         assert rows["start_ns"].to_list()[1:] == ends[:-1]
+        assert (rows["start_ns"][0], ends[-1]) == windows[key]
         assert (rows["dur_ns"] > 0).all()
 
 

@@ -54,7 +54,8 @@ def step_windows(kernels: pl.DataFrame) -> pl.DataFrame:
     timed = kernels.filter(pl.col("start_ns").is_not_null())
     if timed.height == 0:
         return pl.DataFrame(schema={**{k: SEGMENT_SCHEMA[k] for k in STEP_KEY}, "own_start_ns": pl.Int64,
-                                    "start_ns": pl.Int64, "end_ns": pl.Int64, "last_kernel": pl.Int64})
+                                    "start_ns": pl.Int64, "end_ns": pl.Int64, "last_kernel": pl.Int64,
+                                    "last_rank": pl.Int64, "last_pid": pl.Int64, "last_tid": pl.Int64})
     stepped = timed.filter(in_steps())
     if stepped.height == 0:  # no steps known: the whole run is one
         stepped = timed.with_columns(pl.lit(ranges.UNKNOWN).alias("phase"), pl.lit(None, pl.Int64).alias("step"),
@@ -63,11 +64,12 @@ def step_windows(kernels: pl.DataFrame) -> pl.DataFrame:
     windows = stepped.group_by(STEP_KEY).agg(
         pl.min_horizontal(pl.col("launch_start_ns").min(), pl.col("start_ns").min()).alias("own_start_ns"),
         ends.max().alias("end_ns"), pl.col("kernel_id").sort_by(ends).last().alias("last_kernel"),
+        *[pl.col(c).sort_by(ends).last().alias(f"last_{c}") for c in ("rank", "pid", "tid")],
     ).sort("end_ns", "own_start_ns", *STEP_KEY, nulls_last=True)
     return windows.with_columns(
         pl.coalesce(pl.col("end_ns").shift(1), "own_start_ns").alias("start_ns"),
-    ).select(*STEP_KEY, "own_start_ns", "start_ns", "end_ns", "last_kernel").filter(
-        pl.col("end_ns") > pl.col("start_ns"))
+    ).select(*STEP_KEY, "own_start_ns", "start_ns", "end_ns", "last_kernel", "last_rank", "last_pid",
+             "last_tid").filter(pl.col("end_ns") > pl.col("start_ns"))
 
 
 def in_steps() -> pl.Expr:
@@ -94,7 +96,7 @@ def paths_of(graph: DependencyGraph, windows: pl.DataFrame, ends: np.ndarray) ->
     for i, window in enumerate(windows.iter_rows(named=True)):
         node, t_start, t_end = int(ends[i]), int(window["start_ns"]), int(window["end_ns"])
         walked = walk(graph, node, t_start, t_end)
-        if node >= 0 and graph.end[node] < t_end:  # a CPU op that ended before the step's last one: host time
+        if node >= 0 and t_start < graph.end[node] < t_end:  # host time after the last op that ended before
             walked.node.append(-1), walked.start.append(int(graph.end[node])), walked.end.append(t_end)
             walked.cls.append(HOST), walked.what.append(BETWEEN), walked.edge.append(0)
         parts.append(_segments(graph, walked, i))
@@ -109,7 +111,8 @@ def paths_of(graph: DependencyGraph, windows: pl.DataFrame, ends: np.ndarray) ->
 
 def _end_nodes(graph: DependencyGraph, windows: pl.DataFrame) -> np.ndarray:
     """The node each walk starts from: the device node of the step's last kernel, or on runs without device
-    work the host node (outermost CPU op) on its thread that ended last before the step's end."""
+    work the outermost CPU op of the step's last op's thread that was running last before the step's end (the one
+    holding that op, where it is one)."""
     if graph.n_device:
         ids = graph.devices["kernel_id"].to_numpy()
         order = np.argsort(ids)
@@ -117,10 +120,15 @@ def _end_nodes(graph: DependencyGraph, windows: pl.DataFrame) -> np.ndarray:
         pos = np.minimum(pos, len(ids) - 1)
         found = ids[order][pos] == windows["last_kernel"].to_numpy()
         return np.where(found, order[pos], -1)
-    host_end = graph.end[graph.n_device:]
-    order = np.argsort(host_end, kind="stable")
-    pos = np.searchsorted(host_end[order], windows["end_ns"].to_numpy(), side="right") - 1
-    return np.where(pos >= 0, order[np.maximum(pos, 0)] + graph.n_device, -1)
+    hosts = graph.hosts.with_row_index("_node")
+    out = np.full(windows.height, -1, dtype=np.int64)
+    for i, window in enumerate(windows.iter_rows(named=True)):
+        mine = hosts.filter((pl.col("rank") == window["last_rank"]) & (pl.col("pid") == window["last_pid"])
+                            & (pl.col("tid") == window["last_tid"]) & (pl.col("start_ns") < window["end_ns"]))
+        if mine.height:
+            reach = mine.select(pl.min_horizontal("end_ns", pl.lit(window["end_ns"])).alias("r"), "start_ns", "_node")
+            out[i] = int(reach.sort("r", "start_ns")["_node"][-1]) + graph.n_device
+    return out
 
 
 def _segments(graph: DependencyGraph, walked: Walk, window: int) -> pl.DataFrame:
