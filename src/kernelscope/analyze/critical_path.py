@@ -17,7 +17,6 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.dependency_graph import EDGES, DependencyGraph, dependency_graph
-from kernelscope.analyze.graph_edges import pieces
 from kernelscope.analyze.path_walk import (
     BETWEEN,
     BODY,
@@ -27,7 +26,9 @@ from kernelscope.analyze.path_walk import (
     LAUNCH_CLASS,
     UNRECORDED,
     Walk,
-    walk,
+    chase,
+    cut,
+    states,
 )
 from kernelscope.analyze.phases import end_ns
 from kernelscope.contracts.tables import PATH_SEGMENT_COLUMNS
@@ -92,21 +93,29 @@ def critical_paths(kernels: pl.DataFrame, calls: pl.DataFrame | None = None, hos
 
 def paths_of(graph: DependencyGraph, windows: pl.DataFrame, ends: np.ndarray) -> CriticalPath:
     """The path of each window (step_windows' columns), walked back from its end node (-1: none)."""
-    parts, rows = [], []
-    for i, window in enumerate(windows.iter_rows(named=True)):
-        node, t_start, t_end = int(ends[i]), int(window["start_ns"]), int(window["end_ns"])
-        walked = walk(graph, node, t_start, t_end)
+    table = states(graph)
+    n_host = len(graph) - graph.n_device
+    walks = []
+    for i, (t_start, t_end) in enumerate(windows.select("start_ns", "end_ns").iter_rows()):
+        node = int(ends[i])
+        # A CPU op still running at the step's end is entered there; one that ended before, at its end.
+        state = node + n_host if node >= graph.n_device and t_end < graph.end[node] else node
+        walked = cut(table, chase(table, state, t_start) if node >= 0 else np.zeros(0, dtype=np.int64), t_start, t_end)
         if node >= 0 and t_start < graph.end[node] < t_end:  # host time after the last op that ended before
-            walked.node.append(-1), walked.start.append(int(graph.end[node])), walked.end.append(t_end)
-            walked.cls.append(HOST), walked.what.append(BETWEEN), walked.edge.append(0)
-        parts.append(_segments(graph, walked, i))
-        rows.append(i)
-    segments = pl.concat(parts, how="vertical") if parts else pl.DataFrame()
+            walked = _appended(walked, int(graph.end[node]), t_end)
+        walks.append((i, walked))
+    segments = _segments(graph, walks)
     key = windows.with_row_index("_window").with_columns(pl.col("_window").cast(pl.Int64)).select(
         "_window", *STEP_KEY)
     segments = (segments.join(key, on="_window", how="left").sort("_window", "start_ns")
                 .select(list(SEGMENT_SCHEMA)).cast(SEGMENT_SCHEMA))
     return CriticalPath(segments=segments, steps=_step_table(windows, segments), graph=graph, windows=windows)
+
+
+def _appended(walked: Walk, start: int, end: int) -> Walk:
+    values = (-1, start, end, HOST, BETWEEN, 0)
+    return Walk(*[np.append(column, value) for column, value in zip(
+        (walked.node, walked.start, walked.end, walked.cls, walked.what, walked.edge), values, strict=True)])
 
 
 def _end_nodes(graph: DependencyGraph, windows: pl.DataFrame) -> np.ndarray:
@@ -131,40 +140,94 @@ def _end_nodes(graph: DependencyGraph, windows: pl.DataFrame) -> np.ndarray:
     return out
 
 
-def _segments(graph: DependencyGraph, walked: Walk, window: int) -> pl.DataFrame:
-    """One walk as rows: host gaps cut into time inside launching CPU ops (launch) and the rest (host), every
-    segment named after its node."""
-    node, start, end = list(walked.node), list(walked.start), list(walked.end)
-    cls, what, edge, label = list(walked.cls), list(walked.what), list(walked.edge), [None] * len(walked.node)
+def _segments(graph: DependencyGraph, walks: list[tuple[int, Walk]]) -> pl.DataFrame:
+    """Every window's walk as rows: host time between calls cut into time inside outermost CPU ops that launched
+    device work (`launch`, named after that op) and the rest (`host`), every segment named after its node."""
+    columns = [np.concatenate([getattr(w, c) for _, w in walks]) if walks else np.zeros(0, dtype=np.int64)
+               for c in ("node", "start", "end", "cls", "what", "edge")]
+    window = np.concatenate([np.full(len(w.node), i, dtype=np.int64) for i, w in walks]) if walks else \
+        np.zeros(0, dtype=np.int64)
+    node, start, end, cls, what, edge = columns
+    gap = cls == GAP
+    thread = np.where(gap & (node >= graph.n_device),
+                      graph.thread[np.maximum(node - graph.n_device, 0)] if len(graph.thread) else 0, 0)
+    pieces = _gap_pieces(graph, node[gap], thread[gap], start[gap], end[gap])
+    owner = np.flatnonzero(gap)[pieces.row]
+    keep = ~gap
+    table = pl.DataFrame({
+        "node": np.concatenate([node[keep], node[owner]]), "start_ns": np.concatenate([start[keep], pieces.start]),
+        "end_ns": np.concatenate([end[keep], pieces.end]),
+        "cls": np.concatenate([cls[keep], np.where(pieces.inside, LAUNCH_CLASS, HOST)]),
+        "what": np.concatenate([what[keep], what[owner]]), "edge": np.concatenate([edge[keep], edge[owner]]),
+        "_window": np.concatenate([window[keep], window[owner]]),
+    }, schema={"node": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.Int64, "what": pl.Int64,
+               "edge": pl.Int64, "_window": pl.Int64})
+    labels = pl.concat([pl.Series([None] * int(keep.sum()), dtype=pl.String), pieces.label])
+    return _named(graph, table.with_columns(labels.alias("label")))
+
+
+@dataclass
+class _Pieces:
+    row: np.ndarray  # the gap each piece comes from
+    start: np.ndarray
+    end: np.ndarray
+    inside: np.ndarray  # inside an outermost CPU op that launched device work
+    label: pl.Series  # that op's name (null outside one)
+
+
+def _gap_pieces(graph: DependencyGraph, node: np.ndarray, thread: np.ndarray, a: np.ndarray, b: np.ndarray
+                ) -> _Pieces:
+    """Each gap [a, b) before host `node` on its thread cut where the launching ops' union begins and ends; on a
+    re-timed graph (the CPU ops' times no longer apply) into its launch share, then the rest."""
+    if graph.retimed:
+        return _retimed_pieces(graph, node, a, b)
     ops = graph.launching_ops
-    for i in [i for i, c in enumerate(walked.cls) if c == GAP]:
-        band = int(graph.thread[node[i] - graph.n_device]) * ops.band
-        cut = (_retimed_gap(graph, node[i], band + start[i], band + end[i]) if graph.retimed
-               else pieces(ops.merged, band + start[i], band + end[i])) or [(band + start[i], band + end[i], False)]
-        first = True
-        for a, b, inside in cut:
-            values = (node[i], a - band, b - band, LAUNCH_CLASS if inside else HOST, what[i], edge[i],
-                      ops.name_at(a) if inside and not graph.retimed else None)
-            if first:
-                node[i], start[i], end[i], cls[i], what[i], edge[i], label[i] = values
-                first = False
-            else:
-                for column, value in zip((node, start, end, cls, what, edge, label), values, strict=True):
-                    column.append(value)
-    table = pl.DataFrame({"node": node, "start_ns": start, "end_ns": end, "cls": cls, "what": what, "edge": edge,
-                          "label": label},
-                         schema={"node": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.Int64,
-                                 "what": pl.Int64, "edge": pl.Int64, "label": pl.String})
-    return _named(graph, table).with_columns(pl.lit(window, pl.Int64).alias("_window"))
+    band = thread * ops.band
+    starts, ends, _ = ops.merged
+    lo, hi = band + a, band + b
+    first = np.searchsorted(ends, lo, side="right")  # the merged intervals each gap meets: [first, last)
+    last = np.searchsorted(starts, hi, side="left")
+    count = np.maximum(last - first, 0)
+    # Boundaries of each gap: its ends and every start and end of the intervals it meets, clipped to it.
+    row = np.repeat(np.arange(len(a)), count)
+    offset = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    j = np.repeat(first, count) + offset
+    inner = np.concatenate([np.clip(starts[j], lo[row], hi[row]), np.clip(ends[j], lo[row], hi[row])]) if len(j) \
+        else np.zeros(0, dtype=np.int64)
+    cut_row = np.concatenate([np.arange(len(a)), np.arange(len(a)), np.concatenate([row, row])])
+    cut_at = np.concatenate([lo, hi, inner])
+    order = np.lexsort((cut_at, cut_row))
+    cut_row, cut_at = cut_row[order], cut_at[order]
+    same = cut_row[1:] == cut_row[:-1]
+    p_row, p_lo, p_hi = cut_row[:-1][same], cut_at[:-1][same], cut_at[1:][same]
+    real = p_hi > p_lo
+    p_row, p_lo, p_hi = p_row[real], p_lo[real], p_hi[real]
+    k = np.searchsorted(starts, p_lo, side="right") - 1
+    inside = (k >= 0) & (ends[np.maximum(k, 0)] > p_lo) if len(starts) else np.zeros(len(p_lo), dtype=bool)
+    name_row = np.searchsorted(ops.starts, p_lo, side="right") - 1
+    named = inside & (name_row >= 0)
+    named[named] = ops.ends[name_row[named]] > p_lo[named]
+    names = pl.Series(ops.names, dtype=pl.String) if ops.names else pl.Series([], dtype=pl.String)
+    label = (names.gather(pl.Series(np.maximum(name_row, 0))).scatter(np.flatnonzero(~named), None)
+             if len(names) and len(p_lo) else pl.Series([None] * len(p_lo), dtype=pl.String))
+    shift = band[p_row]
+    return _Pieces(row=p_row, start=p_lo - shift, end=p_hi - shift, inside=inside, label=label)
 
 
-def _retimed_gap(graph: DependencyGraph, node: int, a: int, b: int) -> list[tuple[int, int, bool]]:
-    """A re-timed gap: its launch share first, then the rest (the CPU ops' own times no longer apply)."""
+def _retimed_pieces(graph: DependencyGraph, node: np.ndarray, a: np.ndarray, b: np.ndarray) -> _Pieces:
+    """Re-timed gaps: each one's launch share (the share of its time inside launching ops before), then the rest."""
     h = node - graph.n_device
-    whole = float(graph.gap_launch[h] + graph.gap_host[h])
-    share = float(graph.gap_launch[h]) / whole if whole > 0 else 0.0
-    cut = a + round((b - a) * min(max(share, 0.0), 1.0))
-    return [piece for piece in ((a, cut, True), (cut, b, False)) if piece[1] > piece[0]]
+    whole = (graph.gap_launch[h] + graph.gap_host[h]).astype(np.float64)
+    share = np.divide(graph.gap_launch[h], whole, out=np.zeros(len(h)), where=whole > 0)
+    mid = a + np.rint((b - a) * np.clip(share, 0.0, 1.0)).astype(np.int64)
+    rows = np.arange(len(a))
+    row = np.concatenate([rows, rows])
+    lo, hi = np.concatenate([a, mid]), np.concatenate([mid, b])
+    inside = np.concatenate([np.ones(len(a), dtype=bool), np.zeros(len(a), dtype=bool)])
+    real = hi > lo
+    order = np.lexsort((lo[real], row[real]))
+    return _Pieces(row=row[real][order], start=lo[real][order], end=hi[real][order], inside=inside[real][order],
+                   label=pl.Series([None] * int(real.sum()), dtype=pl.String))
 
 
 def _named(graph: DependencyGraph, table: pl.DataFrame) -> pl.DataFrame:
@@ -216,7 +279,8 @@ def _named(graph: DependencyGraph, table: pl.DataFrame) -> pl.DataFrame:
         pl.Series("edge", np.array(EDGES)[table["edge"].to_numpy()]).replace("none", None).alias("edge"),
         pl.when(pl.Series(own_device)).then(of_device("stream")).alias("stream"),
         of_host("tid", pl.Int64).alias("tid"),
-    ).with_columns(pl.lit(0, pl.Int64).alias("_window"))
+        table["_window"],
+    )
 
 
 def _step_table(windows: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:

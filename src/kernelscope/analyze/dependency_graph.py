@@ -319,10 +319,6 @@ class LaunchingOps:
     def __post_init__(self) -> None:
         self.merged = merged_intervals(self.starts, self.ends)
 
-    def name_at(self, key: int) -> str | None:
-        i = int(np.searchsorted(self.starts, key, side="right")) - 1
-        return self.names[i] if i >= 0 and self.ends[i] > key else None
-
 
 def _collectives(devices: pl.DataFrame, collectives: pl.DataFrame | None, d_start: np.ndarray, d_end: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:

@@ -85,21 +85,3 @@ def covered_before(merged: tuple[np.ndarray, np.ndarray, np.ndarray], times: np.
 def covered_between(merged: tuple[np.ndarray, np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The length of the union inside each [a, b] (0 where b ≤ a)."""
     return np.maximum(covered_before(merged, b) - covered_before(merged, a), 0)
-
-
-def pieces(merged: tuple[np.ndarray, np.ndarray, np.ndarray], a: int, b: int) -> list[tuple[int, int, bool]]:
-    """[a, b] cut where the merged intervals begin and end: (start, end, covered) pieces in order."""
-    starts, ends, _ = merged
-    out: list[tuple[int, int, bool]] = []
-    i = int(np.searchsorted(ends, a, side="right"))
-    t = a
-    while t < b:
-        if i < len(starts) and starts[i] <= t:
-            stop = min(int(ends[i]), b)
-            out.append((t, stop, True))
-            i += 1
-        else:
-            stop = min(int(starts[i]), b) if i < len(starts) else b
-            out.append((t, stop, False))
-        t = stop
-    return out
