@@ -9,8 +9,10 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
+from kernelscope.analyze.critical_path import CriticalPath
 from kernelscope.analyze.hardware import Ceilings, ceilings_for
 from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.path_tables import run_critical_paths
 from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.summary import summarize
 from kernelscope.contracts.run import Run
@@ -39,15 +41,18 @@ def write_run_directory(directory: Path, run: Run, report: bool = True,
         _start_figure_helpers()
     run = with_costs_and_names(run)
     phases = phase_table(run.kernels)  # the summary's and the report's
-    summary = summarize(run, phases)
+    critical = run_critical_paths(run)  # likewise
+    summary = summarize(run, phases, critical)
+    segments = critical.segments if critical is not None else None
     if not report:
-        rundir.write_run(directory, run, summary)
+        rundir.write_run(directory, run, summary, segments)
         return summary
     from kernelscope.report.render import render_report  # matplotlib and Jinja are imported only for a report
 
     # The run's tables are written while the first figures are drawn (they were the figures' wait).
     render_report(run, summary, directory / rundir.REPORT_DIR, top_n=TOP_N, ceilings=run_ceilings(run.info),
-                  languages=languages, meanwhile=lambda: rundir.write_run(directory, run, summary), phases=phases)
+                  languages=languages, meanwhile=lambda: rundir.write_run(directory, run, summary, segments), phases=phases,
+                  critical=critical)
     return summary
 
 
@@ -58,14 +63,16 @@ def rerender(run_dir: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LAN
     section over that rank's rows; the run's own report and summary stay as they are)."""
     _start_figure_helpers()
     run = with_costs_and_names(rundir.read_run(run_dir, ops=False))
+    host_ops = rundir.read_host_ops(run_dir)
     if rank is None:
         with updating_run(run_dir) as staging:
-            _report_into(staging, run, top_n, languages)
+            _report_into(staging, run, top_n, languages, run_critical_paths(run, host_ops))
         return run_dir / rundir.REPORT_DIR / "report.md"
     one = _one_rank(run, rank, run_dir)
     folder = rundir.rank_report_dir(rank)
+    mine = host_ops.filter(pl.col("rank") == rank) if "rank" in host_ops.columns else host_ops
     with updating_run(run_dir) as staging:
-        render_report_of(one, staging / folder, top_n, languages)
+        render_report_of(one, staging / folder, top_n, languages, run_critical_paths(one, mine))
     return run_dir / folder / "report.md"
 
 
@@ -83,14 +90,17 @@ def _one_rank(run: Run, rank: int, run_dir: Path) -> Run:
         if mine and info.timings is not None:  # its own latency, not rank 0's
             info = info.replace(timings=msgspec.structs.replace(info.timings, plain=mine[0].timings))
     return Run(info=info, kernels=run.kernels.filter(pl.col("rank") == rank),
-               ops=run.ops.filter(pl.col("rank") == rank) if "rank" in run.ops.columns else run.ops, ncu=run.ncu)
+               ops=run.ops.filter(pl.col("rank") == rank) if "rank" in run.ops.columns else run.ops, ncu=run.ncu,
+               calls=run.calls.filter(pl.col("rank") == rank) if run.calls is not None else None)
 
 
-def render_report_of(run: Run, directory: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LANGUAGES) -> None:
+def render_report_of(run: Run, directory: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LANGUAGES,
+                     critical: CriticalPath | None = None) -> None:
     from kernelscope.report.render import render_report
 
-    render_report(run, functools.partial(summarize, run), directory, top_n=top_n, ceilings=run_ceilings(run.info),
-                  languages=languages)
+    critical = critical if critical is not None else run_critical_paths(run)
+    render_report(run, functools.partial(summarize, run, critical=critical), directory, top_n=top_n,
+                  ceilings=run_ceilings(run.info), languages=languages, critical=critical)
 
 
 def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFrame, ncu: NcuInfo,
@@ -99,7 +109,9 @@ def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFram
     ncu_metrics.parquet, run.json's `ncu` section, `files` (name → file) under ncu/, the summary and the report,
     all swapped in together once everything is written."""
     stored = with_costs_and_names(rundir.read_run(run_dir, ops=False))
-    run = Run(info=stored.info.replace(ncu=ncu), kernels=stored.kernels, ops=stored.ops, ncu=measured)
+    run = Run(info=stored.info.replace(ncu=ncu), kernels=stored.kernels, ops=stored.ops, ncu=measured,
+              calls=stored.calls)
+    critical = run_critical_paths(run, rundir.read_host_ops(run_dir))
     with updating_run(run_dir) as staging:
         measured.write_parquet(staging / rundir.NCU)
         metrics.write_parquet(staging / rundir.NCU_METRICS)
@@ -108,7 +120,7 @@ def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFram
             for name, path in files.items():
                 path.replace(staging / rundir.NCU_DIR / name)
         rundir.write_json(staging / rundir.RUN_JSON, run.info)
-        _report_into(staging, run, TOP_N, LANGUAGES)
+        _report_into(staging, run, TOP_N, LANGUAGES, critical)
 
 
 def _start_figure_helpers() -> None:
@@ -119,16 +131,18 @@ def _start_figure_helpers() -> None:
     warm_up_helper()
 
 
-def _report_into(staging: Path, run: Run, top_n: int, languages: tuple[str, ...]) -> None:
+def _report_into(staging: Path, run: Run, top_n: int, languages: tuple[str, ...],
+                 critical: CriticalPath | None) -> None:
     from kernelscope.report.render import render_report
 
     # Summarized once the first figures are being drawn (render_report), not before, from the report's phase table.
     made: list[Summary] = []
 
     def summary_of(phases: pl.DataFrame) -> Summary:
-        made.append(summarize(run, phases))
+        made.append(summarize(run, phases, critical))
         return made[-1]
 
     render_report(run, summary_of, staging / rundir.REPORT_DIR, top_n=top_n, ceilings=run_ceilings(run.info),
-                  languages=languages)
+                  languages=languages, critical=critical)
     rundir.write_json(staging / rundir.SUMMARY_JSON, made[-1])
+    rundir.write_critical_path(staging, critical.segments if critical is not None else None)

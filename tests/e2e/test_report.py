@@ -19,7 +19,7 @@ DATA = Path(__file__).parents[1] / "data"
 RUN = DATA / "runs" / "h200-qwen2-0.5b-ncu"
 GOLDEN = DATA / "golden" / "h200-qwen2-0.5b-ncu"
 
-SECTIONS_EN = ["Overview", "Setup", "Timings", "Top kernels by total time", "Key observations",
+SECTIONS_EN = ["Overview", "Setup", "Timings", "Top kernels by total time", "Critical path", "Key observations",
                "Kernel classification", "Performance characteristics by class", "Metric definitions",
                "Top kernels by single-launch duration", "Histograms", "Roofline",
                "Layer → module → kernel breakdown", "Op groups", "Conclusions",

@@ -72,6 +72,25 @@ def combine_ranks(parts: list[tuple[pl.DataFrame, pl.DataFrame]],
     return kernels, pl.concat(ops_parts, how="diagonal_relaxed")
 
 
+def combine_calls(parts: list[pl.DataFrame | None], clock_offsets_ns: list[int] | None = None,
+                  ranks: list[int] | None = None) -> pl.DataFrame | None:
+    """Each rank's calls (analyze/host_calls) → one table with a rank column, on the run's clock as combine_ranks
+    puts the kernels. None when a part has none (a source without calls)."""
+    if not parts or any(part is None for part in parts):
+        return None
+    offsets = clock_offsets_ns or [0] * len(parts)
+    # A part may hold several ranks already (the processes of one recording): numbered on as combine_ranks does.
+    inner = [int(part["rank"].max() or 0) + 1 if "rank" in part.columns and part.height else 1 for part in parts]
+    numbers = ranks or [sum(inner[:i]) for i in range(len(parts))]
+
+    def own(part: pl.DataFrame) -> pl.Expr:
+        return pl.col("rank").fill_null(0) if "rank" in part.columns else pl.lit(0, dtype=pl.Int64)
+
+    return pl.concat([part.with_columns((own(part) + numbers[i]).cast(pl.Int64).alias("rank"),
+                                        pl.col("start_ns") + pl.lit(offsets[i], dtype=pl.Int64))
+                      for i, part in enumerate(parts) if part is not None], how="diagonal_relaxed")
+
+
 def rank_table(kernels: pl.DataFrame, timed: list | None = None) -> pl.DataFrame | None:
     """Per rank of a run of several ranks: launches, device time, the share attributed to a phase and a module,
     and (profile --gpus runs) where it ran and its timings without the profiler (run.json parallel.ranks).

@@ -11,6 +11,7 @@ from kernelscope import ranges
 from kernelscope.analyze.accelerator import AcceleratorNeeds, accelerator_needs
 from kernelscope.analyze.communication import Communication, communication
 from kernelscope.analyze.cost_coverage import cost_sources
+from kernelscope.analyze.critical_path import CriticalPath
 from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
 from kernelscope.analyze.gemm_table import gemm_shape_table
 from kernelscope.analyze.generations import generation_table
@@ -28,6 +29,7 @@ from kernelscope.analyze.ncu_measurements import (
     measured_class_table,
 )
 from kernelscope.analyze.op_groups import op_group_table
+from kernelscope.analyze.path_tables import PathTables, path_tables
 from kernelscope.analyze.phases import phase_table, step_table, steps_of_every_phase
 from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
 from kernelscope.analyze.ranks import rank_table, with_waiting
@@ -96,6 +98,7 @@ class ReportTables:
     projection: WhatIf | None = None  # the what-if model on this run's own device (calibration, design options)
     generations: pl.DataFrame | None = None  # per image of runs with one generation per image
     communication: Communication | None = None  # runs with collective kernels
+    critical_path: PathTables | None = None  # runs with a timeline
     ranks: pl.DataFrame | None = None  # runs of several ranks
     metrics: dict[str, Metric] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
@@ -151,10 +154,11 @@ def _roofline_of(subset: pl.DataFrame, names: pl.DataFrame, ceilings: Ceilings) 
 
 def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFrame | None = None,
                   labels: pl.DataFrame | None = None, roofline: dict[str, RooflineTables] | None = None,
-                  phases: pl.DataFrame | None = None) -> ReportTables:
+                  phases: pl.DataFrame | None = None, critical: CriticalPath | None = None) -> ReportTables:
     """kernels: report_kernels(run, ceilings), where the caller has it already (the run's own kernels are then not
-    read: costs, names and roofline places are made once); labels (kernel_labels), roofline (roofline_tables) and
-    phases (phase_table of those kernels: the summary's) likewise."""
+    read: costs, names and roofline places are made once); labels (kernel_labels), roofline (roofline_tables),
+    phases (phase_table of those kernels: the summary's) and critical (the run's critical paths, the summary's)
+    likewise."""
     if kernels is None:
         run = with_costs_and_names(run)
         kernels = place_on_roofline(run.kernels, ceilings)
@@ -183,6 +187,7 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
     parallel = run.info.parallel
     tables.ranks = with_waiting(rank_table(kernels, parallel.ranks if parallel is not None else None),
                                 tables.communication.instances if tables.communication is not None else None)
+    tables.critical_path = path_tables(run.with_kernels(kernels), critical)
     tables.source_lines = source_line_table(kernels, labels)
     tables.measured = _measured_tables(run, kernels, labels, ceilings)
     tables.accelerator = accelerator_needs(kernels, run.info, ceilings, tables.per_phase("categories"),

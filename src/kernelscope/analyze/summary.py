@@ -7,11 +7,12 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.attribution import attribution_coverage
+from kernelscope.analyze.critical_path import CriticalPath, phase_summary, several_ranks
 from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.structure_summary import structure_summary
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.summary import KeyTimings, PhaseSummary, Summary
+from kernelscope.contracts.summary import CriticalPathPhase, KeyTimings, PhaseSummary, Summary
 from kernelscope.contracts.tables import COST_SOURCES, CPU_OP
 
 
@@ -42,11 +43,12 @@ def _phase(row: dict, cpu: bool) -> PhaseSummary:
                         device_time_per_step_us=per_step, kernels_per_step=row["kernels_per_step"])
 
 
-def summarize(run: Run, phases: pl.DataFrame | None = None) -> Summary:
+def summarize(run: Run, phases: pl.DataFrame | None = None, critical: CriticalPath | None = None) -> Summary:
     """kernel_count counts launches (a summary row stands for `instances` of them); kernel_rows, the rows of
     kernels.parquet, is added only where the two differ. Per-step figures are null where steps are unknown.
     The run's kernels carry their costs and catalog names (analyze.run_costs.with_costs). `phases`:
-    phase_table(run.kernels), where the caller has it (the report's phase table is the same one)."""
+    phase_table(run.kernels), where the caller has it (the report's phase table is the same one). `critical`:
+    the run's critical paths (analyze/path_tables.run_critical_paths), the `critical_path` key."""
     kernels = run.kernels
     info = run.info
     plain = info.plain_timings
@@ -77,4 +79,12 @@ def summarize(run: Run, phases: pl.DataFrame | None = None) -> Summary:
         # CUDA-graph replays: how many got module attribution from an eager step, and why the others did not.
         graph_replays=info.graph_replays if info.graph_replays is not None else msgspec.UNSET,
         structure=structure_summary(kernels, info.attribution) if kernels.height else msgspec.UNSET,
+        critical_path=_critical_path(critical),
     )
+
+
+def _critical_path(critical: CriticalPath | None) -> dict[str, CriticalPathPhase] | msgspec.UnsetType:
+    if critical is None or critical.steps.height == 0:
+        return msgspec.UNSET
+    return {phase: CriticalPathPhase(**entry)
+            for phase, entry in phase_summary(critical.steps, several_ranks(critical)).items()}

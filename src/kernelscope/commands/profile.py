@@ -144,6 +144,7 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
     from kernelscope.analyze.attribution import attribute
     from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
     from kernelscope.analyze.graph_replays import attribute_graph_replays
+    from kernelscope.analyze.host_calls import host_calls
     from kernelscope.capture.environment import describe_hardware, describe_software
     from kernelscope.capture.torch_profiler import BackgroundGzip, record, trace_gzip_level
     from kernelscope.contracts.run import Run
@@ -165,6 +166,7 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
     try:
         with steps.step(f"Loading and attributing the trace ({json_bytes / 1e6:.1f} MB)"):
             tables = load_kineto(trace_json)
+            calls = host_calls(tables.launches, tables.kernels)
             kernels, ops = attribute(tables)
             kernels, sources = infer_attribution(kernels, ops)
             kernels, graph_replays = attribute_graph_replays(kernels)
@@ -186,6 +188,6 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
         graph_replays=graph_replays,
         attribution=attribution_info(kernels, [sources]),
     )
-    return Run(info=info, kernels=kernels, ops=ops), compressing
+    return Run(info=info, kernels=kernels, ops=ops, calls=calls), compressing
 
 

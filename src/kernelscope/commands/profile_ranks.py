@@ -234,7 +234,8 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
     from kernelscope.analyze.attribution import attribute
     from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
     from kernelscope.analyze.graph_replays import attribute_graph_replays
-    from kernelscope.analyze.ranks import combine_ranks, rank_clock_offsets
+    from kernelscope.analyze.host_calls import host_calls
+    from kernelscope.analyze.ranks import combine_calls, combine_ranks, rank_clock_offsets
     from kernelscope.capture.torch_profiler import BackgroundGzip, trace_gzip_level
     from kernelscope.contracts.run import Run
     from kernelscope.contracts.run_info import SCHEMA_VERSION, ParallelInfo, RankInfo, RunInfo, TraceInfo
@@ -243,13 +244,14 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
     from kernelscope.load.sources import trace_file
 
     records = [msgspec.json.decode((parts / _record_name(r)).read_bytes(), type=RankRecord) for r in range(world)]
-    ranked, metas, sources, files = [], [], [], []
+    ranked, metas, sources, files, rank_calls = [], [], [], [], []
     compressing: list[BackgroundGzip] = []  # each rank's trace gzipped on a thread while the next is read
     (tmp / rundir.TRACES_DIR).mkdir()
     with steps.step(f"Loading and attributing {world} traces"), _finishing(compressing):
         for record in records:
             trace_json = parts / record.trace_json
             tables = load_kineto(trace_json)
+            rank_calls.append(host_calls(tables.launches, tables.kernels))
             kernels, ops = attribute(tables)
             kernels, found = infer_attribution(kernels, ops)
             ranked.append((kernels, ops))
@@ -258,8 +260,9 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
             kept = rundir.rank_trace(record.rank)
             compressing.append(BackgroundGzip(trace_json, tmp / kept, trace_gzip_level(record.json_bytes)))
             files.append(trace_file(tables.meta, kept, record.json_bytes))
-    kernels, ops = combine_ranks(ranked, rank_clock_offsets([m.origin_us for m in metas],
-                                                            [m.base_time_ns for m in metas]))
+    offsets = rank_clock_offsets([m.origin_us for m in metas], [m.base_time_ns for m in metas])
+    kernels, ops = combine_ranks(ranked, offsets)
+    calls = combine_calls(rank_calls, offsets)
     kernels, graph_replays = attribute_graph_replays(kernels)
     first = records[0]
     ranks = [RankInfo(rank=r.rank, local_rank=r.local_rank, host=r.host, device=r.device, timings=r.timings.plain,
@@ -284,7 +287,7 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
         trace=trace, graph_replays=graph_replays, attribution=attribution_info(kernels, sources), parallel=parallel,
     )
     shutil.rmtree(parts, ignore_errors=True)
-    return Run(info=info, kernels=kernels, ops=ops)
+    return Run(info=info, kernels=kernels, ops=ops, calls=calls)
 
 
 @contextlib.contextmanager

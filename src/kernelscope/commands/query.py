@@ -13,8 +13,9 @@ HELP = "SQL over many runs at once: views runs, kernels, ops, ncu, steps"
 DESCRIPTION = (
     "Run one SQL statement (DuckDB's dialect) over run directories: a run, a folder of runs, a glob, or a "
     "remote location DuckDB can read (s3://…, https://…). Views: runs (one row per run: model, device, "
-    "batch, commit, date, timings, …), kernels, ops, ncu (the runs' tables) and steps (device time per run, "
-    "rank, phase and step), each with the run's id and metadata. Example: kernelscope query \"select run_id, "
+    "batch, commit, date, timings, …), kernels, ops, ncu (the runs' tables), steps (device time per run, "
+    "rank, phase and step), gemm_shapes and critical_path (every segment of every step's critical path), each "
+    "with the run's id and metadata. Example: kernelscope query \"select run_id, "
     "device, tpot_ms from runs order by tpot_ms\" runs/"
 )
 FORMATS = ("table", "csv", "json", "parquet")

@@ -1,5 +1,6 @@
 """`kernelscope whatif RUN [--hw NAME|SPEC.toml] [--set …] [--sweep …]`: project a measured run onto a target and
-write the study (docs/whatif.md)."""
+write the study; `kernelscope whatif RUN --speedup TARGET=FACTOR …`: re-time the run's dependency graph with some
+work faster or slower (docs/whatif.md)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ DESCRIPTION = (
     "values) with the fitted projection model; shows the calibration on the measuring device, the "
     "projection per phase and kind of work, what each design option buys, the bandwidth and compute that "
     "latency goals need, and sweeps. Writes whatif.md / whatif.zh.md, HTML, figures, tables/*.csv and "
-    "whatif.json into RUN/whatif/<target>/ (or --out). See docs/whatif.md."
+    "whatif.json into RUN/whatif/<target>/ (or --out). With --speedup instead: every step of the run re-timed "
+    "through its dependency graph with a kernel, a module or a class of work made faster (or slower), how much "
+    "each step would shorten and the new critical path, into RUN/whatif/speedup-<targets>/ (speedup.json, "
+    "tables/*.csv). See docs/whatif.md."
 )
 
 
@@ -40,11 +44,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: bandwidth and BF16 compute from 0.25× to 4× the target's)")
     parser.add_argument("--model", type=Path, dest="model_file", metavar="FILE",
                         help="projection model from `kernelscope hw fit` (default: the shipped one)")
+    parser.add_argument("--speedup", action="append", metavar="KERNEL_OR_MODULE_OR_CLASS=FACTOR",
+                        help="re-time the run's dependency graph with this work divided by FACTOR (2: twice as "
+                             "fast, 0.5: twice as slow): a kernel (its name or catalog label), a module (its "
+                             "qualified name, submodules included), or a class (compute, communication, wait, "
+                             "launch, host); `*` matches any text; repeatable. Not with --hw, --set, --sweep or "
+                             "--model")
     parser.add_argument("--out", type=Path, help="directory to create (default: RUN/whatif/<target>, replaced)")
     add_lang_arg(parser)
 
 
 def run(args: argparse.Namespace, steps) -> int:
+    if args.speedup:
+        from kernelscope.commands.speedup import run_speedup
+
+        if args.hw or args.settings or args.sweep or args.model_file:
+            raise UserError("--speedup re-times the run's own dependency graph: it does not combine with --hw, "
+                            "--set, --sweep or --model")
+        return run_speedup(args.run, args.speedup, args.out, steps)
     with steps.step("Projecting"):
         settings = ",".join(args.settings) if args.settings else None  # --set a=1 --set b=2 is --set a=1,b=2
         path = run_whatif(args.run, args.hw, settings, args.sweep, args.model_file, args.out, args.lang)

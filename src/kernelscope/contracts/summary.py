@@ -22,6 +22,20 @@ class PhaseSummary(msgspec.Struct, kw_only=True):
     cpu_time_per_step_us: float | None | msgspec.UnsetType = msgspec.UNSET
 
 
+class CriticalPathPhase(msgspec.Struct, kw_only=True):
+    """Per phase, the critical path of its steps (docs/critical-path.md): how many, their wall time and the path's
+    length (ns, summed over the steps; the path tiles each step, so the two agree), the mean step, each class's
+    share of the path (compute, communication, wait, launch, host) and, on runs of several ranks, how many steps
+    each rank decided (held most of the path of)."""
+
+    steps: int
+    step_ns: int
+    path_ns: int
+    mean_step_ns: float
+    shares: dict[str, float]
+    deciding_ranks: dict[str, int] | msgspec.UnsetType = msgspec.UNSET
+
+
 class KeyTimings(msgspec.Struct, kw_only=True):
     """The plain (unprofiled) medians of a profile run; null on imports."""
 
@@ -71,6 +85,7 @@ class Summary(msgspec.Struct, kw_only=True):
     phases: dict[str, PhaseSummary] = msgspec.field(default_factory=dict)
     graph_replays: GraphReplays | msgspec.UnsetType = msgspec.UNSET
     structure: StructureSummary | msgspec.UnsetType = msgspec.UNSET
+    critical_path: dict[str, CriticalPathPhase] | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Summary:

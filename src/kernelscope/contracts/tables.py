@@ -86,6 +86,20 @@ KERNEL_COLUMNS: dict[str, pl.DataType] = {
 OP_COLUMNS: dict[str, pl.DataType] = {
     "op_id": pl.Int64(), **TRACE_OP_COLUMNS, "depth": pl.Int64(), "parent_op_id": pl.Int64(), "rank": pl.Int64(),
 }
+# Runtime and driver calls that started no device work of the run (synchronisations, event records and waits,
+# queries, allocations): calls.parquet, what the dependency graph needs beside the kernels' own launch columns.
+CALL_COLUMNS: dict[str, pl.DataType] = {
+    "api": pl.String(), "pid": pl.Int64(), "tid": pl.Int64(), "start_ns": pl.Int64(), "dur_ns": pl.Int64(),
+    "correlation": pl.Int64(), "external_id": pl.Int64(), "rank": pl.Int64(),
+}
+
+# critical_path.parquet: every segment of every step's critical path (analyze/critical_path, docs/critical-path.md).
+PATH_SEGMENT_COLUMNS: dict[str, pl.DataType] = {
+    "phase": pl.String(), "generation": pl.Int64(), "step": pl.Int64(), "rank": pl.Int64(), "start_ns": pl.Int64(),
+    "dur_ns": pl.Int64(), "class": pl.String(), "kind": pl.String(), "name": pl.String(), "module": pl.String(),
+    "layer": pl.Int64(), "op": pl.String(), "kernel_id": pl.Int64(), "edge": pl.String(), "stream": pl.Int64(),
+    "tid": pl.Int64(),
+}
 
 _DEFAULTS = {INSTANCES: 1, RANK: 0, "phase": UNKNOWN_PHASE}
 
@@ -131,6 +145,10 @@ def conform_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
 
 def conform_ops(ops: pl.DataFrame) -> pl.DataFrame:
     return conform(ops, OP_COLUMNS)
+
+
+def conform_calls(calls: pl.DataFrame) -> pl.DataFrame:
+    return conform(calls, CALL_COLUMNS)
 
 
 def empty_trace_tables() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:

@@ -4,7 +4,8 @@ where they are (nothing is copied), each row tagged with its run's id and metada
 Tables and views: `runs` (one row per run: run.json and summary.json figures), `kernels`, `ops`, `ncu` (the runs'
 tables, conformed to the run format's columns, so runs of older versions and of every source line up), `steps`
 (device time per run, rank, phase, generation and step, from kernels), `gemm_shapes` (per run, rank, phase and GEMM
-problem, from kernels). Every data view starts with the run's
+problem, from kernels), `critical_path` (every segment of every step's critical path: critical_path.parquet). Every
+data view starts with the run's
 columns RUN_COLUMNS; the tables' own `device` column (a CUDA device index) is there as `device_index`.
 """
 
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from kernelscope.contracts.tables import KERNEL_COLUMNS, OP_COLUMNS, RANK, UNKNOWN_PHASE
+from kernelscope.contracts.tables import KERNEL_COLUMNS, OP_COLUMNS, PATH_SEGMENT_COLUMNS, RANK, UNKNOWN_PHASE
 from kernelscope.errors import UserError
 from kernelscope.load.budget import memory_budget
 from kernelscope.load.run_locations import RunFiles, find_runs
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 RUN_COLUMNS = ("run_id", "model", "device", "batch", "commit", "date")
 # A table column named like a run column is renamed.
 RENAMED = {"device": "device_index"}
-VIEWS = ("runs", "kernels", "ops", "ncu", "steps", "gemm_shapes")
+VIEWS = ("runs", "kernels", "ops", "ncu", "steps", "gemm_shapes", "critical_path")
 
 # runs: column → DuckDB type, in order.
 RUNS_SCHEMA: dict[str, str] = {
@@ -116,9 +117,11 @@ def open_dataset(locations: list[str]) -> Dataset:
         _create_table_view(con, "kernels", [r.kernels for r in runs if r.kernels is not None], KERNEL_COLUMNS)
         _create_table_view(con, "ops", [r.ops for r in runs if r.ops is not None], OP_COLUMNS)
         _create_table_view(con, "ncu", [r.ncu for r in runs if r.ncu is not None], {})
+        _create_table_view(con, "critical_path", [r.critical_path for r in runs if r.critical_path is not None],
+                           PATH_SEGMENT_COLUMNS)
         _create_steps(con)
         _create_gemm_shapes(con)
-        _lock_down(con, [f for r in runs for f in (r.kernels, r.ops, r.ncu) if f is not None])
+        _lock_down(con, [f for r in runs for f in (r.kernels, r.ops, r.ncu, r.critical_path) if f is not None])
     except duckdb.Error as exc:
         raise UserError(f"cannot read the runs' tables ({_first_line(exc)})") from None
     return Dataset(con=con, runs=runs)
@@ -176,7 +179,7 @@ def _create_runs(con: duckdb.DuckDBPyConnection, runs: list[RunFiles]) -> None:
     marks = ", ".join("?" for _ in RUNS_SCHEMA)
     con.executemany(f"insert into runs values ({marks})", [list(run_row(r)) for r in runs])
     con.execute("create table _run_files (run_id VARCHAR, file VARCHAR)")
-    files = [[r.run_id, f] for r in runs for f in (r.kernels, r.ops, r.ncu) if f is not None]
+    files = [[r.run_id, f] for r in runs for f in (r.kernels, r.ops, r.ncu, r.critical_path) if f is not None]
     con.executemany("insert into _run_files values (?, ?)", files)
 
 

@@ -75,3 +75,9 @@ def step_annotations() -> list[dict[str, Any]]:
 def annotation_modules() -> dict[str, Any]:
     """data/annotation_modules.toml: user annotations that are never modules (docs/importing.md)."""
     return packaged_toml(_DATA, "annotation_modules.toml")
+
+
+@cache
+def critical_path_rules() -> dict[str, Any]:
+    """data/critical_path.toml: blocking calls, event waits and typical lags of the dependency graph."""
+    return packaged_toml(_DATA, "critical_path.toml")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import duckdb
 
 GLOB_CHARACTERS = frozenset("*?[")
-TABLES = (rundir.KERNELS, rundir.OPS, rundir.NCU)
+TABLES = (rundir.KERNELS, rundir.OPS, rundir.NCU, rundir.CRITICAL_PATH)
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class RunFiles:
     kernels: str | None
     ops: str | None
     ncu: str | None
+    critical_path: str | None = None
 
 
 def is_remote(location: str) -> bool:
@@ -64,7 +65,8 @@ def find_runs(locations: list[str], con: duckdb.DuckDBPyConnection | None = None
     for run_id, (directory, info, summary, tables) in zip(ids, found, strict=True):
         files = {name: _join(directory, name) if name in tables else None for name in TABLES}
         out.append(RunFiles(run_id=run_id, directory=directory, info=info, summary=summary,
-                            kernels=files[rundir.KERNELS], ops=files[rundir.OPS], ncu=files[rundir.NCU]))
+                            kernels=files[rundir.KERNELS], ops=files[rundir.OPS], ncu=files[rundir.NCU],
+                            critical_path=files[rundir.CRITICAL_PATH]))
     return out
 
 

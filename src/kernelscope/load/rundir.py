@@ -14,6 +14,8 @@ import polars as pl
 
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_files import (  # noqa: F401  (read elsewhere as rundir.TRACE, …)
+    CALLS,
+    CRITICAL_PATH,
     KERNELS,
     NCU,
     NCU_DIR,
@@ -74,14 +76,24 @@ def _write_table(table: pl.DataFrame, path: Path) -> None:
                         metadata=footer_metadata(table) or None)
 
 
-def write_run(directory: Path, run: Run, summary: Summary) -> None:
-    """run.json, summary.json and the tables of `run` into `directory` (a staging directory)."""
+def write_run(directory: Path, run: Run, summary: Summary, critical_path: pl.DataFrame | None = None) -> None:
+    """run.json, summary.json and the tables of `run` into `directory` (a staging directory); critical_path: the
+    segments of every step's critical path (analyze/critical_path), written as critical_path.parquet."""
     write_json(directory / RUN_JSON, run.info.replace(schema_version=SCHEMA_VERSION))
     write_json(directory / SUMMARY_JSON, summary)
+    write_critical_path(directory, critical_path)
     _write_table(run.kernels, directory / KERNELS)
     _write_table(run.ops, directory / OPS)
+    if run.calls is not None:
+        _write_table(run.calls, directory / CALLS)
     if run.ncu is not None:
         run.ncu.write_parquet(directory / NCU)
+
+
+def write_critical_path(directory: Path, segments: pl.DataFrame | None) -> None:
+    """critical_path.parquet into `directory` (a staging directory), where the run has a critical path."""
+    if segments is not None:
+        _write_table(segments, directory / CRITICAL_PATH)
 
 
 def read_run_info(directory: Path) -> RunInfo:
@@ -125,18 +137,35 @@ def read_run(directory: Path, ops: bool = True) -> Run:
     kernels = _read_table(directory / KERNELS)
     ops_table = _read_table(directory / OPS, rows=ops or not costs_stored(kernels))
     ncu = _read_table(directory / NCU) if (directory / NCU).is_file() else None
+    calls = _read_table(directory / CALLS) if (directory / CALLS).is_file() else None
     missing = [c for c in REQUIRED_KERNEL_COLUMNS if c not in kernels.columns]
     if missing:
         raise UserError(f"{directory / KERNELS}: not a kernelscope kernel table (no {', '.join(missing)} column)")
     if kernels.height == 0:
         raise UserError(f"{directory / KERNELS}: holds no kernels")
     try:
-        run = Run(info=info, kernels=kernels, ops=ops_table, ncu=ncu)
+        run = Run(info=info, kernels=kernels, ops=ops_table, ncu=ncu, calls=calls)
     except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError, pl.exceptions.SchemaError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{directory}: a table's columns do not have the run format's types ({first})") from None
     _check_kernel_values(directory / KERNELS, run.kernels)
     return run
+
+
+def read_host_ops(directory: Path) -> pl.DataFrame:
+    """The outermost CPU ops of a run's ops table (depth 0), only the columns that place them on their thread:
+    what the critical path needs of the ops when the run is read without them (read_run(ops=False))."""
+    path = directory / OPS
+    try:
+        columns = set(pl.read_parquet_schema(path))
+        if not {"op_id", "name", "cat", "pid", "tid", "start_ns", "dur_ns", "depth"} <= columns:
+            return pl.DataFrame()
+        wanted = ["op_id", "name", "cat", "pid", "tid", "start_ns", "dur_ns", "depth",
+                  *(["rank"] if "rank" in columns else [])]
+        return (pl.scan_parquet(path).select(wanted)
+                .filter((pl.col("cat") == "cpu_op") & (pl.col("depth") == 0)).collect())
+    except Exception as exc:  # polars raises several error types for corrupt files
+        raise UserError(f"{path}: unreadable Parquet file ({type(exc).__name__})") from None
 
 
 # Durations add up over a run: past this (146 years) their sums would overflow the tables' 64-bit integers.

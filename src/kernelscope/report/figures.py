@@ -664,3 +664,7 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
 VERSIONED = {"binned_histograms": binned_histograms_versions, "measured_histograms": measured_histograms_versions,
              "roofline_physical": roofline_physical_versions, "roofline_normalized": roofline_normalized_versions,
              "per_kernel_rooflines": per_kernel_rooflines_versions, "measured_roofline": measured_roofline_versions}
+
+
+# Drawn by name in a figure helper like the functions above (report/critical_path.py plans it).
+from kernelscope.report.path_figure import critical_path_bars  # noqa: E402, F401

@@ -17,6 +17,7 @@ from jinja2 import Environment
 
 from kernelscope.analyze.accelerator import costs_cover
 from kernelscope.analyze.cost_coverage import costs_hint
+from kernelscope.analyze.critical_path import CriticalPath
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.naming import kernel_labels
 from kernelscope.analyze.phases import phase_table
@@ -33,6 +34,7 @@ from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.report import explorer, figure_formats
 from kernelscope.report import formatting as fmt
+from kernelscope.report.critical_path import path_context, path_csv_frames, path_figure_jobs
 from kernelscope.report.figure_inputs import HistogramPanel, histogram_columns, histogram_panels, words_for
 from kernelscope.report.figure_jobs import FigureDrawing, FigureJob
 from kernelscope.report.html import embed_figures, page_with_figure_links
@@ -92,6 +94,7 @@ def render_report(
     run: Run, summary: Summary | Callable[[pl.DataFrame], Summary], out_dir: Path, top_n: int = TOP_N,
     ceilings: Ceilings | None = None, languages: tuple[str, ...] = LANGUAGES, html: bool = True,
     meanwhile: Callable[[], object] | None = None, phases: pl.DataFrame | None = None,
+    critical: CriticalPath | None = None,
 ) -> list[Path]:
     """Writes the reports, figures/ and tables/*.csv into out_dir (created). Returns the files written. The
     histograms and roofline charts are drawn by helper processes while the tables are computed, the other figures
@@ -99,7 +102,7 @@ def render_report(
     (made once the first figures are being drawn). `phases`: phase_table(run.kernels), where the caller has it (the
     summary's; computed here otherwise, once for the summary and the report). `meanwhile`: the caller's own work
     (writing the run's tables), done on a thread of its own once the first figures are being drawn, while the tables
-    are computed."""
+    are computed. `critical`: the run's critical paths (analyze/path_tables), where the caller has them."""
     figure_dir = out_dir / "figures"
     device = run.info.hardware.name or (ceilings.device if ceilings else "")
     figure_words = {lang: _figure_words(lang) for lang in dict.fromkeys(("en", *languages))}
@@ -122,10 +125,12 @@ def render_report(
         phases = phase_table(kernels) if phases is None else phases
         if not isinstance(summary, Summary):
             summary = summary(phases)
-        tables = report_tables(run, ceilings, kernels=kernels, labels=labels, roofline=roofline, phases=phases)
+        tables = report_tables(run, ceilings, kernels=kernels, labels=labels, roofline=roofline, phases=phases,
+                               critical=critical)
         out_dir.mkdir(parents=True, exist_ok=True)
         written = _write_csvs(tables, out_dir / "tables")
-        measured = {lang: _measured_jobs(tables, figure_dir, device, lang, words) for lang, words in figure_words.items()}
+        measured = {lang: _measured_jobs(tables, figure_dir, device, lang, words) + path_figure_jobs(
+            tables.critical_path, figure_dir, lang, words) for lang, words in figure_words.items()}
         drawing.submit([job for jobs in measured.values() for job in jobs])
         jobs = {lang: histograms[lang] + rooflines[lang] + measured[lang] for lang in figure_words}
         # The reports are written while the figures are drawn, linking the files each figure is expected to
@@ -233,6 +238,7 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         "idle_phases": table("idle_phases", tables.idle.per_phase if tables.idle is not None else None),
         "idle_gaps": table("idle_gaps", tables.idle.largest if tables.idle is not None else None),
         "communication": _communication_context(tables, table),
+        "critical_path": path_context(tables.critical_path, table),
         "ranks": _ranks_context(tables, run.info, table),
         "ceilings": tables.ceilings,
         "missing_ceilings": tables.missing_ceilings,
@@ -496,6 +502,7 @@ def _write_csvs(tables: ReportTables, directory: Path) -> list[Path]:
             frames["communication_layers"] = tables.communication.by_layer
         frames["communication_instances"] = tables.communication.instances.select(
             "rank", "phase", "group", "kind", "seq", "name", "start_ns", "dur_ns", "wait_ns", "transfer_ns", "bytes")
+    frames.update(path_csv_frames(tables.critical_path))
     # Where each number a finding prints comes from: the table (a CSV beside this one), the rows it takes and
     # how it is combined, or the numbers it is derived from.
     frames["findings"] = pl.DataFrame(

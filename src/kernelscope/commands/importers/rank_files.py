@@ -25,8 +25,9 @@ import polars as pl
 from kernelscope.allocator import trim_native_heap
 from kernelscope.analyze.attribution import attribute
 from kernelscope.analyze.attribution_sources import Sources, infer_attribution
+from kernelscope.analyze.host_calls import host_calls
 from kernelscope.analyze.processes import processes, split_processes
-from kernelscope.analyze.ranks import combine_ranks
+from kernelscope.analyze.ranks import combine_calls, combine_ranks
 from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
 from kernelscope.load.sources import read_trace
@@ -45,12 +46,14 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 @dataclass
 class RankTables:
-    """One file read and attributed: its kernels and ops, where its attribution came from, what it says of itself."""
+    """One file read and attributed: its kernels and ops, where its attribution came from, what it says of itself,
+    and its runtime calls that launched nothing (analyze/host_calls)."""
 
     kernels: pl.DataFrame
     ops: pl.DataFrame
     sources: Sources
     meta: TraceMeta
+    calls: pl.DataFrame | None = None
 
 
 def read_rank(path: str, workers: int | None = None) -> RankTables:
@@ -61,23 +64,25 @@ def read_rank(path: str, workers: int | None = None) -> RankTables:
     meta = tables.meta
     if len(processes(tables)) > 1:
         return _read_processes(tables)  # an Nsight Systems export or rocprofv3 output of several processes
+    calls = host_calls(tables.launches, tables.kernels)
     kernels, ops = attribute(tables)
     del tables  # the trace's own tables (launches, kernels before sorting) go before the next step's peak
     trim_native_heap()  # attribution's NumPy arrays
     kernels, sources = infer_attribution(kernels, ops)
-    return RankTables(kernels=kernels, ops=ops, sources=sources, meta=meta)
+    return RankTables(kernels=kernels, ops=ops, sources=sources, meta=meta, calls=calls)
 
 
 def _read_processes(tables: TraceTables) -> RankTables:
     """Each process of the recording attributed on its own, as ranks 0, 1, … (by process id) of one table."""
-    parts, sources = [], []
+    parts, sources, calls = [], [], []
     for own in split_processes(tables):
+        calls.append(host_calls(own.launches, own.kernels))
         kernels, ops = attribute(own)
         kernels, found = infer_attribution(kernels, ops)
         parts.append((kernels, ops))
         sources.append(found)
     kernels, ops = combine_ranks(parts)
-    return RankTables(kernels=kernels, ops=ops, sources=sources[0], meta=tables.meta)
+    return RankTables(kernels=kernels, ops=ops, sources=sources[0], meta=tables.meta, calls=combine_calls(calls))
 
 
 def read_rank_or_error(path: str) -> RankTables | UserError:
@@ -223,7 +228,9 @@ def _helper(files: list[str], bounds: Any, spool: str, results: Connection) -> N
 
 def _to_spool(tables: RankTables, spool: str, index: int) -> dict[str, Any]:
     paths = {}
-    for name in ("kernels", "ops"):
+    for name in ("kernels", "ops", "calls"):
+        if getattr(tables, name) is None:
+            continue
         paths[name] = os.path.join(spool, f"{index}-{name}.arrow")
         getattr(tables, name).write_ipc(paths[name], compression="uncompressed")
     return {**paths, "sources": tables.sources, "meta": tables.meta}
@@ -232,7 +239,8 @@ def _to_spool(tables: RankTables, spool: str, index: int) -> dict[str, Any]:
 def _from_spool(payload: dict[str, Any]) -> RankTables:
     # Files still mapped when the spool is removed stay readable until unmapped (as in load/kineto/chunks.py).
     return RankTables(kernels=pl.read_ipc(payload["kernels"]), ops=pl.read_ipc(payload["ops"]),
-                      sources=payload["sources"], meta=payload["meta"])
+                      sources=payload["sources"], meta=payload["meta"],
+                      calls=pl.read_ipc(payload["calls"]) if "calls" in payload else None)
 
 
 def read_ranks_on_ray(files: list[Path], address: str) -> list[RankTables]:

@@ -11,7 +11,7 @@ import polars as pl
 from kernelscope.analyze.attribution_sources import CAPTURE_TRACE, attribution_info
 from kernelscope.analyze.graph_replays import Recording, attribute_graph_replays
 from kernelscope.analyze.hardware import identify_spec
-from kernelscope.analyze.ranks import combine_ranks, rank_clock_offsets, trace_ranks
+from kernelscope.analyze.ranks import combine_calls, combine_ranks, rank_clock_offsets, trace_ranks
 from kernelscope.analyze.recordings import capture_recordings
 from kernelscope.commands.importers.rank_files import read_ranks, read_ranks_on_ray
 from kernelscope.contracts.run import Run
@@ -35,9 +35,10 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
     parts = [(r.kernels, r.ops) for r in ranks]
     metas = [r.meta for r in ranks]
     sources = [r.sources for r in ranks]
-    kernels, ops = combine_ranks(parts, rank_clock_offsets([m.origin_us for m in metas],
-                                                           [m.base_time_ns for m in metas]),
-                                 trace_ranks([m.distributed_info for m in metas]))
+    offsets = rank_clock_offsets([m.origin_us for m in metas], [m.base_time_ns for m in metas])
+    numbers = trace_ranks([m.distributed_info for m in metas])
+    kernels, ops = combine_ranks(parts, offsets, numbers)
+    calls = combine_calls([r.calls for r in ranks], offsets, numbers)
     recordings = read_captures(captures or [])
     before = kernels.select("kernel_id", pl.col("module").alias("_before"))
     kernels, graph_replays = attribute_graph_replays(kernels, recordings)
@@ -65,7 +66,7 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
     described = described_model(model_config, attribution.layer_types, batch) if model_config is not None else {}
     info = imported_run_info(files, hardware, trace, device_spec, graph_replays=graph_replays,
                              attribution=attribution, **described)
-    run = Run(info=info, kernels=kernels, ops=ops)
+    run = Run(info=info, kernels=kernels, ops=ops, calls=calls)
     target = out or rundir.default_run_path(runs_dir, files[0].name.split(".")[0], info.hardware.name or device_type)
     with staging.staged_directory(target) as tmp:
         write_run_directory(tmp, run, report=report, languages=languages)

@@ -1,0 +1,277 @@
+"""Validation of the critical path's re-timing by intervention, on one GPU (benchmarks/device/critical_path_check.sh).
+
+Each case records a workload twice under torch.profiler, as it is (baseline) and with one kind of work made slower
+by a known amount: a spin kernel (`torch.cuda._sleep`, kernel `spin_kernel`) after some of its kernels. Both traces
+are imported with `kernelscope import`; `kernelscope whatif INTERVENED --speedup '*spin_kernel*=1000000'` predicts
+each step without the spins, and the prediction is compared with the baseline as re-measured:
+
+  predicted change = intervened step − re-timed step (whatif),   measured change = intervened step − baseline step,
+
+per step, means over the profiled steps but the first. Beside them: what adding up the spins' device time would have
+said (the sum), and each variant's step time without the profiler. Cases:
+- `device_bound_on_path`: a chain of large bf16 GEMMs (device-bound), a spin after every second GEMM, same stream;
+- `side_stream_off_path`: the same chain, a spin on a second stream that the main stream joins at the step's end,
+  shorter than the chain: off the critical path (predicted ≈ 0);
+- `hf_decode_launch_bound_10us` / `_100us`: eager decode of a Qwen2-shaped transformers model (random weights, batch
+  1), a spin after every MLP down-projection: launch-bound, so most of the spin hides behind the host's launches.
+
+A case passes when |predicted − measured| ≤ 10% of |measured|, or, where both are small (under 2% of the baseline
+step: off the path), when they differ by under 2% of the baseline step. Steps are marked with kernelscope's range
+names (`ks.phase:decode:<i>`, docs/run-format.md), so the import finds them.
+
+    python3 benchmarks/device/critical_path_check.py --out DIR [--cases a,b] [--steps 12]
+    python3 benchmarks/device/critical_path_check.py analyse BASE.json INTERVENED.json --out DIR   (CPU: the comparison)
+
+torch is imported only by the recording functions: the analysis runs anywhere kernelscope does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+SPIN_TARGET = "*spin_kernel*"  # torch.cuda._sleep launches at::cuda::(anonymous namespace)::spin_kernel
+REMOVED = 1_000_000  # a speed-up that leaves the spins ~nothing
+TOLERANCE = 0.10  # of the measured change
+SMALL = 0.02  # of the baseline step: changes below this count as none
+CLOCK_HZ = 1.98e9  # H200 SM boost clock: cycles of the spin per second (its real length is read from the trace)
+
+
+@dataclass
+class Case:
+    name: str
+    workload: str  # gemm_chain, hf_decode
+    spin_us: float  # the spin's length
+    where: str  # same_stream, side_stream, down_proj
+    expect: str  # on_path, off_path, partly
+
+
+CASES = [
+    Case("device_bound_on_path", "gemm_chain", 100.0, "same_stream", "on_path"),
+    Case("side_stream_off_path", "gemm_chain", 300.0, "side_stream", "off_path"),
+    Case("hf_decode_launch_bound_10us", "hf_decode", 10.0, "down_proj", "partly"),
+    Case("hf_decode_launch_bound_100us", "hf_decode", 100.0, "down_proj", "partly"),
+]
+
+
+# ---- the comparison (CPU)
+
+def kernelscope(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-m", "kernelscope", "-q", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def imported(trace: Path, out: Path) -> Path:
+    result = kernelscope("import", str(trace), "--out", str(out), "--no-report")
+    if result.returncode:
+        raise RuntimeError(f"import {trace}: {result.stderr.strip()}")
+    return out
+
+
+def step_times(run: Path, phase: str = "decode") -> list[int]:
+    """The run's steps of `phase`, each one's wall time (ns) in step order (critical_path.parquet holds them)."""
+    import polars as pl
+
+    segments = pl.read_parquet(run / "critical_path.parquet").filter(pl.col("phase") == phase)
+    per = segments.group_by("step").agg(pl.col("dur_ns").sum()).sort("step")
+    return per["dur_ns"].to_list()
+
+
+def analyse(base_trace: Path, intervened_trace: Path, work: Path, target: str = SPIN_TARGET,
+            phase: str = "decode") -> dict:
+    """The measured and predicted change of each step (means over the steps but the first) and the verdict."""
+    work.mkdir(parents=True, exist_ok=True)
+    base = imported(base_trace, work / "base")
+    intervened = imported(intervened_trace, work / "intervened")
+    study_dir = work / "whatif"
+    result = kernelscope("whatif", str(intervened), "--speedup", f"{target}={REMOVED}", "--out", str(study_dir))
+    if result.returncode:
+        return {"error": result.stderr.strip()}
+    study = json.loads((study_dir / "speedup.json").read_text())
+    rows = [r for r in study["steps"] if r["phase"] == phase]
+    rows.sort(key=lambda r: r["step"] if r["step"] is not None else -1)
+    base_steps = step_times(base, phase)
+    count = min(len(rows), len(base_steps))
+    keep = range(1, count) if count > 1 else range(count)  # the first step warms caches and allocators
+    measured_b = statistics.mean(base_steps[i] for i in keep)
+    measured_i = statistics.mean(rows[i]["step_ns"] for i in keep)
+    retimed = statistics.mean(rows[i]["new_step_ns"] for i in keep)
+    summed = statistics.mean(rows[i]["sum_saved_ns"] for i in keep)
+    predicted, measured = measured_i - retimed, measured_i - measured_b
+    small = SMALL * measured_b
+    if abs(measured) >= small:
+        passed = abs(predicted - measured) <= TOLERANCE * abs(measured)
+        rule = f"|predicted − measured| ≤ {TOLERANCE:.0%} of |measured|"
+    else:
+        passed = abs(predicted - measured) <= small
+        rule = f"both under {SMALL:.0%} of the baseline step: |predicted − measured| ≤ {SMALL:.0%} of it"
+    return {
+        "steps_compared": len(keep), "baseline_step_ns": measured_b, "intervened_step_ns": measured_i,
+        "retimed_step_ns": retimed, "predicted_change_ns": predicted, "measured_change_ns": measured,
+        "sum_of_spins_ns": summed, "error_ns": predicted - measured,
+        "error_of_measured": (predicted - measured) / measured if measured else None,
+        "rule": rule, "passed": passed, "matched_launches": study["speedups"][0]["device_nodes"],
+        "baseline_path_shares": _shares(base, phase),
+    }
+
+
+def _shares(run: Path, phase: str) -> dict | None:
+    summary = json.loads((run / "summary.json").read_text()).get("critical_path") or {}
+    return (summary.get(phase) or {}).get("shares")
+
+
+# ---- the workloads (GPU)
+
+def record(case: Case, spin: bool, trace: Path, steps: int) -> dict:
+    """Run one variant of `case` (warm-up, plain timing, then `steps` profiled steps into `trace`)."""
+    import torch
+
+    torch.manual_seed(0)
+    step = _gemm_chain(case, spin) if case.workload == "gemm_chain" else _hf_decode(case, spin)
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    plain = []
+    for _ in range(steps):
+        started = time.perf_counter()
+        step()
+        plain.append((time.perf_counter() - started) * 1e9)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as profiler:
+        for i in range(steps):
+            with torch.profiler.record_function(f"ks.phase:decode:{i}"):
+                step()
+        torch.cuda.synchronize()
+    profiler.export_chrome_trace(str(trace))
+    return {"plain_step_ns": statistics.mean(plain[1:]) if len(plain) > 1 else plain[0]}
+
+
+def _cycles(us: float) -> int:
+    return int(us * 1e-6 * CLOCK_HZ)
+
+
+def _gemm_chain(case: Case, spin: bool):
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    main = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    x0 = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    weights = [torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) / 64 for _ in range(8)]
+    cycles = _cycles(case.spin_us)
+
+    def step() -> None:
+        x = x0
+        side.wait_stream(main)
+        if spin and case.where == "side_stream":
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(cycles)
+        for i, w in enumerate(weights):
+            x = torch.nn.functional.gelu(x @ w)
+            if spin and case.where == "same_stream" and i % 2 == 1:
+                torch.cuda._sleep(cycles)
+        main.wait_stream(side)
+        float(x[0, 0])  # the step's result read back, as a decode step reads its token
+    return step
+
+
+def _hf_decode(case: Case, spin: bool):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(hidden_size=896, intermediate_size=4864, num_hidden_layers=8, num_attention_heads=14,
+                         num_key_value_heads=2, vocab_size=32000, max_position_embeddings=4096)
+    model = Qwen2ForCausalLM(config).to("cuda", torch.bfloat16).eval()
+    cycles = _cycles(case.spin_us)
+    if spin:
+        for layer in model.model.layers:
+            down = layer.mlp.down_proj
+            original = down.forward
+
+            def forward(x, original=original):
+                out = original(x)
+                torch.cuda._sleep(cycles)
+                return out
+            down.forward = forward
+    prompt = torch.randint(0, config.vocab_size, (1, 64), device="cuda")
+    state = {}
+
+    @torch.no_grad()
+    def step() -> None:
+        if "past" not in state or state["length"] > 512:  # a fresh prefill now and then keeps the cache short
+            out = model(input_ids=prompt, use_cache=True)
+            state.update(past=out.past_key_values, length=prompt.shape[1])
+            state["token"] = out.logits[:, -1:].argmax(-1)
+        out = model(input_ids=state["token"], past_key_values=state["past"], use_cache=True)
+        state["past"], state["length"] = out.past_key_values, state["length"] + 1
+        state["token"] = out.logits[:, -1:].argmax(-1)
+        int(state["token"][0, 0])  # generate() reads every token back
+    return step
+
+
+def run_cases(out: Path, names: list[str], steps: int) -> dict:
+    results = {"cases": {}, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    for case in [c for c in CASES if c.name in names]:
+        work = out / case.name
+        work.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        try:
+            base = record(case, False, work / "base.json", steps)
+            intervened = record(case, True, work / "intervened.json", steps)
+            compared = analyse(work / "base.json", work / "intervened.json", work / "runs")
+            plain = {"plain_baseline_step_ns": base["plain_step_ns"],
+                     "plain_intervened_step_ns": intervened["plain_step_ns"],
+                     "plain_measured_change_ns": intervened["plain_step_ns"] - base["plain_step_ns"]}
+            results["cases"][case.name] = {**asdict(case), **compared, **plain,
+                                           "seconds": round(time.perf_counter() - started, 1)}
+        except Exception as exc:  # one case failing leaves the others' results
+            results["cases"][case.name] = {**asdict(case), "error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps({case.name: results["cases"][case.name]}, default=str), flush=True)
+        for trace in work.glob("*.json"):  # the traces are large: the runs beside them hold what matters
+            trace.unlink()
+    done = [c for c in results["cases"].values() if "passed" in c]
+    results["passed"] = sum(c["passed"] for c in done)
+    results["cases_run"] = len(results["cases"])
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "analyse":
+        parser = argparse.ArgumentParser(prog="critical_path_check.py analyse")
+        parser.add_argument("base", type=Path)
+        parser.add_argument("intervened", type=Path)
+        parser.add_argument("--out", type=Path, required=True)
+        parser.add_argument("--target", default=SPIN_TARGET)
+        parser.add_argument("--phase", default="decode")
+        args = parser.parse_args(argv[1:])
+        result = analyse(args.base, args.intervened, args.out, args.target, args.phase)
+        (args.out / "analysis.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+        print(json.dumps(result, indent=1, default=str))
+        return 0
+    parser = argparse.ArgumentParser(prog="critical_path_check.py")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--cases", default=",".join(c.name for c in CASES))
+    parser.add_argument("--steps", type=int, default=12)
+    args = parser.parse_args(argv)
+    names = [n for n in args.cases.split(",") if n]
+    unknown = sorted(set(names) - {c.name for c in CASES})
+    if unknown:
+        parser.error(f"unknown cases: {', '.join(unknown)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = run_cases(args.out, names, args.steps)
+    (args.out / "critical_path_check.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    print(f"passed {results['passed']} of {results['cases_run']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
