@@ -3,7 +3,7 @@ dependency graph (analyze/dependency_graph) whose durations add up to the step's
 `compute`, `communication`, `wait`, `launch` or `host` and attributed to rank, module, layer and kernel or op.
 
 A step is a (phase, generation, step) of the kernels table — a prefill, a decode step, an inferred step of a
-serving engine or a training step — or, where the run knows no steps, the whole run (phase `unknown`). Its wall
+serving engine or a training step (its forward, backward and optimizer parts together, phase `training`) — or, where the run knows no steps, the whole run (phase `unknown`). Its wall
 time runs from the end of the step before it (steps in the order they end; the first step: from its first launch
 call or kernel) to the end of its last device work (on a run without device activity: its last CPU op): the
 period of a step, so that consecutive steps tile the timeline. On runs of several ranks a step spans all ranks."""
@@ -31,9 +31,11 @@ from kernelscope.analyze.path_walk import (
     states,
 )
 from kernelscope.analyze.phases import end_ns
+from kernelscope.analyze.training_phases import TRAINING_PHASES
 from kernelscope.contracts.tables import PATH_SEGMENT_COLUMNS
 
 STEP_KEY = ["phase", "generation", "step"]
+TRAINING_STEP = "training"  # the phase of a training step's path (its parts' phases are forward, backward, optimizer)
 SEGMENT_SCHEMA = PATH_SEGMENT_COLUMNS
 
 
@@ -52,7 +54,7 @@ class CriticalPath:
 def step_windows(kernels: pl.DataFrame) -> pl.DataFrame:
     """Per step: phase, generation, step, own_start_ns (its first launch call or work), start_ns (the end of the
     step that ended before it, else own_start_ns), end_ns and last_kernel (the kernel_id that ends it)."""
-    timed = kernels.filter(pl.col("start_ns").is_not_null())
+    timed = kernels.filter(pl.col("start_ns").is_not_null()).with_columns(step_phase())
     if timed.height == 0:
         return pl.DataFrame(schema={**{k: SEGMENT_SCHEMA[k] for k in STEP_KEY}, "own_start_ns": pl.Int64,
                                     "start_ns": pl.Int64, "end_ns": pl.Int64, "last_kernel": pl.Int64,
@@ -71,6 +73,13 @@ def step_windows(kernels: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(pl.col("end_ns").shift(1), "own_start_ns").alias("start_ns"),
     ).select(*STEP_KEY, "own_start_ns", "start_ns", "end_ns", "last_kernel", "last_rank", "last_pid",
              "last_tid").filter(pl.col("end_ns") > pl.col("start_ns"))
+
+
+def step_phase() -> pl.Expr:
+    """The phase a step is counted in: the forward, backward and optimizer parts of a training step are one step,
+    `training`."""
+    return (pl.when(pl.col("phase").is_in(TRAINING_PHASES)).then(pl.lit(TRAINING_STEP))
+            .otherwise(pl.col("phase")).alias("phase"))
 
 
 def in_steps() -> pl.Expr:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from kernelscope.analyze.critical_path import STEP_KEY, CriticalPath, in_steps, paths_of
+from kernelscope.analyze.critical_path import STEP_KEY, CriticalPath, in_steps, paths_of, step_phase
 from kernelscope.analyze.retime import Factors, Speedup, retime, speedup_factors
 
 
@@ -61,7 +61,7 @@ def _members(measured: CriticalPath) -> np.ndarray:
     whole_run = windows.height == 1 and not devices.select(in_steps().any()).item()
     if whole_run:
         return np.zeros(devices.height, dtype=np.int64)
-    keyed = devices.select(STEP_KEY).with_columns(in_steps().alias("_in"))
+    keyed = devices.with_columns(step_phase()).select(STEP_KEY).with_columns(in_steps().alias("_in"))
     found = keyed.join(windows.select("_window", *STEP_KEY), on=STEP_KEY, how="left", maintain_order="left",
                        nulls_equal=True)
     return found.select(pl.when("_in").then("_window")).to_series().fill_null(-1).to_numpy().astype(np.int64)
