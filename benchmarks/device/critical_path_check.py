@@ -28,8 +28,10 @@ torch is imported only by the recording functions: the analysis runs anywhere ke
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -132,47 +134,89 @@ def _shares(run: Path, phase: str) -> dict | None:
     return (summary.get(phase) or {}).get("shares")
 
 
+def analyse_interleaved(trace: Path, work: Path, target: str = SPIN_TARGET, phase: str = "decode") -> dict:
+    """One trace of alternating steps (even: spins SHORTER times shorter; odd: full length). Measured: the median
+    odd step less the median even step. Predicted: `whatif --speedup SPIN=SHORTER` on the odd steps, their median
+    step less their median re-timed step (re-timed, an odd step is an even one if the model is right)."""
+    work.mkdir(parents=True, exist_ok=True)
+    run = imported(trace, work / "run")
+    study_dir = work / "whatif"
+    result = kernelscope("whatif", str(run), "--speedup", f"{target}={SHORTER}", "--out", str(study_dir))
+    if result.returncode:
+        return {"error": result.stderr.strip()}
+    study = json.loads((study_dir / "speedup.json").read_text())
+    rows = [r for r in study["steps"] if r["phase"] == phase and r["step"] is not None and r["step"] > 1]
+    short = [r for r in rows if r["step"] % 2 == 0]  # steps 0 and 1 warm the profiler: left out
+    long = [r for r in rows if r["step"] % 2 == 1]
+    measured_short = statistics.median(r["step_ns"] for r in short)
+    measured_long = statistics.median(r["step_ns"] for r in long)
+    retimed_long = statistics.median(r["new_step_ns"] for r in long)
+    predicted, measured = measured_long - retimed_long, measured_long - measured_short
+    small = SMALL * measured_short
+    if abs(measured) >= small:
+        passed = abs(predicted - measured) <= TOLERANCE * abs(measured)
+        rule = f"|predicted − measured| ≤ {TOLERANCE:.0%} of |measured|"
+    else:
+        passed = abs(predicted - measured) <= small
+        rule = f"both under {SMALL:.0%} of the short step: |predicted − measured| ≤ {SMALL:.0%} of it"
+    return {
+        "pairs": min(len(short), len(long)), "short_step_ns": measured_short, "long_step_ns": measured_long,
+        "retimed_long_step_ns": retimed_long, "predicted_change_ns": predicted, "measured_change_ns": measured,
+        "spins_saved_ns": statistics.median(r["sum_saved_ns"] for r in long), "error_ns": predicted - measured,
+        "error_of_measured": (predicted - measured) / measured if measured else None, "rule": rule, "passed": passed,
+        "matched_launches": study["speedups"][0]["device_nodes"], "path_shares": _shares(run, phase),
+    }
+
+
 # ---- the workloads (GPU)
 
-def record(case: Case, spin: bool, trace: Path, steps: int) -> dict:
-    """Run one variant of `case` (warm-up, plain timing, then `steps` profiled steps into `trace`)."""
+def record(case: Case, trace: Path, steps: int) -> dict:
+    """Run `case` with its spins alternately SHORTER times shorter (even steps) and at full length (odd steps), in
+    one process: warm-up, plain timing, then `steps` profiled steps into `trace`. Interleaving keeps the clocks,
+    the host's load and the caches the same for both variants (separate runs drifted by 10% and more)."""
     import torch
 
     torch.manual_seed(0)
-    length = case.spin_us if spin else case.spin_us / SHORTER
-    step = _gemm_chain(case, length) if case.workload == "gemm_chain" else _hf_decode(case, length)
+    spin = {"cycles": _cycles(case.spin_us / SHORTER)}
+    step = _gemm_chain(case, spin) if case.workload == "gemm_chain" else _hf_decode(case, spin)
+
+    def variant(i: int) -> None:
+        spin["cycles"] = _cycles(case.spin_us if i % 2 else case.spin_us / SHORTER)
+        step()
+
     # Warm-up until the steps settle (the first HF model of a process ran 4x slower for its first dozens of steps):
-    # at least 20 steps and 2 s, then until the last five are within 5% of each other.
+    # at least 20 steps and 2 s, then until the last pairs are within 5% of each other.
     times: list[float] = []
     started_all = time.perf_counter()
     while len(times) < 200:
         started = time.perf_counter()
-        step()
+        variant(len(times))
         torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
-        last = times[-5:]
+        last = times[-6::2]
         if len(times) >= 20 and time.perf_counter() - started_all > 2 and max(last) <= 1.05 * min(last):
             break
-    plain = []
-    for _ in range(steps):
+    plain: list[list[float]] = [[], []]
+    for i in range(steps):
         started = time.perf_counter()
-        step()
-        plain.append((time.perf_counter() - started) * 1e9)
+        variant(i)
+        torch.cuda.synchronize()
+        plain[i % 2].append((time.perf_counter() - started) * 1e9)
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as profiler:
         for i in range(steps):
             with torch.profiler.record_function(f"ks.phase:decode:{i}"):
-                step()
+                variant(i)
         torch.cuda.synchronize()
     profiler.export_chrome_trace(str(trace))
-    return {"plain_step_ns": statistics.mean(plain[1:]) if len(plain) > 1 else plain[0]}
+    return {"plain_short_step_ns": statistics.median(plain[0]), "plain_long_step_ns": statistics.median(plain[1])}
 
 
 def _cycles(us: float) -> int:
     return int(us * 1e-6 * CLOCK_HZ)
 
 
-def _gemm_chain(case: Case, spin_us: float):
+def _gemm_chain(case: Case, spin: dict):
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -180,41 +224,38 @@ def _gemm_chain(case: Case, spin_us: float):
     side = torch.cuda.Stream()
     x0 = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     weights = [torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) / 64 for _ in range(8)]
-    cycles = _cycles(spin_us)
 
     def step() -> None:
         x = x0
         side.wait_stream(main)
         if case.where == "side_stream":
             with torch.cuda.stream(side):
-                torch.cuda._sleep(cycles)
+                torch.cuda._sleep(spin["cycles"])
         for i, w in enumerate(weights):
             x = torch.nn.functional.gelu(x @ w)
             if case.where == "same_stream" and i % 2 == 1:
-                torch.cuda._sleep(cycles)
+                torch.cuda._sleep(spin["cycles"])
         main.wait_stream(side)
         float(x[0, 0])  # the step's result read back, as a decode step reads its token
     return step
 
 
-def _hf_decode(case: Case, spin_us: float):
+def _hf_decode(case: Case, spin: dict):
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(hidden_size=896, intermediate_size=4864, num_hidden_layers=8, num_attention_heads=14,
                          num_key_value_heads=2, vocab_size=32000, max_position_embeddings=4096)
     model = Qwen2ForCausalLM(config).to("cuda", torch.bfloat16).eval()
-    cycles = _cycles(spin_us)
-    if spin_us:
-        for layer in model.model.layers:
-            down = layer.mlp.down_proj
-            original = down.forward
+    for layer in model.model.layers:  # every down-projection is followed by a spin of the current length
+        down = layer.mlp.down_proj
+        original = down.forward
 
-            def forward(x, original=original):
-                out = original(x)
-                torch.cuda._sleep(cycles)
-                return out
-            down.forward = forward
+        def forward(x, original=original):
+            out = original(x)
+            torch.cuda._sleep(spin["cycles"])
+            return out
+        down.forward = forward
     prompt = torch.randint(0, config.vocab_size, (1, 64), device="cuda")
     state = {}
 
@@ -238,18 +279,17 @@ def run_cases(out: Path, names: list[str], steps: int) -> dict:
         work.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         try:
-            base = record(case, False, work / "base.json", steps)
-            intervened = record(case, True, work / "intervened.json", steps)
-            compared = analyse(work / "base.json", work / "intervened.json", work / "runs")
-            plain = {"plain_baseline_step_ns": base["plain_step_ns"],
-                     "plain_intervened_step_ns": intervened["plain_step_ns"],
-                     "plain_measured_change_ns": intervened["plain_step_ns"] - base["plain_step_ns"]}
+            plain = record(case, work / "trace.json", steps)
+            compared = analyse_interleaved(work / "trace.json", work / "runs")
+            plain["plain_measured_change_ns"] = plain["plain_long_step_ns"] - plain["plain_short_step_ns"]
             results["cases"][case.name] = {**asdict(case), **compared, **plain,
                                            "seconds": round(time.perf_counter() - started, 1)}
         except Exception as exc:  # one case failing leaves the others' results
             results["cases"][case.name] = {**asdict(case), "error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps({case.name: results["cases"][case.name]}, default=str), flush=True)
-        for trace in work.glob("*.json"):  # the traces are large: the runs beside them hold what matters
+        for trace in work.glob("*.json"):  # kept gzipped (the runs beside them hold what the check reads)
+            with trace.open("rb") as raw, gzip.open(trace.with_suffix(".json.gz"), "wb") as packed:
+                shutil.copyfileobj(raw, packed)
             trace.unlink()
     done = [c for c in results["cases"].values() if "passed" in c]
     results["passed"] = sum(c["passed"] for c in done)
@@ -274,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="critical_path_check.py")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--cases", default=",".join(c.name for c in CASES))
-    parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument("--steps", type=int, default=26)
     args = parser.parse_args(argv)
     names = [n for n in args.cases.split(",") if n]
     unknown = sorted(set(names) - {c.name for c in CASES})

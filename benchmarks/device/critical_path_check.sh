@@ -24,4 +24,5 @@ cp "$W/critical_path_check.json" "$OUT/" 2>/dev/null
 tail -20 "$W/check.log"
 cp "$W/check.log" "$OUT/"
 (cd "$W" && tar czf "$OUT/runs.tar.gz" --exclude='*.json.gz' */runs 2>/dev/null)
+(cd "$W" && tar czf "$OUT/traces.tar.gz" */trace.json.gz 2>/dev/null)
 ls -la "$OUT"; cat "$OUT/steps.txt"
