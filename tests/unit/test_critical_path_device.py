@@ -50,3 +50,31 @@ def test_unknown_cases_are_refused():
     check = _check_module()
     with pytest.raises(SystemExit):
         check.main(["--out", "/nonexistent/never", "--cases", "no_such_case"])
+
+
+KINETO = ROOT / "tests" / "data" / "kineto"
+
+
+@pytest.mark.parametrize("name, expect_on_path", [("h200-spin-on-path-interleaved", True),
+                                                  ("h200-spin-side-stream-interleaved", False)])
+def test_re_timing_against_the_measured_change_of_interleaved_steps(tmp_path, name, expect_on_path):
+    """The device check as recorded on an H200: steps alternate spins ten times shorter and at full length. The
+    measured change (the file's odd steps against its even ones, step times from the file in plain Python) is what
+    the check compares with; a spin on the chain's stream is predicted within 10% of it, one on a side stream that
+    the chain never waits for is predicted to cost nothing."""
+    from tests.step_reference import step_walls
+
+    check = _check_module()
+    trace = KINETO / f"{name}.trace.json.gz"
+    result = check.analyse_interleaved(trace, tmp_path / "work")
+    walls = step_walls([trace], "ks")  # the steps in the order they end: 0, 1, 2, …
+    short = sorted(walls[i] for i in range(2, len(walls)) if i % 2 == 0)
+    long = sorted(walls[i] for i in range(2, len(walls)) if i % 2 == 1)
+    median = lambda xs: (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2  # noqa: E731
+    assert result["measured_change_ns"] == pytest.approx(median(long) - median(short), abs=10)  # ns: µs rounding
+    if expect_on_path:
+        assert result["passed"] and abs(result["error_of_measured"]) <= check.TOLERANCE
+        assert result["predicted_change_ns"] == pytest.approx(result["spins_saved_ns"], rel=0.05)
+    else:
+        assert result["predicted_change_ns"] == 0
+        assert result["measured_change_ns"] < 0.2 * result["spins_saved_ns"]  # most of the spin hides
