@@ -234,9 +234,12 @@ def with_odd_layers(group: LayerGroup, codes: np.ndarray, attention: np.ndarray,
     lookups = np.flatnonzero(lookup[lo:group.start])
     lo = lo + int(lookups[-1]) if lookups.size else lo
     begin = group.start
-    for a, _ in reversed(_clusters(attention, lo, begin)):
-        at = _unit_start(codes, unit, lo, a)
-        at = max(lo, a - before) if at is None else at
+    # (each such layer holds one attention kernel: its start is searched after the attention kernel before it)
+    earlier = _clusters(attention, lo, begin)
+    for k in range(len(earlier) - 1, -1, -1):
+        a, floor = earlier[k][0], earlier[k - 1][1] if k else lo
+        at = _unit_start(codes, unit, floor, a)
+        at = max(floor, a - before) if at is None else at
         if at >= begin:
             break
         repeats.insert(0, Repeat(at, begin - at, 1))
@@ -244,9 +247,11 @@ def with_odd_layers(group: LayerGroup, codes: np.ndarray, attention: np.ndarray,
     lookups = np.flatnonzero(lookup[group.end:hi])
     hi = group.end + int(lookups[0]) if lookups.size else hi
     end = group.end
-    for a, b in _clusters(attention, end, hi):
-        at = _unit_start(codes, unit, b, hi, last=False)
-        at = min(hi, a - before + len(unit)) if at is None else at
+    later = _clusters(attention, end, hi)
+    for k, (a, b) in enumerate(later):
+        ceiling = later[k + 1][0] if k + 1 < len(later) else hi
+        at = _unit_start(codes, unit, b, ceiling, last=False)
+        at = min(ceiling, a - before + len(unit)) if at is None else at
         if at <= end:
             break
         repeats.append(Repeat(end, at - end, 1))
