@@ -11,12 +11,16 @@ from kernelscope.analyze.catalog import classify_frame
 from kernelscope.analyze.layer_modules import is_attention, is_matrix_work, is_norm
 
 _EMBEDDING_OPS = ("aten::embedding", "aten::index_select")
+# torch.compile (Inductor) numbers each kernel it generates, `triton_<kind>_fused_<ops>_<n>`: one fused computation
+# gets a new number wherever its buffers or strides differ (layer after layer of one model). The signature drops it.
+_GENERATED_NUMBER = r"^(triton_(?:poi|red|per|tem|for|spl)_\w+?)_\d+$"
 
 
 @dataclass(frozen=True)
 class KernelSequence:
     order: np.ndarray  # kernel rows in launch order: position k is row order[k]
     codes: np.ndarray  # kernel name as a code
+    signature: np.ndarray  # kernel name without a code generator's kernel number, as a code
     matrix: np.ndarray  # GEMM or attention work
     attention: np.ndarray  # the attention kernel itself
     norm: np.ndarray  # a norm's kernel
@@ -28,6 +32,7 @@ class KernelSequence:
     dur: np.ndarray
     threads: np.ndarray  # threads launched (grid × block; 0 where not recorded)
     launch: np.ndarray  # launch call start (-1: unknown)
+    pause: np.ndarray  # the host's time from the launch before (meaningful where every launch is known)
     start: np.ndarray
     end: np.ndarray
 
@@ -42,6 +47,8 @@ def kernel_sequence(kernels: pl.DataFrame) -> KernelSequence:
     key = np.where(launch >= 0, launch, start)
     order = np.lexsort((np.arange(kernels.height), start, key))
     codes = kernels.select(pl.col("name").rank("dense")).to_series().to_numpy().astype(np.int64)[order]
+    signature = kernels.select(pl.col("name").str.replace(_GENERATED_NUMBER, "$1").rank("dense")).to_series() \
+        .to_numpy().astype(np.int64)[order]
     catalog = classify_frame(kernels["name"])
     by_name = dict(zip(catalog["name"].to_list(), catalog["category"].to_list(), strict=True))
     names = kernels["name"].to_list()
@@ -65,7 +72,8 @@ def kernel_sequence(kernels: pl.DataFrame) -> KernelSequence:
     dur = kernels["dur_ns"].fill_null(0).to_numpy()
     threads = kernels.select(pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z") * pl.col("block_x")
                              * pl.col("block_y") * pl.col("block_z")).to_series().fill_null(0).to_numpy()
-    return KernelSequence(order=order, codes=codes, matrix=matrix, attention=attention, embedding=embedding, category=category, op=op,
+    return KernelSequence(order=order, codes=codes, signature=signature, matrix=matrix, attention=attention, embedding=embedding, category=category, op=op,
                           op_row=op_row, same_op=same_op,
                           norm=np.array([is_norm(category[k], op[k], names[i]) for k, i in enumerate(order)], dtype=bool), dur=dur[order], threads=threads[order],
-                          launch=launch[order], start=start[order], end=(start + dur)[order])
+                          launch=launch[order], pause=np.diff(launch[order], prepend=launch[order][:1]),
+                          start=start[order], end=(start + dur)[order])
