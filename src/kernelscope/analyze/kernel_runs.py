@@ -17,15 +17,27 @@ import polars as pl
 
 from kernelscope.analyze.kernel_sequence import KernelSequence
 
+# torch.compile (Inductor) numbers each kernel it generates, `triton_<kind>_fused_<ops>_<n>`: one fused computation
+# gets a new number wherever its buffers or strides differ (layer after layer of one model). The signature drops it.
+_GENERATED_NUMBER = r"^(triton_(?:poi|red|per|tem|for|spl)_\w+?)_\d+$"
 
-def runs_of(seq: KernelSequence, breaks: np.ndarray) -> tuple[KernelSequence, np.ndarray]:
+
+def signatures(seq: KernelSequence, names: pl.Series) -> np.ndarray:
+    """Per position, the kernel's signature as a code; names: the kernels' names (seq.codes are their dense ranks),
+    so that only the distinct names are rewritten."""
+    distinct = names.unique().sort()
+    codes = pl.select(distinct.str.replace(_GENERATED_NUMBER, "$1").rank("dense")).to_series()
+    return codes.to_numpy().astype(np.int64)[seq.codes - 1]
+
+
+def runs_of(seq: KernelSequence, signature: np.ndarray, breaks: np.ndarray) -> tuple[KernelSequence, np.ndarray]:
     """The sequence with one position per run of one signature (a run never crosses a position where `breaks` is
     set: a step's first kernel), as codes its signatures; and, per position of `seq`, the position of its run in the
     shorter one. A run's time and threads are its kernels' together, its end its last kernel's, the host's pause
     before it the one before its first kernel."""
     n = len(seq)
     first = np.ones(n, dtype=bool)
-    first[1:] = (seq.signature[1:] != seq.signature[:-1]) | breaks[1:]
+    first[1:] = (signature[1:] != signature[:-1]) | breaks[1:]
     heads = np.flatnonzero(first)
     run = np.cumsum(first) - 1
     if n == 0:
@@ -35,7 +47,7 @@ def runs_of(seq: KernelSequence, breaks: np.ndarray) -> tuple[KernelSequence, np
         return [values[i] for i in heads.tolist()]
 
     short = replace(
-        seq, order=seq.order[heads], codes=seq.signature[heads], signature=seq.signature[heads],
+        seq, order=seq.order[heads], codes=signature[heads],
         matrix=seq.matrix[heads], attention=seq.attention[heads], norm=seq.norm[heads], same_op=seq.same_op[heads],
         embedding=seq.embedding[heads], category=pick(seq.category), op=pick(seq.op), op_row=seq.op_row[heads],
         dur=np.add.reduceat(seq.dur, heads), threads=np.add.reduceat(seq.threads, heads), launch=seq.launch[heads],

@@ -11,16 +11,12 @@ from kernelscope.analyze.catalog import classify_frame
 from kernelscope.analyze.layer_modules import is_attention, is_matrix_work, is_norm
 
 _EMBEDDING_OPS = ("aten::embedding", "aten::index_select")
-# torch.compile (Inductor) numbers each kernel it generates, `triton_<kind>_fused_<ops>_<n>`: one fused computation
-# gets a new number wherever its buffers or strides differ (layer after layer of one model). The signature drops it.
-_GENERATED_NUMBER = r"^(triton_(?:poi|red|per|tem|for|spl)_\w+?)_\d+$"
 
 
 @dataclass(frozen=True)
 class KernelSequence:
     order: np.ndarray  # kernel rows in launch order: position k is row order[k]
-    codes: np.ndarray  # kernel name as a code
-    signature: np.ndarray  # kernel name without a code generator's kernel number, as a code
+    codes: np.ndarray  # kernel name as a code (its dense rank among the names, from 1)
     matrix: np.ndarray  # GEMM or attention work
     attention: np.ndarray  # the attention kernel itself
     norm: np.ndarray  # a norm's kernel
@@ -47,8 +43,6 @@ def kernel_sequence(kernels: pl.DataFrame) -> KernelSequence:
     key = np.where(launch >= 0, launch, start)
     order = np.lexsort((np.arange(kernels.height), start, key))
     codes = kernels.select(pl.col("name").rank("dense")).to_series().to_numpy().astype(np.int64)[order]
-    signature = kernels.select(pl.col("name").str.replace(_GENERATED_NUMBER, "$1").rank("dense")).to_series() \
-        .to_numpy().astype(np.int64)[order]
     catalog = classify_frame(kernels["name"])
     by_name = dict(zip(catalog["name"].to_list(), catalog["category"].to_list(), strict=True))
     names = kernels["name"].to_list()
@@ -72,7 +66,7 @@ def kernel_sequence(kernels: pl.DataFrame) -> KernelSequence:
     dur = kernels["dur_ns"].fill_null(0).to_numpy()
     threads = kernels.select(pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z") * pl.col("block_x")
                              * pl.col("block_y") * pl.col("block_z")).to_series().fill_null(0).to_numpy()
-    return KernelSequence(order=order, codes=codes, signature=signature, matrix=matrix, attention=attention, embedding=embedding, category=category, op=op,
+    return KernelSequence(order=order, codes=codes, matrix=matrix, attention=attention, embedding=embedding, category=category, op=op,
                           op_row=op_row, same_op=same_op,
                           norm=np.array([is_norm(category[k], op[k], names[i]) for k, i in enumerate(order)], dtype=bool), dur=dur[order], threads=threads[order],
                           launch=launch[order], pause=np.diff(launch[order], prepend=launch[order][:1]),

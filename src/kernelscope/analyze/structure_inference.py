@@ -34,7 +34,13 @@ from kernelscope.analyze.inferred_passes import (
     pass_facts,
     passes_from_groups,
 )
-from kernelscope.analyze.kernel_runs import every_layer_attends, positions_in_runs, runs_of, spread_runs
+from kernelscope.analyze.kernel_runs import (
+    every_layer_attends,
+    positions_in_runs,
+    runs_of,
+    signatures,
+    spread_runs,
+)
 from kernelscope.analyze.kernel_sequence import KernelSequence, kernel_sequence
 from kernelscope.analyze.layer_modules import MOE, unit_parts
 from kernelscope.analyze.layer_runs import (
@@ -108,9 +114,10 @@ def _by_signature(out: Inferred, seq: KernelSequence, ops: pl.DataFrame, regions
     step = out.kernels["step"].fill_null(-1).to_numpy()[seq.order]
     breaks = np.zeros(len(seq), dtype=bool)
     breaks[1:] = (phase[1:] != phase[:-1]) | (step[1:] != step[:-1])
-    short, run = runs_of(seq, breaks)
-    if len(short) == len(seq) and np.unique(seq.signature).size == np.unique(seq.codes).size:
-        return None
+    signature = signatures(seq, out.kernels["name"])
+    if signature.max(initial=0) == seq.codes.max(initial=0) and (signature[1:] != signature[:-1]).all():
+        return None  # every name its own signature, and no run: the same reading again
+    short, run = runs_of(seq, signature, breaks)
     _layers_and_passes(out, short, ops, positions_in_runs(regions, run), training, by_signature=True)
     layers = next(x for x in out.levels if x.level == "layers")
     if layers.status != "inferred" or layers.values["other_passes"] or layers.values["passes_without_repeat"]:
