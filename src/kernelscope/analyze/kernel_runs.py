@@ -2,9 +2,8 @@
 
 Exact names can hide a decoder's repeat. torch.compile (Inductor) numbers the kernels it generates, so one fused
 computation is `…_rsqrt_12` in one layer and `…_rsqrt_13` in the next where only its buffers differ; and a layer
-may launch one kernel a varying number of times in a row (one mask kernel more in some layers, a loop over the
-experts that are active). Read by signature, with each run of one signature as one position, the layers repeat
-again. Structure inference (analyze/structure_inference.py) tries this reading only where the exact one leaves the
+may launch one kernel a varying number of times in a row (one attention-mask kernel more in some layers). Read by
+signature, with each run of one signature as one position, the layers repeat again. Structure inference (analyze/structure_inference.py) tries this reading only where the exact one leaves the
 layers unknown, with the same checks; every kernel of a run then takes what its run's first kernel was given.
 """
 
