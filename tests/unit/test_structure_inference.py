@@ -229,6 +229,21 @@ def test_counts_that_differ_leave_layers_unknown(tmp_path):
     assert summary.unknown["layers"].startswith("the passes repeat their layer unit a different number of times")
 
 
+def test_no_attention_no_layers_by_signature():
+    """A recommendation model's training rank (HTA): its kernel names show no layer repeat, and read by signature
+    (runs of one kernel counted once) a few kernels recur by chance in one forward part only. The coarser reading
+    places decoder layers only, each with its attention kernel, in every pass alike: with no attention in the file,
+    layers stay unknown and no kernel gets one."""
+    source = DATA / "public" / "hta" / "data__trace_filter__sampled_rank-0.json.gz"
+    events = _load(source)["traceEvents"]
+    attention = re.compile(r"attention|flash|fmha|sdpa", re.IGNORECASE)
+    assert not any(e.get("cat") in ("kernel", "cpu_op") and attention.search(e.get("name", "")) for e in events)
+    kernels, info, summary = _inferred(source)
+    layers = _level(info, "layers")
+    assert (layers.status, layers.code) == ("unknown", "no_repeat")
+    assert kernels["layer"].null_count() == kernels.height and summary.layers is None
+
+
 # ---------------------------------------------------------------- training
 def test_training_steps_are_forward_backward_optimizer():
     """A training trace (AMD MI250, 2 profiler steps): each kernel's part is that of the op that launched it — an

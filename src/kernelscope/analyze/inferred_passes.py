@@ -58,9 +58,8 @@ def _boundary(seq: KernelSequence, lo: int, hi: int) -> tuple[int, str]:
         return lo + int(lookups[-1]), BY_LOOKUP
     if hi - lo <= 1:
         return hi, BY_HOST_PAUSE
-    launch = seq.launch[lo:hi + 1]
-    if (launch >= 0).all():
-        return lo + 1 + int(np.argmax(np.diff(launch))), BY_HOST_PAUSE
+    if (seq.launch[lo:hi + 1] >= 0).all():
+        return lo + 1 + int(np.argmax(seq.pause[lo + 1:hi + 1])), BY_HOST_PAUSE
     idle = seq.start[lo + 1:hi + 1] - np.maximum.accumulate(seq.end[lo:hi])
     return lo + 1 + int(np.argmax(idle)), BY_DEVICE_IDLE
 

@@ -16,7 +16,7 @@ _EMBEDDING_OPS = ("aten::embedding", "aten::index_select")
 @dataclass(frozen=True)
 class KernelSequence:
     order: np.ndarray  # kernel rows in launch order: position k is row order[k]
-    codes: np.ndarray  # kernel name as a code
+    codes: np.ndarray  # kernel name as a code (its dense rank among the names, from 1)
     matrix: np.ndarray  # GEMM or attention work
     attention: np.ndarray  # the attention kernel itself
     norm: np.ndarray  # a norm's kernel
@@ -28,6 +28,7 @@ class KernelSequence:
     dur: np.ndarray
     threads: np.ndarray  # threads launched (grid × block; 0 where not recorded)
     launch: np.ndarray  # launch call start (-1: unknown)
+    pause: np.ndarray  # the host's time from the launch before (meaningful where every launch is known)
     start: np.ndarray
     end: np.ndarray
 
@@ -68,4 +69,5 @@ def kernel_sequence(kernels: pl.DataFrame) -> KernelSequence:
     return KernelSequence(order=order, codes=codes, matrix=matrix, attention=attention, embedding=embedding, category=category, op=op,
                           op_row=op_row, same_op=same_op,
                           norm=np.array([is_norm(category[k], op[k], names[i]) for k, i in enumerate(order)], dtype=bool), dur=dur[order], threads=threads[order],
-                          launch=launch[order], start=start[order], end=(start + dur)[order])
+                          launch=launch[order], pause=np.diff(launch[order], prepend=launch[order][:1]),
+                          start=start[order], end=(start + dur)[order])

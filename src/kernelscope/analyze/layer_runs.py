@@ -4,17 +4,21 @@ does matrix work (a GEMM or an attention kernel), read as one layer per copy.
 The best-covering primitive period gives the main repeat (the decoder's layers); the stretches it leaves are
 searched again, so that layers of another kind (the dense layers before a model's MoE layers; a prefill pass whose
 layers launch other GEMM kernels than the decode passes') are found too, when they cover at least half of their
-stretch. Repeats that follow each other closely are the layers of one forward pass (a group).
+stretch. Repeats that follow each other closely are the layers of one forward pass (a group). layer_check says why
+the passes' layer counts leave the layers unknown, where they do.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from kernelscope.analyze.periods import MIN_PERIOD, PeriodScore, Repeat, best_primitive, scored_periods
+from kernelscope.contracts.run_info import StructureLevel
 
+LAYER_AGREEMENT = 0.9  # share of the passes with layers that must show the same number of them
 MIN_SHARE_OF_STRETCH = 0.5  # a further repeat must cover this share of the stretch it was found in
 MAX_DEPTH = 4
 
@@ -47,13 +51,16 @@ class StretchLayers:
 
 
 def find_layers(codes: np.ndarray, matrix: np.ndarray, attention: np.ndarray, lookup: np.ndarray,
-                pause: np.ndarray | None = None) -> StretchLayers:
+                pause: np.ndarray | None = None, norm: np.ndarray | None = None) -> StretchLayers:
     """codes: kernel names as codes, in launch order; matrix: whether each kernel does matrix work; attention: whether
     it is an attention kernel; lookup: an embedding lookup (a forward pass starts there); pause: the host's time
-    before each launch (None where launch calls are not recorded)."""
+    before each launch (None where launch calls are not recorded, or say nothing of layers); norm: a norm's kernel
+    (given where the copies are to start at their input norm rather than at a pause)."""
     repeats, rival = _repeats(codes, matrix, attention, 0, len(codes), 0)
     if pause is not None:
         repeats = [_rotated(r, pause) for r in repeats]
+    elif norm is not None:
+        repeats = [_at_input_norm(r, codes, attention, norm) for r in repeats]
     groups = _grouped(sorted(repeats, key=lambda r: r.start), codes, attention, lookup)
     return StretchLayers(groups=tuple(groups), rival=rival)
 
@@ -75,6 +82,22 @@ def _rotated(r: Repeat, pause: np.ndarray) -> Repeat:
     if best == 0 or typical[best] < _CLEAR_PAUSE * typical[0]:
         return r
     return Repeat(r.start + best, r.period, r.copies, max(r.slack - best, 0))
+
+
+def _at_input_norm(r: Repeat, codes: np.ndarray, attention: np.ndarray, norm: np.ndarray) -> Repeat:
+    """The copies moved to start at the unit's input norm: the first norm kernel met walking back (round the unit)
+    from its attention kernel; the last copy is given up where the kernels after the repeat do not complete it."""
+    unit = slice(r.start, r.start + r.period)
+    cores, norms = np.flatnonzero(attention[unit]), np.flatnonzero(norm[unit])
+    if not cores.size or not norms.size:
+        return r
+    before = norms[norms < cores[0]]
+    shift = int(before[-1] if before.size else norms[-1])
+    if shift == 0:
+        return r
+    if _common_prefix(codes[r.end:], codes[unit]) >= shift:
+        return Repeat(r.start + shift, r.period, r.copies)
+    return Repeat(r.start + shift, r.period, r.copies - 1) if r.copies > 2 else r
 
 
 def _repeats(codes: np.ndarray, matrix: np.ndarray, attention: np.ndarray, lo: int, hi: int,
@@ -234,9 +257,12 @@ def with_odd_layers(group: LayerGroup, codes: np.ndarray, attention: np.ndarray,
     lookups = np.flatnonzero(lookup[lo:group.start])
     lo = lo + int(lookups[-1]) if lookups.size else lo
     begin = group.start
-    for a, _ in reversed(_clusters(attention, lo, begin)):
-        at = _unit_start(codes, unit, lo, a)
-        at = max(lo, a - before) if at is None else at
+    # (each such layer holds one attention kernel: its start is searched after the attention kernel before it)
+    earlier = _clusters(attention, lo, begin)
+    for k in range(len(earlier) - 1, -1, -1):
+        a, floor = earlier[k][0], earlier[k - 1][1] if k else lo
+        at = _unit_start(codes, unit, floor, a)
+        at = max(floor, a - before) if at is None else at
         if at >= begin:
             break
         repeats.insert(0, Repeat(at, begin - at, 1))
@@ -244,9 +270,11 @@ def with_odd_layers(group: LayerGroup, codes: np.ndarray, attention: np.ndarray,
     lookups = np.flatnonzero(lookup[group.end:hi])
     hi = group.end + int(lookups[0]) if lookups.size else hi
     end = group.end
-    for a, b in _clusters(attention, end, hi):
-        at = _unit_start(codes, unit, b, hi, last=False)
-        at = min(hi, a - before + len(unit)) if at is None else at
+    later = _clusters(attention, end, hi)
+    for k, (a, b) in enumerate(later):
+        ceiling = later[k + 1][0] if k + 1 < len(later) else hi
+        at = _unit_start(codes, unit, b, ceiling, last=False)
+        at = min(ceiling, a - before + len(unit)) if at is None else at
         if at <= end:
             break
         repeats.append(Repeat(end, at - end, 1))
@@ -334,3 +362,21 @@ def layers_by_attention(codes: np.ndarray, attention: np.ndarray, matrix: np.nda
     end = end_after(cores[-1][1], hi) or hi
     bounds = [*starts, end]
     return LayerGroup(tuple(Repeat(a, b - a, 1) for a, b in zip(bounds[:-1], bounds[1:], strict=True)))
+
+
+def layer_check(counts: list[int], rivals: list[int]) -> StructureLevel | None:
+    """Why layers must stay unknown, or None."""
+    if not counts:
+        return StructureLevel(level="layers", status="unknown", code="no_repeat",
+                              reason="no repeated kernel sequence with matrix work (GEMM or attention)")
+    if rivals:
+        return StructureLevel(level="layers", status="unknown", code="rival_periods", values={"period": int(rivals[0])},
+                              reason=f"a unit of {rivals[0]} kernels repeats about as often over the same kernels as "
+                                     "the one found: two readings, nothing to choose between them")
+    tally = Counter(counts)
+    _, agreeing = tally.most_common(1)[0]
+    if agreeing < LAYER_AGREEMENT * len(counts):
+        listed = ", ".join(f"{c} ({k} passes)" for c, k in sorted(tally.items(), key=lambda x: (-x[1], x[0])))
+        return StructureLevel(level="layers", status="unknown", code="counts_differ", values={"counts": listed},
+                              reason=f"the passes repeat their layer unit a different number of times: {listed}")
+    return None

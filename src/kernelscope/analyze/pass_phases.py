@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kernelscope import ranges
+from kernelscope.contracts.run_info import StructureLevel
 
 PREFILL_RATIO = 1.5
 
@@ -124,3 +125,21 @@ def first_projection_rows(op_name: str | None, input_dims: str | None) -> int | 
     for x in first[:-1]:
         rows *= x
     return rows if rows > 0 else None
+
+
+def phase_level(found: PassPhases) -> StructureLevel:
+    """The `phases` level of run.json's structure: what told prefill from decode, or why nothing did."""
+    if found.evidence is not None:
+        return StructureLevel(level="phases", status="inferred", evidence=found.evidence, code=found.code,
+                              values=found.values, count=sum(p == ranges.PREFILL for p in found.phases))
+    reasons = {
+        "no_passes": "no forward pass found",
+        "same_shapes": "every pass multiplies the same number of rows: nothing tells prefill from decode",
+        "no_repeat": "no two passes launch the same kernels: no decode to tell a prefill from",
+        "all_alike": "every pass launches the same kernels: nothing tells prefill from decode",
+        "not_slower": "the passes that differ from the repeated ones are not slower: not told a prefill",
+        "not_generation": "the passes do not run as generation does (a prefill first, then more decode passes, some "
+                          "back to back): nothing is called prefill or decode",
+    }
+    return StructureLevel(level="phases", status="unknown", code=found.code, values=found.values,
+                          reason=reasons.get(found.code or "", found.code))

@@ -10,6 +10,9 @@ parts, training steps — used only where no annotation, step marker, module fra
   passes repeat one another and how long their GEMMs take.
 - Parts of a layer (analyze/layer_modules.py): by position in the unit, around its attention kernel.
 - Training (analyze/training_phases.py): forward, backward and optimizer phases; layers inside the forward part.
+- Where the exact kernel names show no layer repeat that the passes agree on, the sequence is read again by
+  signature (analyze/kernel_runs.py: a compiler's kernel numbers dropped, runs of one kernel counted once); that
+  reading is kept only where every pass gets as many layers and every layer holds an attention kernel.
 Checks refuse to guess: no repeat, two periods that explain the same kernels equally well, passes whose layer
 counts disagree, passes that all look alike: the level stays unknown and run.json `attribution.structure` says why.
 Every kernel placed this way has `attribution_source` `inferred`.
@@ -18,7 +21,7 @@ Every kernel placed this way has `attribution_source` `inferred`.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
@@ -31,18 +34,26 @@ from kernelscope.analyze.inferred_passes import (
     pass_facts,
     passes_from_groups,
 )
+from kernelscope.analyze.kernel_runs import (
+    every_layer_attends,
+    positions_in_runs,
+    runs_of,
+    signatures,
+    spread_runs,
+)
 from kernelscope.analyze.kernel_sequence import KernelSequence, kernel_sequence
 from kernelscope.analyze.layer_modules import MOE, unit_parts
 from kernelscope.analyze.layer_runs import (
     LayerGroup,
     StretchLayers,
     find_layers,
+    layer_check,
     layer_positions,
     layers_by_attention,
     passes_of_units,
     with_odd_layers,
 )
-from kernelscope.analyze.pass_phases import pass_phases
+from kernelscope.analyze.pass_phases import pass_phases, phase_level
 from kernelscope.analyze.periods import Repeat
 from kernelscope.analyze.python_frames import Launches
 from kernelscope.analyze.training_phases import TRAINING_PHASES, is_training, nullable, split_training
@@ -52,7 +63,6 @@ from kernelscope.contracts.tables import CPU_OP
 LAYER_PREFIX = "layers"
 PRE_LAYERS, HEAD, AFTER_HEAD = "pre_layers", "head", "after_head"
 MAX_KERNELS = 5_000_000  # beyond this a trace is not searched for repeats (memory and time)
-LAYER_AGREEMENT = 0.9  # share of the passes with layers that must show the same number of them
 
 
 @dataclass
@@ -84,8 +94,45 @@ def infer_structure(kernels: pl.DataFrame, ops: pl.DataFrame, launches: Launches
         regions = _stretches(phase, kernels["step"].fill_null(-1).to_numpy()[seq.order])
     if kernels["layer"].is_not_null().any():
         return out  # layers (and passes, where markers gave them) come from the trace's own ranges
+    before = replace(out, phase_filled=out.phase_filled.copy(), layer_filled=out.layer_filled.copy(),
+                     levels=list(out.levels), layer_types=dict(out.layer_types))
     _layers_and_passes(out, seq, ops, regions, training)
+    layers = next(x for x in out.levels if x.level == "layers")
+    if layers.status == "unknown" and layers.code in _READ_AGAIN:
+        return _by_signature(before, seq, ops, regions, training) or out
     return out
+
+
+_READ_AGAIN = ("no_repeat", "counts_differ")  # (two rival periods are left so: the exact names showed both)
+
+
+def _by_signature(out: Inferred, seq: KernelSequence, ops: pl.DataFrame, regions: list[tuple[int, int]] | None,
+                  training: bool) -> Inferred | None:
+    """The layers read again from the kernels' signatures, each run of one counted once (analyze/kernel_runs.py);
+    None where that reading is no other or finds no layers either (the exact reading's reason stands)."""
+    phase = out.kernels["phase"].to_numpy()[seq.order]
+    step = out.kernels["step"].fill_null(-1).to_numpy()[seq.order]
+    breaks = np.zeros(len(seq), dtype=bool)
+    breaks[1:] = (phase[1:] != phase[:-1]) | (step[1:] != step[:-1])
+    signature = signatures(seq, out.kernels["name"])
+    if signature.max(initial=0) == seq.codes.max(initial=0) and (signature[1:] != signature[:-1]).all():
+        return None  # every name its own signature, and no run: the same reading again
+    short, run = runs_of(seq, signature, breaks)
+    _layers_and_passes(out, short, ops, positions_in_runs(regions, run), training, by_signature=True)
+    layers = next(x for x in out.levels if x.level == "layers")
+    if layers.status != "inferred" or layers.values["other_passes"] or layers.values["passes_without_repeat"]:
+        return None  # the coarser reading must explain every pass, and alike
+    out.kernels, out.phase_filled, out.layer_filled = spread_runs(out.kernels, out.phase_filled, out.layer_filled,
+                                                                  seq, short, run)
+    if not every_layer_attends(out.kernels, out.layer_filled, seq):
+        return None  # a repeat of a few kernels that happen to recur, no decoder layer
+    layers.values["signatures"] = 1
+    layers.evidence = f"{layers.evidence}; {_SIGNATURES}"
+    return out
+
+
+_SIGNATURES = ("read by signature: generated kernels' numbers dropped, a kernel launched several times in a row "
+               "counted once")
 
 
 def _stretches(phase: np.ndarray, step: np.ndarray) -> list[tuple[int, int]]:
@@ -126,15 +173,17 @@ def _training(out: Inferred, ops: pl.DataFrame, launches: Launches, span: int,
 
 
 def _layers_and_passes(out: Inferred, seq: KernelSequence, ops: pl.DataFrame,
-                       regions: list[tuple[int, int]] | None, training: bool) -> None:
+                       regions: list[tuple[int, int]] | None, training: bool, by_signature: bool = False) -> None:
+    """by_signature: seq is read by signature (analyze/kernel_runs.py), mostly generated code launched from one
+    function, whose host pauses say nothing of layers: the copies start at their input norm instead."""
     cache: dict[bytes, StretchLayers] = {}
-    pause = np.diff(seq.launch, prepend=seq.launch[:1]) if (seq.launch >= 0).all() and len(seq) else None
+    pause = seq.pause if (seq.launch >= 0).all() and len(seq) and not by_signature else None
 
     def layers_of(lo: int, hi: int) -> StretchLayers:
         key = seq.codes[lo:hi].tobytes() + seq.matrix[lo:hi].tobytes()
         if key not in cache:
             cache[key] = find_layers(seq.codes[lo:hi], seq.matrix[lo:hi], seq.attention[lo:hi], seq.embedding[lo:hi],
-                                     None if pause is None else pause[lo:hi])
+                                     None if pause is None else pause[lo:hi], seq.norm[lo:hi] if by_signature else None)
         return cache[key]
 
     how: dict[str, int] = {}
@@ -211,7 +260,7 @@ def _layers(out: Inferred, seq: KernelSequence, passes: list[Pass], rivals: list
                 unit_of[g.start + inside[which[inside] == k]] = unit
             first_layer += g.layers
     counts = [p.layers for p in passes if p.layers]
-    unknown = _layer_check(counts, rivals)
+    unknown = layer_check(counts, rivals)
     if unknown is not None:
         out.levels.append(unknown)
         return np.full(n, -1, dtype=np.int64)
@@ -250,24 +299,6 @@ def _layers(out: Inferred, seq: KernelSequence, passes: list[Pass], rivals: list
         for pos in np.flatnonzero(layer_of >= 0).tolist():
             out.layer_types.setdefault(int(layer_of[pos]), f"inferred layer ({kinds[int(unit_of[pos])]})")
     return layer_of
-
-
-def _layer_check(counts: list[int], rivals: list[int]) -> StructureLevel | None:
-    """Why layers must stay unknown, or None."""
-    if not counts:
-        return StructureLevel(level="layers", status="unknown", code="no_repeat",
-                              reason="no repeated kernel sequence with matrix work (GEMM or attention)")
-    if rivals:
-        return StructureLevel(level="layers", status="unknown", code="rival_periods", values={"period": int(rivals[0])},
-                              reason=f"a unit of {rivals[0]} kernels repeats about as often over the same kernels as "
-                                     "the one found: two readings, nothing to choose between them")
-    tally = Counter(counts)
-    _, agreeing = tally.most_common(1)[0]
-    if agreeing < LAYER_AGREEMENT * len(counts):
-        listed = ", ".join(f"{c} ({k} passes)" for c, k in sorted(tally.items(), key=lambda x: (-x[1], x[0])))
-        return StructureLevel(level="layers", status="unknown", code="counts_differ", values={"counts": listed},
-                              reason=f"the passes repeat their layer unit a different number of times: {listed}")
-    return None
 
 
 def _layer_columns(out: Inferred, seq: KernelSequence, passes: list[Pass], layer_of: np.ndarray,
@@ -329,7 +360,7 @@ def _inferred_passes(out: Inferred, seq: KernelSequence, ops: pl.DataFrame, pass
     out.levels.append(StructureLevel(level="passes", status="inferred", count=len(passes), code="layer_groups",
                                      values={"passes": len(passes), **{k.replace(" ", "_"): v for k, v in how.items()}},
                                      evidence=f"one group of repeated layers per forward pass; boundaries: {placed}"))
-    out.levels.append(_phase_level(found))
+    out.levels.append(phase_level(found))
     out.steps = [StepInfo(phase=ph, step=s, label="inferred forward pass", tokens=t)
                  for ph, s, t in zip(found.phases, numbered(found.phases), found.tokens, strict=True)]
 
@@ -338,7 +369,7 @@ def _phases_of_marked(out: Inferred, seq: KernelSequence, ops: pl.DataFrame, pas
                       layer_of: np.ndarray) -> None:
     """Marked steps whose markers name no phase: prefill or decode as their passes show (steps renumbered)."""
     found = pass_phases(pass_facts(seq, ops, passes, layer_of))
-    out.levels.append(_phase_level(found))
+    out.levels.append(phase_level(found))
     if found.evidence is None:
         return
     phase, step = pass_columns(seq, passes, found, out.kernels.height)
@@ -349,20 +380,3 @@ def _phases_of_marked(out: Inferred, seq: KernelSequence, ops: pl.DataFrame, pas
     out.phase_filled |= fill.to_numpy()
     out.steps = [StepInfo(phase=ph, step=s, label="marked step", tokens=t)
                  for ph, s, t in zip(found.phases, numbered(found.phases), found.tokens, strict=True)]
-
-
-def _phase_level(found) -> StructureLevel:
-    if found.evidence is not None:
-        return StructureLevel(level="phases", status="inferred", evidence=found.evidence, code=found.code,
-                              values=found.values, count=sum(p == ranges.PREFILL for p in found.phases))
-    reasons = {
-        "no_passes": "no forward pass found",
-        "same_shapes": "every pass multiplies the same number of rows: nothing tells prefill from decode",
-        "no_repeat": "no two passes launch the same kernels: no decode to tell a prefill from",
-        "all_alike": "every pass launches the same kernels: nothing tells prefill from decode",
-        "not_slower": "the passes that differ from the repeated ones are not slower: not told a prefill",
-        "not_generation": "the passes do not run as generation does (a prefill first, then more decode passes, some "
-                          "back to back): nothing is called prefill or decode",
-    }
-    return StructureLevel(level="phases", status="unknown", code=found.code, values=found.values,
-                          reason=reasons.get(found.code or "", found.code))
