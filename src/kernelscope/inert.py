@@ -4,8 +4,10 @@ run as a formula, and text for a terminal that would move the cursor, recolour t
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import polars as pl
+if TYPE_CHECKING:  # polars only where a frame is made inert: the command line (kernels, --help) loads none
+    import polars as pl
 
 # A cell starting with one of these is a formula to Excel, LibreOffice and Google Sheets.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -23,6 +25,8 @@ def csv_cell(text: str) -> str:
 
 def csv_frame(frame: pl.DataFrame) -> pl.DataFrame:
     """The text columns of `frame` made inert cell by cell (numbers stay numbers)."""
+    import polars as pl
+
     text = [name for name, dtype in frame.schema.items() if dtype == pl.String]
     if not text:
         return frame

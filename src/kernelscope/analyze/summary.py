@@ -7,6 +7,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.attribution import attribution_coverage
+from kernelscope.analyze.metrics import noise_summary
 from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
@@ -45,6 +46,8 @@ def summarize(run: Run, phases: pl.DataFrame | None = None) -> Summary:
     phases = phase_table(kernels) if phases is None else phases
     per_phase = {row["phase"]: _phase(row, cpu) for row in phases.iter_rows(named=True)}
     launches = int(kernels["instances"].sum())
+    noise = noise_summary(info, kernels, {row["phase"]: row["device_time_per_step_ns"]
+                                          for row in phases.iter_rows(named=True)})
     total_us = float(kernels["dur_ns"].sum()) / 1e3
     return Summary(
         source=info.source,
@@ -66,4 +69,6 @@ def summarize(run: Run, phases: pl.DataFrame | None = None) -> Summary:
         phases=per_phase,
         # CUDA-graph replays: how many got module attribution from an eager step, and why the others did not.
         graph_replays=info.graph_replays if info.graph_replays is not None else msgspec.UNSET,
+        # Whether the run's repeats vary too much for small changes to mean anything (docs/run-format.md).
+        noise=noise if noise is not None else msgspec.UNSET,
     )

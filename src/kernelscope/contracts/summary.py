@@ -31,6 +31,27 @@ class KeyTimings(msgspec.Struct, kw_only=True):
     e2e_ms: float | None = None
 
 
+class MetricNoise(msgspec.Struct, kw_only=True):
+    """How much one metric varied over its repeats (summary.json `noise.metrics`)."""
+
+    statistic: str  # median or mean: how the value is made from the repeats
+    value: float
+    repeats: int
+    min: float
+    max: float
+    cv_pct: float | None  # sample standard deviation over the mean, in percent
+    allowance_pct: float | None  # the change this run's own noise can explain (docs/compare.md, "Noise")
+    noisy: bool  # cv_pct above the noisy limit
+
+
+class NoiseSummary(msgspec.Struct, kw_only=True):
+    """Whether a run is noisy, and why (summary.json `noise`)."""
+
+    noisy: bool
+    noisy_cv_pct: float  # the limit a metric's coefficient of variation is held to
+    metrics: dict[str, MetricNoise] = msgspec.field(default_factory=dict)
+
+
 class Summary(msgspec.Struct, kw_only=True):
     """kernel_count counts launches (a summary row stands for `instances` of them); kernel_rows, the rows of
     kernels.parquet, is written only where the two differ. kind: "gpu" when the trace holds device activity
@@ -54,6 +75,7 @@ class Summary(msgspec.Struct, kw_only=True):
     timings: KeyTimings = msgspec.field(default_factory=KeyTimings)
     phases: dict[str, PhaseSummary] = msgspec.field(default_factory=dict)
     graph_replays: GraphReplays | msgspec.UnsetType = msgspec.UNSET
+    noise: NoiseSummary | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Summary:

@@ -69,3 +69,9 @@ def step_annotations() -> list[dict[str, Any]]:
 def annotation_modules() -> dict[str, Any]:
     """data/annotation_modules.toml: user annotations that are never modules (docs/importing.md)."""
     return packaged_toml(_DATA, "annotation_modules.toml")
+
+
+@cache
+def noise_rule() -> dict[str, Any]:
+    """data/noise.toml: the verdict rule of every comparison and when a run is noisy (docs/compare.md)."""
+    return packaged_toml(_DATA, "noise.toml")

@@ -15,6 +15,7 @@ import msgspec
 import polars as pl
 from jinja2 import Environment
 
+from kernelscope.analyze import metrics
 from kernelscope.analyze.accelerator import costs_cover
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.naming import kernel_labels
@@ -26,7 +27,6 @@ from kernelscope.analyze.report_tables import (
     report_tables,
     roofline_tables,
 )
-from kernelscope.analyze.spread import significant, spread
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
@@ -311,35 +311,67 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
         "unit_one": "CPU op" if run.info.is_cpu else "kernel",  # (English says "1 kernel")
         "config_rows": _config_rows(run.info.model.language_config() if run.info.model is not None else {}),
         **_timing_spread(run, lang),
+        "noisy": _noisy_metrics(summary, lang),
     }
+
+
+# summary.json `noise.metrics` keys → the report's words for them ([headers]) and how their values print. The
+# rates (tokens/s) are the inverses of these times and vary with them: the banner names the times.
+_NOISE_WORDS = {"ttft_ms": ("ttft", "ms"), "tpot_ms": ("tpot", "ms"), "e2e_ms": ("e2e", "ms"),
+                metrics.DECODE_STEP_KEY: ("decode_step", "us")}
+
+
+def _noisy_metrics(summary: Summary, lang: str) -> dict[str, Any] | None:
+    """A noisy run's banner (summary.json `noise`): the metrics that vary beyond the limit, with their range and
+    coefficient of variation, and the largest threshold a comparison would hold a change to."""
+    noise = summary.noise
+    if isinstance(noise, msgspec.UnsetType) or not any(m.noisy for k, m in noise.metrics.items() if k in _NOISE_WORDS):
+        return None
+    headers = message_catalog("", lang)["headers"]
+    shown = []
+    for key, m in noise.metrics.items():
+        if not m.noisy or key not in _NOISE_WORDS:
+            continue
+        word, kind = _NOISE_WORDS[key]
+        value = (lambda v: fmt.duration(v * 1e3)) if kind == "us" else fmt.ms
+        shown.append({"name": headers[word], "n": m.repeats, "min": value(m.min), "max": value(m.max),
+                      "cv": m.cv_pct, "statistic": m.statistic})
+    allowances = [m.allowance_pct for key, m in noise.metrics.items()
+                  if m.noisy and m.allowance_pct is not None and key in _NOISE_WORDS]
+    return {"metrics": shown, "limit": noise.noisy_cv_pct,
+            "threshold": max([metrics.floor() * 100, *allowances])}
 
 
 def _timing_spread(run: Run, lang: str) -> dict[str, Any]:
     """The spread of the unprofiled timings over their repeats (a table when some metric has two values or
-    more), and whether the ranges' effect on the end-to-end time exceeds the spread of both modes."""
+    more), and the verdict on the ranges' effect on the end-to-end time (analyze/metrics.py: the one rule)."""
     timings = run.info.timings
     if timings is None:
-        return {"spread_table": None, "overhead_significant": None, "e2e_spread": None}
+        return {"spread_table": None, "overhead": None, "e2e_spread": None}
     words = message_catalog("", lang)
     headers = words["headers"]
     rows = []
-    spreads = {}
+    estimates = {}
     for mode, summary in (("plain", timings.plain), ("annotated", timings.annotated)):
-        for metric, values in (("ttft", summary.ttft_ms_all), ("tpot", summary.tpot_ms_all),
-                               ("e2e", summary.e2e_ms_all)):
-            s = spread(values)
-            spreads[(mode, metric)] = s
-            if s is not None and s.known:
-                rows.append({"mode": words["text"][f"mode_{mode}"], "metric": headers[metric], "n": s.n,
-                             "min": s.min, "median": s.median, "max": s.max,
-                             "cv": None if s.cv is None else 100 * s.cv})
+        for metric, key, values in (("ttft", metrics.TTFT, summary.ttft_ms_all),
+                                    ("tpot", metrics.TPOT, summary.tpot_ms_all),
+                                    ("e2e", metrics.E2E, summary.e2e_ms_all)):
+            e = metrics.estimate(key, values)
+            estimates[(mode, metric)] = e
+            if e.n >= 2:
+                rows.append({"mode": words["text"][f"mode_{mode}"], "metric": headers[metric], "n": e.n,
+                             "min": e.min, "median": e.value, "max": e.max,
+                             "cv": None if e.cv is None else 100 * e.cv})
     table = None
     if rows:
         spec = [("mode", "mode", "text"), ("metric", "metric", "text"), ("runs", "n", "int"), ("min", "min", "ms3"),
                 ("med", "median", "ms3"), ("max", "max", "ms3"), ("cv", "cv", "pct")]
         table = table_markdown(pl.DataFrame(rows), spec, headers, words["terms"])
-    plain, annotated = spreads[("plain", "e2e")], spreads[("annotated", "e2e")]
-    return {"spread_table": table, "overhead_significant": significant(plain, annotated),
+    plain, annotated = estimates[("plain", "e2e")], estimates[("annotated", "e2e")]
+    overhead = metrics.judge(plain, annotated) if plain.n >= 2 and annotated.n >= 2 else None
+    return {"spread_table": table,
+            "overhead": None if overhead is None else {"within_noise": overhead.status == metrics.SAME,
+                                                       "threshold_pct": 100 * overhead.threshold},
             "e2e_spread": {"plain": plain, "annotated": annotated}}
 
 
