@@ -7,6 +7,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.attribution import attribution_coverage
+from kernelscope.analyze.integrity import integrity_summary
 from kernelscope.analyze.metrics import noise_summary
 from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.wide_tables import time_where
@@ -71,4 +72,7 @@ def summarize(run: Run, phases: pl.DataFrame | None = None) -> Summary:
         graph_replays=info.graph_replays if info.graph_replays is not None else msgspec.UNSET,
         # Whether the run's repeats vary too much for small changes to mean anything (docs/run-format.md).
         noise=noise if noise is not None else msgspec.UNSET,
+        # What the files read were missing or held inconsistently, each counted (docs/run-format.md).
+        integrity=integrity if (integrity := integrity_summary(info.trace.audits() if info.trace else [])) is not None
+        else msgspec.UNSET,
     )

@@ -52,6 +52,31 @@ class NoiseSummary(msgspec.Struct, kw_only=True):
     metrics: dict[str, MetricNoise] = msgspec.field(default_factory=dict)
 
 
+class IntegritySummary(msgspec.Struct, kw_only=True):
+    """The integrity audit of every file the run was read from, added up (summary.json `integrity`; each count is
+    run.json's per-file `audit`, docs/run-format.md). A count is null where no file's format has that check."""
+
+    files: int
+    timeline: bool  # false: kernel summaries only, no check of times applies
+    device_events: int
+    stream_overlaps: int | None = None
+    stream_overlap_ns: int | None = None
+    stream_overlaps_pdl: int | None = None
+    outside_window: int | None = None
+    launches_without_kernel: int | None = None
+    kernels_without_launch: int | None = None
+    flows: int | None = None
+    flows_unpaired: int | None = None
+    clock_jumps: int | None = None
+    clock_jump_max_ns: int | None = None
+    devices_named: int | None = None
+    devices_silent: int | None = None
+    unclosed_files: int = 0
+    trailing_bytes: int = 0
+    dropped_events: int = 0
+    counted: list[str] = msgspec.field(default_factory=list)  # the checks that found something, in this order
+
+
 class Summary(msgspec.Struct, kw_only=True):
     """kernel_count counts launches (a summary row stands for `instances` of them); kernel_rows, the rows of
     kernels.parquet, is written only where the two differ. kind: "gpu" when the trace holds device activity
@@ -76,6 +101,7 @@ class Summary(msgspec.Struct, kw_only=True):
     phases: dict[str, PhaseSummary] = msgspec.field(default_factory=dict)
     graph_replays: GraphReplays | msgspec.UnsetType = msgspec.UNSET
     noise: NoiseSummary | msgspec.UnsetType = msgspec.UNSET
+    integrity: IntegritySummary | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Summary:

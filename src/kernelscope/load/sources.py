@@ -21,6 +21,7 @@ from kernelscope.contracts.run_info import (
     Hardware,
     RunInfo,
     Software,
+    TraceAudit,
     TraceFile,
     TraceInfo,
 )
@@ -125,6 +126,7 @@ def trace_file(meta: TraceMeta, file: str, json_bytes: int | None = None) -> Tra
         unread_device_activity=meta.unread_device_activity or msgspec.UNSET,
         dropped_events=meta.dropped_events or msgspec.UNSET,
         unrecorded_device_calls=meta.unrecorded_device_calls or msgspec.UNSET,
+        audit=meta.audit if isinstance(meta.audit, TraceAudit) else msgspec.UNSET,
     )
 
 
@@ -148,6 +150,7 @@ def profiled_trace(meta: TraceMeta, json_bytes: int, file: str) -> TraceInfo:
         cuda_runtime_version=meta.cuda_runtime_version, cuda_driver_version=meta.cuda_driver_version,
         cupti_version=meta.cupti_version, base_time_ns=meta.base_time_ns, origin_us=meta.origin_us,
         device_properties=meta.device_properties, json_bytes=json_bytes, file=file,
+        audit=meta.audit if isinstance(meta.audit, TraceAudit) else msgspec.UNSET,
     )
 
 

@@ -312,7 +312,16 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
         "config_rows": _config_rows(run.info.model.language_config() if run.info.model is not None else {}),
         **_timing_spread(run, lang),
         "noisy": _noisy_metrics(summary, lang),
+        # The integrity audit (summary.json `integrity`), every check in the order it is listed.
+        "integrity": None if isinstance(summary.integrity, msgspec.UnsetType) else msgspec.to_builtins(summary.integrity),
+        "integrity_checks": INTEGRITY_CHECKS,
     }
+
+
+# The integrity audit's rows in the report (analyze/integrity.COUNTS, with what the flows were checked against).
+INTEGRITY_CHECKS = ("stream_overlaps", "outside_window", "launches_without_kernel", "kernels_without_launch",
+                    "flows_unpaired", "clock_jumps", "devices_silent", "unclosed_files", "trailing_bytes",
+                    "dropped_events")
 
 
 # summary.json `noise.metrics` keys → the report's words for them ([headers]) and how their values print. The

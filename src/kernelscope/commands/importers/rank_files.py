@@ -25,6 +25,7 @@ import polars as pl
 from kernelscope.allocator import trim_native_heap
 from kernelscope.analyze.attribution import attribute
 from kernelscope.analyze.attribution_sources import Sources, infer_attribution
+from kernelscope.analyze.integrity import audit_trace
 from kernelscope.contracts.trace import TraceMeta
 from kernelscope.errors import UserError
 from kernelscope.load.sources import read_trace
@@ -56,6 +57,7 @@ def read_rank(path: str, workers: int | None = None) -> RankTables:
     by name). workers: processes the reader may use for this one file."""
     tables = read_trace(Path(path), workers=workers)
     trim_native_heap()  # what decoding left in glibc's heaps (the reader threads' buffers, NumPy's arrays)
+    tables.meta.audit = audit_trace(tables)  # from the file's own tables, before attribution changes them
     meta = tables.meta
     kernels, ops = attribute(tables)
     del tables  # the trace's own tables (launches, kernels before sorting) go before the next step's peak

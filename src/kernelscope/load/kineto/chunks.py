@@ -30,6 +30,7 @@ import polars as pl
 
 from kernelscope.load.kineto.document import mapped
 from kernelscope.load.kineto.events import empty_columns
+from kernelscope.load.kineto.marks import scan_marks
 from kernelscope.load.kineto.native_tables import available as native_available
 from kernelscope.load.kineto.native_tables import decode_native
 from kernelscope.load.kineto.native_tables import release as release_native
@@ -168,6 +169,8 @@ def _decoded(decode: Decode, data: mmap.mmap, chunk: Chunk, final: bool) -> dict
     # a view kept alive by the error's traceback would keep the map from closing.
     with memoryview(data) as whole, whole[chunk.start:chunk.stop] as piece:
         fast = decode_native(piece, chunk.opens, chunk.closes)
+        if fast is not None:  # the flows and window marks the native scan skips (marks.py)
+            fast["marks"] = scan_marks(piece)
     if fast is None:
         return decode(chunk_text(data, chunk), final)
     release(data, chunk.start, chunk.stop)

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
-from kernelscope.contracts.trace import TraceMeta, TraceTables
+from kernelscope.contracts.trace import FileMarks, TraceMeta, TraceTables
 from kernelscope.errors import UserError
 from kernelscope.load.kineto.chunks import (
     CHUNK_BYTES,
@@ -22,6 +22,7 @@ from kernelscope.load.kineto.chunks import (
 )
 from kernelscope.load.kineto.document import EventArray, locate_events, open_trace_text
 from kernelscope.load.kineto.events import decode_chunk
+from kernelscope.load.kineto.marks import WINDOW_END, WINDOW_START, ChunkMarks
 from kernelscope.load.kineto.native_tables import available as native_available
 from kernelscope.load.names import bounded
 from kernelscope.workers import usable_cores
@@ -46,10 +47,27 @@ def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None 
             exact = array if array.exact else locate_events(path, data, exact=True)
             parts = _decode(decode, plain, data, exact, 1, chunk_bytes=exact.length + 1, final=True)
             array = exact
+        # An array without its closing bracket: what follows its last complete event was not read.
+        # (separators and white space between the last event and the cut piece are not counted)
+        trailing = len(data[array.offset + array.length:].strip().lstrip(b",").strip()) if array.unclosed else 0
     tables = _assemble(parts, _metadata(array.fields))
+    tables.meta.marks = file_marks([p.get("marks") for p in parts], array.unclosed, trailing)
     if tables.kernels.height == 0 and not (tables.ops["cat"] == "cpu_op").any():
         raise UserError(f"{path}: {_nothing_to_read(tables)}")
     return tables
+
+
+def file_marks(chunks: list[ChunkMarks | None], unclosed: bool, trailing: int) -> FileMarks:
+    """The file's flows (how many, how many ids lack their other end), window and end, from its chunks' marks."""
+    flows = [flow for chunk in chunks if chunk is not None for flow in chunk.flows]
+    starts = {(cat, flow_id) for cat, flow_id, ph in flows if ph == "s"}
+    ends = {(cat, flow_id) for cat, flow_id, ph in flows if ph == "f"}
+    instants = [instant for chunk in chunks if chunk is not None for instant in chunk.instants]
+    begins = [ts for name, ts in instants if name.startswith(WINDOW_START)]
+    closes = [ts for name, ts in instants if name == WINDOW_END]
+    window = (min(begins), max(closes)) if begins and closes and min(begins) <= max(closes) else None
+    return FileMarks(flows=len(flows), flows_unpaired=len(starts ^ ends), window_us=window, unclosed=unclosed,
+                     trailing_bytes=trailing)
 
 
 def _nothing_to_read(tables: TraceTables) -> str:
