@@ -322,3 +322,38 @@ def audit_reference(path: Path) -> dict:
         "devices_silent": sum(1 for d in named if d not in active),
         "unclosed": stripped.startswith(b"[") and not stripped.endswith(b"]"), "dropped_events": dropped,
     }
+
+
+# ---- what a trace viewer drops: complete slices that overlap on a track without nesting
+
+def crossing_slices(path: Path) -> dict[str, int]:
+    """Of an exported trace (Chrome trace JSON): `crossing`, the complete slices (`ph` X) that start inside another
+    on their track (pid, tid) and end after it (Perfetto drops them); `device_overlaps`, device slices (kernel,
+    copy, set) that start before another on their track has ended; `slices`. Times read exactly (decimal µs)."""
+    from decimal import Decimal
+
+    raw = path.read_bytes()
+    text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    document = json.loads(text, parse_float=Decimal)
+    events = document["traceEvents"] if isinstance(document, dict) else document
+    tracks: defaultdict[object, list[tuple[int, int, bool]]] = defaultdict(list)
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("ts") is not None:
+            start = int(Decimal(e["ts"]) * 1000)
+            end = start + int(Decimal(e.get("dur") or 0) * 1000)
+            tracks[(e.get("pid"), e.get("tid"))].append((start, end, str(e.get("cat", "")).lower() in DEVICE_CATEGORIES))
+    crossing = device_overlaps = 0
+    for slices in tracks.values():
+        slices.sort(key=lambda x: (x[0], -x[1]))
+        stack: list[int] = []
+        reach = None
+        for start, end, device in slices:
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if stack and end > stack[-1]:
+                crossing += 1
+            stack.append(end if not stack else min(end, stack[-1]))
+            if device:
+                device_overlaps += reach is not None and start < reach
+                reach = end if reach is None else max(reach, end)
+    return {"slices": sum(len(s) for s in tracks.values()), "crossing": crossing, "device_overlaps": device_overlaps}

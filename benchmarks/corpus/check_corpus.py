@@ -3,7 +3,8 @@ with what the file holds, computed independently (tests/trace_reference.py): lau
 per-kernel-name totals, busy time (the union of the file's intervals), the launch calls' mean and median, the idle
 gaps (count, total, the largest, host wait) and the integrity audit's counts (overlaps on one stream and those PDL
 explains, events outside the window, launches without kernels and kernels without launches, one-ended flows, clock
-jumps, silent devices, truncation, events left out); also the catalog's coverage of kernel time. With --reports-twice, each
+jumps, silent devices, truncation, events left out); also the catalog's coverage of kernel time, and the Perfetto
+export's nesting: every trace imported and exported, and on every track of the exported file the slices nest. With --reports-twice, each
 trace's report (tables and text, no figures) is also made twice, under two hash seeds and Polars thread counts, and
 the files compared byte for byte: ties must be broken the same way every run. Writes one JSON result.
 
@@ -37,9 +38,11 @@ from kernelscope.analyze.idle_gaps import idle_gaps  # noqa: E402
 from kernelscope.analyze.integrity import audit_trace  # noqa: E402
 from kernelscope.analyze.naming import with_kernel_catalog  # noqa: E402
 from kernelscope.analyze.phases import busy_ns, launch_calls  # noqa: E402
+from kernelscope.commands.export import export_run  # noqa: E402
+from kernelscope.commands.importers.traces import import_traces  # noqa: E402
 from kernelscope.errors import UserError  # noqa: E402
 from kernelscope.load.sources import read_trace  # noqa: E402
-from tests.trace_reference import audit_reference, reference  # noqa: E402
+from tests.trace_reference import audit_reference, crossing_slices, reference  # noqa: E402
 
 AUDIT_KEYS = ("stream_overlaps", "stream_overlap_ns", "stream_overlaps_pdl", "outside_window", "launches_without_kernel",
               "kernels_without_launch", "flows", "flows_unpaired", "clock_jumps", "devices_named", "devices_silent",
@@ -98,6 +101,14 @@ def check(path: Path) -> dict:
     }
 
 
+def perfetto_nesting(path: Path) -> dict:
+    """The trace imported and exported for Perfetto, read back with the standard library: slices that cross on a
+    track (Perfetto would drop them) and device events that overlap on one lane (none may)."""
+    with tempfile.TemporaryDirectory(prefix="ks-perfetto-") as tmp:
+        run = import_traces([path], Path(tmp) / "run", Path(tmp), report=False, jobs=1)
+        return crossing_slices(export_run(run, "perfetto", Path(tmp) / "trace.json.gz"))
+
+
 def reports_repeatable(path: Path) -> list[str] | None:
     """The report files (tables/*.csv, the Markdown of each language) that differ between two imports of `path` under
     different hash seeds and Polars thread counts; None where an import failed."""
@@ -145,6 +156,9 @@ def main() -> None:
             rows.append({**entry, "missing": True})
             continue
         row = {**entry, **check(path)}
+        if not row.get("refused"):
+            row["perfetto"] = perfetto_nesting(path)
+            row["perfetto_nests"] = row["perfetto"]["crossing"] == 0 and row["perfetto"]["device_overlaps"] == 0
         if args.reports_twice and not row.get("refused"):
             row["report_differences"] = reports_repeatable(path)
         rows.append(row)
@@ -160,6 +174,8 @@ def main() -> None:
         "launch_calls_matching": sum(bool(r.get("launch_calls_match")) for r in kineto),
         "idle_gaps_matching": sum(bool(r.get("idle_gaps_match")) for r in kineto),
         "audit_matching": sum(bool(r.get("audit_match")) for r in kineto),
+        "perfetto_nesting": sum(bool(r.get("perfetto_nests")) for r in kineto),
+        "perfetto_slices": sum(r["perfetto"]["slices"] for r in kineto if r.get("perfetto")),
         # What the audit counted over the whole corpus, and in how many files each check found something.
         "audit_totals": {key: sum(r["audit"][key] or 0 for r in kineto if r.get("audit")) for key in AUDIT_KEYS},
         "audit_files": {key: sum(bool(r["audit"][key]) for r in kineto if r.get("audit")) for key in AUDIT_KEYS},
