@@ -18,6 +18,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze import metrics
+from kernelscope.analyze.hardware import amd_architecture
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.layers import OUTSIDE, layer_breakdown, with_layer_columns
@@ -199,6 +200,11 @@ def _model(key: str) -> Callable[[RunInfo], Any]:
     return lambda info: getattr(info.model, key) if info.model is not None else None
 
 
+def _amd(info: RunInfo) -> str | None:
+    """An AMD GPU's architecture (gfx94x): HIP's major.minor is no CUDA compute capability."""
+    return amd_architecture(info.hardware.name, info.hardware.compute_capability, info.hardware.spec)
+
+
 SETUP_ITEMS: list[tuple[str, Callable[[RunInfo], Any]]] = [
     # (item, how to read it from run.json)
     ("source", lambda info: info.source),
@@ -214,7 +220,8 @@ SETUP_ITEMS: list[tuple[str, Callable[[RunInfo], Any]]] = [
     ("device", lambda info: info.hardware.name),
     ("device_count", lambda info: info.hardware.count),
     ("sm_count", lambda info: info.hardware.sm_count),
-    ("compute_capability", lambda info: info.hardware.compute_capability),
+    ("compute_capability", lambda info: None if _amd(info) else info.hardware.compute_capability),
+    ("architecture", _amd),
     ("memory_bytes", lambda info: info.hardware.memory_bytes),
     ("driver_version", lambda info: info.hardware.driver_version),
     ("torch", lambda info: info.software.torch),

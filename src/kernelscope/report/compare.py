@@ -46,7 +46,7 @@ Cell = Callable[[dict[str, Any]], str]
 
 
 def ratio(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}×"
+    return "–" if fmt.missing(value) else f"{value:.2f}×"
 
 
 def signed_duration(ns: float | None) -> fmt.Markdown:

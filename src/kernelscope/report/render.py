@@ -17,7 +17,7 @@ from jinja2 import Environment
 
 from kernelscope.analyze import metrics
 from kernelscope.analyze.accelerator import costs_cover
-from kernelscope.analyze.hardware import Ceilings, classification_rule
+from kernelscope.analyze.hardware import Ceilings, amd_architecture, classification_rule
 from kernelscope.analyze.naming import kernel_labels
 from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.report_tables import (
@@ -158,6 +158,9 @@ def _report_text(run: Run, summary: Summary, tables: ReportTables, top_n: int, l
     context["figures"] = figure_links
     context["histogram_figures"] = [key for key in figure_links if "histograms" in key]
     context["figures_drawn"] = figure_formats.drawn()  # not with --figure-formats none: the appendix says so
+    # Figures of another language drawn in English (no font for its script on this machine): the page says so.
+    context["figures_in_english"] = lang != "en" and any(f".{lang}." not in paths[0].name
+                                                         for paths in figures.values() if paths)
     text = _env(lang, run.info.is_cpu).get_template("report.md.j2").render(**context)
     if lang == "zh":
         text = space_cjk(text)
@@ -229,6 +232,9 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         **_phase_contexts(tables, table, top_n),
         "measured": _measured_context(tables, table, top_n),
         "phase_table": table("phases", tables.phases),
+        # The phase table's optional columns this run fills (older runs lack the launch calls): the note under
+        # the table explains those only.
+        "phase_columns": [c for c in tables.phases.columns if tables.phases[c].is_not_null().any()],
         "idle_phases": table("idle_phases", tables.idle.per_phase if tables.idle is not None else None),
         "idle_gaps": table("idle_gaps", tables.idle.largest if tables.idle is not None else None),
         "communication": _communication_context(tables, table),
@@ -301,6 +307,9 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
         "summary": summary.to_dict(),
         "workload": info.get("workload") or {},
         "hardware": info["hardware"],
+        # AMD GPUs: HIP's major.minor names an architecture (gfx94x), not a CUDA compute capability.
+        "amd_architecture": amd_architecture(run.info.hardware.name, run.info.hardware.compute_capability,
+                                             run.info.hardware.spec),
         "software": info["software"],
         "model": info.get("model") or {},
         "capture": info.get("capture") or {},
