@@ -8,6 +8,7 @@ reports (`nsys-rep`), `nsys stats` kernel summaries (`nsys-stats`), Nsight Compu
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -74,9 +75,11 @@ def source_kind(path: Path) -> str:
     return KINETO
 
 
-def read_trace(path: Path, workers: int | None = None) -> TraceTables:
+def read_trace(path: Path, workers: int | None = None, progress: Callable[[int, int], None] | None = None
+               ) -> TraceTables:
     """A trace of any kind in TRACE_KINDS as tables. workers: processes a large Kineto trace may use (default: the
-    reader's choice; 1 where files are already read in parallel)."""
+    reader's choice; 1 where files are already read in parallel). progress(done, total): chunks of a Kineto
+    trace decoded so far, for a display."""
     kind = source_kind(path)
     if kind == NSYS_REP:
         with tempfile.TemporaryDirectory(prefix="kernelscope-nsys-") as workdir:
@@ -84,7 +87,7 @@ def read_trace(path: Path, workers: int | None = None) -> TraceTables:
     elif kind == NSYS_SQLITE:
         tables = load_nsys_sqlite(path)
     elif kind == KINETO:
-        tables = load_kineto(path, workers=workers)
+        tables = load_kineto(path, workers=workers, progress=progress)
     else:
         raise UserError(f"{path}: not a trace (a {kind} file): import it on its own")
     tables.meta.unrecorded_device_calls = unrecorded_device_calls(tables)

@@ -345,7 +345,7 @@ def _table(rows: pl.DataFrame | list[dict[str, Any]], columns: list[tuple[str, C
 
 def _write_csvs(s: WhatIf, directory: Path) -> list[Path]:
     frames = {"calibration": s.calibration, "phases": s.phases, "groups": s.groups, "kernels": s.kernels,
-              "scenarios": s.scenarios, "requirements": s.requirements, "sweeps": s.sweeps}
+              "scenarios": s.scenarios, "requirements": s.requirements, "sweeps": s.sweeps, "headline": s.headline}
     if s.parallel is not None:
         frames["parallel_phases"] = s.parallel.phases
         frames["parallel_collectives"] = s.parallel.collectives
@@ -367,6 +367,8 @@ def _key_figures(s: WhatIf, run_path: Path) -> dict[str, Any]:
                                                   "target_model_ns", "estimate_ns", "speedup", "calibration_ratio")}
                    for r in s.phases.iter_rows(named=True)},
         "timings": dataclasses.asdict(s.timings),
+        # As is, the target's hardware alone, the options alone, both (whatif_headline.py).
+        "headline": s.headline.to_dicts(),
         **({"parallel": _parallel_figures(s)} if s.parallel is not None else {}),
     }
 

@@ -16,6 +16,7 @@ from kernelscope.load.kineto.chunks import (
     CHUNK_BYTES,
     PARALLEL_BYTES,
     ChunkError,
+    Progress,
     chunk_ranges,
     decode_chunks,
     release,
@@ -30,7 +31,8 @@ from kernelscope.workers import usable_cores
 _COLUMNS = {"kernels": TRACE_KERNEL_COLUMNS, "launches": TRACE_LAUNCH_COLUMNS, "ops": TRACE_OP_COLUMNS}
 
 
-def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None = None) -> TraceTables:
+def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None = None,
+                progress: Progress | None = None) -> TraceTables:
     """Read one Kineto trace. The event array is decoded in chunks (bounded memory); with workers > 1 (default:
     default_workers) threads (native fast path) or helper processes (msgspec alone) share the chunks.
     A chunk that does not decode means the text search misplaced the array or a split point: the exactly
@@ -42,7 +44,7 @@ def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None 
         if workers is None:
             workers = default_workers(array.length, chunk_bytes)
         try:
-            parts = _decode(decode, plain, data, array, workers, chunk_bytes)
+            parts = _decode(decode, plain, data, array, workers, chunk_bytes, progress=progress)
         except ChunkError:
             exact = array if array.exact else locate_events(path, data, exact=True)
             parts = _decode(decode, plain, data, exact, 1, chunk_bytes=exact.length + 1, final=True)
@@ -114,10 +116,10 @@ def default_workers(length: int, chunk_bytes: int) -> int:
 
 
 def _decode(decode, plain: Path, data, array: EventArray, workers: int, chunk_bytes: int,
-            final: bool = False) -> list[dict]:
+            final: bool = False, progress: Progress | None = None) -> list[dict]:
     chunks = chunk_ranges(data, array.offset, array.length, chunk_bytes, closed=not array.unclosed)
     release(data)  # finding the split points read the whole file; decoding reads it again chunk by chunk
-    return decode_chunks(decode, plain, data, chunks, workers, final=final)
+    return decode_chunks(decode, plain, data, chunks, workers, final=final, progress=progress)
 
 
 def _metadata(fields: dict[str, Any]) -> TraceMeta:
