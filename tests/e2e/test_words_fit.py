@@ -78,7 +78,7 @@ def test_the_whatif_keeps_the_run_as_measured_apart(tmp_path):
     text = (out / "whatif.md").read_text()
     kernels = pl.read_parquet(H200 / "kernels.parquet").filter(pl.col("phase") == "decode")
     measured = kernels["dur_ns"].sum() / kernels["step"].n_unique()
-    rows = [line for line in text.split("## Summary")[1].split("\n- ")[0].splitlines() if line.startswith("| ")]
+    rows = [line for line in text.split("## Summary")[1].split("\n- Decode")[0].splitlines() if line.startswith("| ")]
     assert rows[2].startswith("| as is: measured on NVIDIA H200 | ") and f"{measured / 1e6:.3f} ms | 1.00× |" in rows[2]
     assert rows[3].startswith("| NVIDIA H100 80GB HBM3 hardware alone |")
     assert rows[4].startswith("| the design options alone, on NVIDIA H200 |")
@@ -99,7 +99,7 @@ def test_the_whatif_keeps_the_run_as_measured_apart(tmp_path):
                        "--lang", "en").returncode == 0
     text = (plain / "whatif.md").read_text()
     assert "Fused" not in text and "fused away" not in text
-    assert len([line for line in text.split("## Summary")[1].split("\n- ")[0].splitlines()
+    assert len([line for line in text.split("## Summary")[1].split("\n- Decode")[0].splitlines()
                 if line.startswith("| as is")]) == 1
 
 

@@ -694,8 +694,8 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
     for group in groups:
         by_value = dict(rows.filter(pl.col("group") == group).select("value", "projected_per_step_ns").iter_rows())
         stack.append([by_value.get(v, 0.0) for v in values])
-    scale, unit = time_unit(float(np.sum(np.array(stack), axis=0).max()) if stack else 0.0)
-    stack = [[value / scale for value in row] for row in stack]
+    time_scale, time_word = time_unit(float(np.sum(np.array(stack), axis=0).max()) if stack else 0.0)
+    stack = [[value / time_scale for value in row] for row in stack]
     xs = [v / unit for v in values]
     fig, ax = plt.subplots(figsize=(7.2, 4.2))
     ax.stackplot(xs, stack, labels=[literal(g) for g in groups], colors=[PALETTE[i % len(PALETTE)] for i in range(len(groups))], alpha=0.85)
@@ -705,7 +705,7 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
         ax.axvline(mark / unit, color="0.3", ls="--", lw=0.9)
         ax.annotate("target", (mark / unit, totals.max()), textcoords="offset points", xytext=(4, -10), fontsize=7.5)
     ax.set_xlabel(label)
-    ax.set_ylabel(f"projected {phase} time per step ({unit})")
+    ax.set_ylabel(f"projected {phase} time per step ({time_word})")
     ax.set_title(literal(title))
     ax.set_ylim(0, totals.max() * 1.1 if totals.max() > 0 else 1)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)  # beside, over nothing
