@@ -18,11 +18,12 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze import metrics
+from kernelscope.analyze.compare_verdicts import verdict_columns
 from kernelscope.analyze.hardware import amd_architecture
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.layers import OUTSIDE, layer_breakdown, with_layer_columns
-from kernelscope.analyze.metrics import Difference, Estimate, Verdict
+from kernelscope.analyze.metrics import Difference, Estimate
 from kernelscope.analyze.phases import PHASE_ORDER, phase_table
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
@@ -261,45 +262,6 @@ TIMING_METRICS = [
 ]
 
 
-def significant_col(label: str, base: str) -> str:
-    """Name of the column that says whether a run's change from the baseline exceeds its threshold (the verdict
-    rule of analyze/metrics.py); null where it cannot be judged."""
-    return f"significant[{label}/{base}]"
-
-
-def verdict_col(label: str, base: str) -> str:
-    """Name of the column with the verdict's words: slower, faster, higher, lower or within noise."""
-    return f"verdict[{label}/{base}]"
-
-
-def threshold_col(label: str, base: str) -> str:
-    """Name of the column with the threshold the change was held to (%), and noise_known_col whether it came from
-    the runs' noise (else the floor alone)."""
-    return f"threshold_pct[{label}/{base}]"
-
-
-def noise_known_col(label: str, base: str) -> str:
-    return f"noise_known[{label}/{base}]"
-
-
-def _verdict_columns(table: pl.DataFrame, views: list[RunView], verdicts: dict[str, list[Verdict | None]]
-                     ) -> pl.DataFrame:
-    """The verdict columns of each compared run (`verdicts`: label → one verdict or None per row)."""
-    base = views[0].label
-    columns = []
-    for label, found in verdicts.items():
-        columns += [
-            pl.Series(significant_col(label, base), [None if v is None else v.status != metrics.SAME for v in found],
-                      dtype=pl.Boolean),
-            pl.Series(verdict_col(label, base), [None if v is None else v.direction for v in found], dtype=pl.String),
-            pl.Series(threshold_col(label, base), [None if v is None else 100.0 * v.threshold for v in found],
-                      dtype=pl.Float64),
-            pl.Series(noise_known_col(label, base), [None if v is None else v.noise_known for v in found],
-                      dtype=pl.Boolean),
-        ]
-    return table.with_columns(columns)
-
-
 def timings_table(views: list[RunView]) -> pl.DataFrame:
     """metric, one value per run (null: not available), ratio of each run to the baseline, and the verdict on
     that change (analyze/metrics.py: held to the floor or the noise of the metric's own repeats in either run)."""
@@ -322,7 +284,7 @@ def timings_table(views: list[RunView]) -> pl.DataFrame:
     verdicts = {v.label: [metrics.judge(base.timing_estimates[m], v.timing_estimates[m])
                           if m in base.timing_estimates else None for m, _, _ in TIMING_METRICS]
                 for v in views[1:]}
-    return _with_ratios(_verdict_columns(table, views, verdicts), [v.label for v in views], "value")
+    return _with_ratios(verdict_columns(table, views[0].label, verdicts), [v.label for v in views], "value")
 
 
 # --- phases ---------------------------------------------------------------------------------------------------
@@ -344,7 +306,7 @@ def phases_table(views: list[RunView], phase_names: list[str]) -> pl.DataFrame:
     verdicts = {v.label: [metrics.judge(base[p], v.step_estimates[p])
                           if p in base and p in v.step_estimates else None for p in table["phase"].to_list()]
                 for v in views[1:]}
-    return _verdict_columns(table, views, verdicts)
+    return verdict_columns(table, views[0].label, verdicts)
 
 
 # --- layer → module → kernel ----------------------------------------------------------------------------------

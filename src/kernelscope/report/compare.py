@@ -17,16 +17,8 @@ from jinja2 import Environment
 
 from kernelscope import inert
 from kernelscope.analyze import metrics
-from kernelscope.analyze.compare import (
-    ComparedRun,
-    Comparison,
-    col,
-    delta_col,
-    noise_known_col,
-    ratio_col,
-    threshold_col,
-    verdict_col,
-)
+from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col, ratio_col
+from kernelscope.analyze.compare_verdicts import noise_known_col, threshold_col, verdict_col
 from kernelscope.report import figure_formats
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
