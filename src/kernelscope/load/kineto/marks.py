@@ -19,6 +19,10 @@ FLOW_PHASES = ("s", "f", "t")
 WINDOW_START = "Iteration Start"  # Kineto's instant at the start of the recorded window ("Iteration Start: …")
 WINDOW_END = "Record Window End"
 _FLOW_PH = re.compile(rb'"ph"\s*:\s*"[sft]"')
+# A flow as Kineto writes it (`"ph": "f", "id": 9, "pid": 723, "tid": 723, "ts": …, "cat": "ac2g"`): its phase, id
+# and category straight from one expression; any flow of another layout leaves the optional part empty.
+_KINETO_FLOW = re.compile(rb'"ph"\s*:\s*"([sft])"(?:, "id": (-?\d+), "pid": [^,{}]*, "tid": [^,{}]*, "ts": [^,{}]*,'
+                          rb'\s*"cat": "([^"\\]*)")?')
 _WINDOW_NAMES = (b'"' + WINDOW_START.encode(), b'"' + WINDOW_END.encode() + b'"')
 
 
@@ -26,7 +30,17 @@ class _Mark(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    id: msgspec.Raw = msgspec.Raw(b"null")  # any JSON: flows are paired by its text
+    id: int | str | None = None  # flows are paired by (category, id)
+    ts: float | None = None
+
+
+class _AnyIdMark(msgspec.Struct, gc=False):
+    """A mark whose id is of another JSON type (a float, an object): read as its text."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    id: msgspec.Raw = msgspec.Raw(b"null")
     ts: float | None = None
 
 
@@ -41,17 +55,25 @@ class ChunkMarks:
 def scan_marks(text: bytes | bytearray | memoryview) -> ChunkMarks:
     """The flows and window instants of one chunk (a JSON array of events, or a piece of one)."""
     text = text if isinstance(text, bytes | bytearray) else bytes(text)
-    found = [_around(text, m.start()) for m in _FLOW_PH.finditer(text)]
-    marks = _decoded(b"[" + b",".join(found) + b"]") if found else []
-    if marks is None or sum(m.ph in FLOW_PHASES for m in marks) != len(found):
-        return _collect(_decoded_whole(text))  # a flow object with nested braces: read them all exactly
+    laid_out = _KINETO_FLOW.findall(text)
+    if all(cat for _, _, cat in laid_out):  # every flow as Kineto lays it out: no object made per flow
+        marks: list = []
+        flows = [(cat.decode(), flow_id.decode(), ph.decode()) for ph, flow_id, cat in laid_out]
+    else:
+        found = [_around(text, m.start()) for m in _FLOW_PH.finditer(text)]
+        marks = _decoded(b"[" + b",".join(found) + b"]") if found else []
+        if marks is None or sum(m.ph in FLOW_PHASES for m in marks) != len(found):
+            return _collect(_decoded_whole(text))  # a flow object with nested braces: read them all exactly
+        flows = []
     for name in _WINDOW_NAMES:  # a few per trace: each read from the object around it
         at = text.find(name)
         while at >= 0:
             around = _decoded(b"[" + _around(text, at) + b"]")
             marks += [m for m in around or [] if m.ph in ("i", "I")]
             at = text.find(name, at + 1)
-    return _collect(marks)
+    collected = _collect(marks)
+    collected.flows += flows
+    return collected
 
 
 def _around(text: bytes | bytearray, at: int) -> bytes:
@@ -68,22 +90,34 @@ def marks_of_events(events: list) -> ChunkMarks:
 
 def _collect(marks: list) -> ChunkMarks:
     out = ChunkMarks()
+    flows = out.flows
     for m in marks:
         if m.ph in FLOW_PHASES:
-            out.flows.append((m.cat, bytes(m.id).decode("utf-8", "replace"), m.ph))
+            flows.append((m.cat, _key(m.id), m.ph))
         elif m.ts is not None and m.ph in ("i", "I") and (m.name.startswith(WINDOW_START) or m.name == WINDOW_END):
             out.instants.append((m.name, float(m.ts)))
     return out
 
 
-def _decoded(text: bytes) -> list[_Mark] | None:
-    try:
-        return msgspec.json.decode(text, type=list[_Mark])
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
-        return None
+def _key(flow_id: object) -> str:
+    """A flow id as the text that pairs it: an integer or a string as JSON writes it, any other value its JSON."""
+    if isinstance(flow_id, msgspec.Raw):
+        return bytes(flow_id).decode("utf-8", "replace")
+    return msgspec.json.encode(flow_id).decode() if isinstance(flow_id, str) else str(flow_id)
 
 
-def _decoded_whole(text: bytes | bytearray | memoryview) -> list[_Mark]:
+def _decoded(text: bytes) -> list[_Mark] | list[_AnyIdMark] | None:
+    for struct in (_Mark, _AnyIdMark):
+        try:
+            return msgspec.json.decode(text, type=list[struct])
+        except msgspec.ValidationError:
+            continue
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            return None
+    return None
+
+
+def _decoded_whole(text: bytes | bytearray | memoryview) -> list[_AnyIdMark]:
     """Every event of the chunk (lenient: an event of another shape is skipped), keeping the flows and instants."""
     data = bytes(text)
     if not data.lstrip().startswith(b"["):
@@ -94,7 +128,7 @@ def _decoded_whole(text: bytes | bytearray | memoryview) -> list[_Mark]:
         events = msgspec.json.decode(data, type=list[msgspec.Raw])
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return []
-    decoder = msgspec.json.Decoder(_Mark)
+    decoder = msgspec.json.Decoder(_AnyIdMark)
     out = []
     for raw in events:
         try:
