@@ -1,7 +1,10 @@
 """Import every trace of the corpus (benchmarks/corpus/manifest.toml, rebuilt by build_corpus.py) and compare it
 with what the file holds, computed independently (tests/trace_reference.py): launches, device time,
-per-kernel-name totals, busy time (the union of the file's intervals), the launch calls' mean and median and the idle
-gaps (count, total, the largest, host wait); also the catalog's coverage of kernel time. With --reports-twice, each
+per-kernel-name totals, busy time (the union of the file's intervals), the launch calls' mean and median, the idle
+gaps (count, total, the largest, host wait) and the integrity audit's counts (overlaps on one stream and those PDL
+explains, events outside the window, launches without kernels and kernels without launches, one-ended flows, clock
+jumps, silent devices, truncation, events left out); also the catalog's coverage of kernel time, and the Perfetto
+export's nesting: every trace imported and exported, and on every track of the exported file the slices nest. With --reports-twice, each
 trace's report (tables and text, no figures) is also made twice, under two hash seeds and Polars thread counts, and
 the files compared byte for byte: ties must be broken the same way every run. Writes one JSON result.
 
@@ -23,6 +26,7 @@ import tomllib
 from datetime import date
 from pathlib import Path
 
+import msgspec
 import polars as pl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,20 +35,31 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from kernelscope.analyze.attribution import attribute  # noqa: E402
 from kernelscope.analyze.idle_gaps import idle_gaps  # noqa: E402
+from kernelscope.analyze.integrity import audit_trace  # noqa: E402
 from kernelscope.analyze.naming import with_kernel_catalog  # noqa: E402
 from kernelscope.analyze.phases import busy_ns, launch_calls  # noqa: E402
+from kernelscope.commands.export import export_run  # noqa: E402
+from kernelscope.commands.importers.traces import import_traces  # noqa: E402
 from kernelscope.errors import UserError  # noqa: E402
 from kernelscope.load.sources import read_trace  # noqa: E402
-from tests.trace_reference import reference  # noqa: E402
+from tests.trace_reference import audit_reference, crossing_slices, reference  # noqa: E402
+
+AUDIT_KEYS = ("stream_overlaps", "stream_overlap_ns", "stream_overlaps_pdl", "outside_window", "launches_without_kernel",
+              "kernels_without_launch", "flows", "flows_unpaired", "clock_jumps", "devices_named", "devices_silent",
+              "unclosed", "dropped_events")
 
 
 def check(path: Path) -> dict:
     started = time.perf_counter()
     try:
-        kernels, _ = attribute(read_trace(path))
+        tables = read_trace(path)
+        audit = msgspec.to_builtins(audit_trace(tables))
+        kernels, _ = attribute(tables)
     except UserError as exc:
         return {"refused": str(exc)}
     seconds = time.perf_counter() - started
+    del tables
+    expected_audit = audit_reference(path)
     device = kernels.filter(pl.col("kind") != "cpu_op")
     ref = reference(path)
     ours = {name: (count, total) for name, count, total in
@@ -77,10 +92,21 @@ def check(path: Path) -> dict:
         "idle_gaps_match": _gaps_match(gaps, ref),
         "match": device.height == ref.launches and int(device["dur_ns"].sum()) == ref.device_ns
         and ours == ref.by_name,
+        # The integrity audit's counts against the same counts made from the file (tests/trace_reference.py).
+        "audit": {key: audit[key] for key in expected_audit},
+        "audit_match": {key: audit[key] for key in expected_audit} == expected_audit,
         "cpu_only": device.height == 0,
         "kernel_ns": kernel_ns,
         "catalog_coverage": round(known_ns / kernel_ns, 4) if kernel_ns else None,
     }
+
+
+def perfetto_nesting(path: Path) -> dict:
+    """The trace imported and exported for Perfetto, read back with the standard library: slices that cross on a
+    track (Perfetto would drop them) and device events that overlap on one lane (none may)."""
+    with tempfile.TemporaryDirectory(prefix="ks-perfetto-") as tmp:
+        run = import_traces([path], Path(tmp) / "run", Path(tmp), report=False, jobs=1)
+        return crossing_slices(export_run(run, "perfetto", Path(tmp) / "trace.json.gz"))
 
 
 def reports_repeatable(path: Path) -> list[str] | None:
@@ -130,6 +156,9 @@ def main() -> None:
             rows.append({**entry, "missing": True})
             continue
         row = {**entry, **check(path)}
+        if not row.get("refused"):
+            row["perfetto"] = perfetto_nesting(path)
+            row["perfetto_nests"] = row["perfetto"]["crossing"] == 0 and row["perfetto"]["device_overlaps"] == 0
         if args.reports_twice and not row.get("refused"):
             row["report_differences"] = reports_repeatable(path)
         rows.append(row)
@@ -144,6 +173,12 @@ def main() -> None:
         "busy_matching": sum(bool(r.get("busy_match")) for r in kineto),
         "launch_calls_matching": sum(bool(r.get("launch_calls_match")) for r in kineto),
         "idle_gaps_matching": sum(bool(r.get("idle_gaps_match")) for r in kineto),
+        "audit_matching": sum(bool(r.get("audit_match")) for r in kineto),
+        "perfetto_nesting": sum(bool(r.get("perfetto_nests")) for r in kineto),
+        "perfetto_slices": sum(r["perfetto"]["slices"] for r in kineto if r.get("perfetto")),
+        # What the audit counted over the whole corpus, and in how many files each check found something.
+        "audit_totals": {key: sum(r["audit"][key] or 0 for r in kineto if r.get("audit")) for key in AUDIT_KEYS},
+        "audit_files": {key: sum(bool(r["audit"][key]) for r in kineto if r.get("audit")) for key in AUDIT_KEYS},
         **({"reports_repeatable": sum(r.get("report_differences") == [] for r in kineto)} if args.reports_twice else {}),
         "sources": sorted({r["source"] for r in rows}),
     }

@@ -81,3 +81,6 @@ def annotation_modules() -> dict[str, Any]:
 def critical_path_rules() -> dict[str, Any]:
     """data/critical_path.toml: blocking calls, event waits and typical lags of the dependency graph."""
     return packaged_toml(_DATA, "critical_path.toml")
+def noise_rule() -> dict[str, Any]:
+    """data/noise.toml: the verdict rule of every comparison and when a run is noisy (docs/compare.md)."""
+    return packaged_toml(_DATA, "noise.toml")
