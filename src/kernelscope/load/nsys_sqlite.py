@@ -25,9 +25,11 @@ user guide, and the `.schema` of a 2024.6.2 export, schema 3.16.1, published in 
   definitions (75, 33, …) and ranges without an end are not ranges of work and are dropped.
 - Runtime API names carry the CUDA version that introduced them (cudaLaunchKernel_v7000): the suffix is cut so
   they read as in Kineto (cudaLaunchKernel).
-- ENUM_* tables may be absent (older exports); without them a copy is named "Memcpy <copyKind number>", as
-  their ids are nsys's own (ENUM_CUDA_MEM_KIND starts at 0 = Pageable, unlike CUPTI's enum), so no
-  built-in table is guessed.
+- ENUM_* tables are absent from exports of nsys 2020–2022.2, which use the same numbering of copy directions and
+  memory kinds (nsys's own: ENUM_CUDA_MEM_KIND starts at 0 = Pageable, unlike CUPTI's enum); load/nsys_copies.py
+  names their copies by it (data/nsys_enums.toml).
+- The GPU tables (TARGET_INFO_GPU, TARGET_INFO_CUDA_DEVICE, and TARGET_INFO_CUDA_GPU in 2020–2021) are read by
+  load/nsys_devices.py.
 - TARGET_INFO_GPU's columns vary; computeMajor/Minor fall back to smMajor/Minor, smCount to
   TARGET_INFO_CUDA_DEVICE.numMultiprocessors. The export's version is META_DATA_EXPORT's EXPORT_SCHEMA_VERSION
   (EXPORT_META_DATA is also looked at).
