@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
@@ -212,3 +213,10 @@ def test_public_2021_export_imports_exactly(tmp_path):
             kernels.group_by("kind").agg(pl.len(), pl.col("dur_ns").sum()).iter_rows()}
     assert ours == {kind: counts for kind, counts in expected.items() if counts[0]}
     assert json.loads((out / "run.json").read_text())["hardware"]["name"] == gpu
+    # No ENUM tables: copies are named by nsys's numbering, as newer exports' ENUM_CUDA_MEMCPY_OPER and
+    # ENUM_CUDA_MEM_KIND list it (1 HtoD, 2 DtoH; 0 Pageable, 2 Device).
+    directions, kinds = {1: "HtoD", 2: "DtoH"}, {0: "Pageable", 1: "Pinned", 2: "Device"}
+    copies = Counter(f"Memcpy {directions[c]} ({kinds[s]} -> {kinds[d]})" for c, s, d in
+                     _sql(path, "SELECT copyKind, srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY"))
+    copies.update(f"Memset ({kinds[m]})" for (m,) in _sql(path, "SELECT memKind FROM CUPTI_ACTIVITY_KIND_MEMSET"))
+    assert dict(kernels.filter(pl.col("kind") != "kernel").group_by("name").len().iter_rows()) == copies
