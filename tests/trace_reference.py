@@ -28,6 +28,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.nsys_reference import SQLITE_MAGIC, nsys_document
+
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "mtia_ccp_events"}
 LONGEST_NAME = 4096
 
@@ -68,11 +70,17 @@ KERNEL_CATEGORIES = {"kernel", "mtia_ccp_events"}
 RUNTIME_CATEGORIES = {"cuda_runtime", "runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime", "mtia_runtime"}
 
 
-def read_events(path: Path) -> list[dict]:
+def read_document(path: Path) -> tuple[dict | list, bytes]:
+    """The file's document and its text (an Nsight Systems SQLite export: as Kineto events, tests/nsys_reference.py)."""
     raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    document = json.loads(raw)
+    if raw.startswith(SQLITE_MAGIC):
+        return nsys_document(path), b""
+    text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    return json.loads(text), text
+
+
+def read_events(path: Path) -> list[dict]:
+    document, _ = read_document(path)
     if isinstance(document, dict) and "rocprofiler-sdk-tool" in document:
         return rocprof_events(document)
     return document["traceEvents"] if isinstance(document, dict) else document
@@ -258,11 +266,9 @@ def _int(value: object) -> int | None:
 
 
 def audit_reference(path: Path) -> dict:
-    """The audit's counts of a Kineto file: events as the readers keep them (times in ns from the earliest kept
+    """The audit's counts of a Kineto file (or an nsys export read as one): events as the readers keep them (times in ns from the earliest kept
     event, rounded half to even as the tables are), checked with the standard library only."""
-    raw = path.read_bytes()
-    text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-    document = json.loads(text)
+    document, text = read_document(path)
     events = document["traceEvents"] if isinstance(document, dict) else document
     kept = {"device": [], "runtime": [], "op": []}
     dropped = 0
@@ -352,7 +358,8 @@ def audit_reference(path: Path) -> dict:
     return {
         "device_events": len(kept["device"]), "stream_overlaps": overlaps, "stream_overlap_ns": overlap_ns,
         "stream_overlaps_pdl": pdl, "outside_window": outside, "launches_without_kernel": launches_without,
-        "kernels_without_launch": kernels_without, "flows": len(flows), "flows_unpaired": len(starts ^ ends),
+        "kernels_without_launch": kernels_without, "flows": len(flows) if text else None,
+        "flows_unpaired": len(starts ^ ends) if text else None,  # an nsys export has no flow events
         "clock_jumps": len(leads), "clock_jump_max_ns": max(leads, default=0), "devices_named": len(named),
         "devices_silent": sum(1 for d in named if d not in active),
         "unclosed": stripped.startswith(b"[") and not stripped.endswith(b"]"), "dropped_events": dropped,

@@ -8,7 +8,7 @@ export's nesting: every trace imported and exported, and on every track of the e
 trace's report (tables and text, no figures) is also made twice, under two hash seeds and Polars thread counts, and
 the files compared byte for byte: ties must be broken the same way every run. Writes one JSON result.
 
-    python benchmarks/corpus/check_corpus.py [--corpus /work/corpus] [--reports-twice]
+    python benchmarks/corpus/check_corpus.py [--corpus /work/corpus] [--reports-twice] [--only TEXT]
         [--out benchmarks/results/corpus-DATE.json]
 """
 
@@ -42,6 +42,7 @@ from kernelscope.commands.export import export_run  # noqa: E402
 from kernelscope.commands.importers.traces import import_traces  # noqa: E402
 from kernelscope.errors import UserError  # noqa: E402
 from kernelscope.load.sources import read_trace  # noqa: E402
+from tests.nsys_reference import is_sqlite, op_ranges, processes  # noqa: E402
 from tests.trace_reference import audit_reference, crossing_slices, reference  # noqa: E402
 
 AUDIT_KEYS = ("stream_overlaps", "stream_overlap_ns", "stream_overlaps_pdl", "outside_window", "launches_without_kernel",
@@ -109,6 +110,38 @@ def perfetto_nesting(path: Path) -> dict:
         return crossing_slices(export_run(run, "perfetto", Path(tmp) / "trace.json.gz"))
 
 
+def nsys_checks(path: Path) -> dict:
+    """An Nsight Systems export imported as `kernelscope import` imports it: each process's kernels, copies, sets and
+    API calls (its rank's, ranks numbered by process id) against the export's own, and each kernel's framework op
+    against the emit_nvtx op range open at its launch (tests/nsys_reference.py, sqlite3 only)."""
+    expected = processes(path)
+    with tempfile.TemporaryDirectory(prefix="ks-nsys-") as tmp:
+        run = import_traces([path], Path(tmp) / "run", Path(tmp), report=False, jobs=1)
+        kernels = pl.read_parquet(run / "kernels.parquet", columns=["rank", "kind", "op", "correlation", "launch_api"])
+        calls = pl.read_parquet(run / "calls.parquet", columns=["rank"])
+    kinds = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
+    ours: dict[int, dict[str, int]] = {}
+    for rank, kind, n in kernels.group_by("rank", "kind").len().iter_rows():
+        ours.setdefault(rank, {})[kinds.get(kind, kind)] = n
+    # API calls: those that started device work (each once, on its kernels' rows) and the others (calls.parquet).
+    launching = kernels.filter(pl.col("launch_api").is_not_null()).group_by("rank").agg(pl.col("correlation").n_unique())
+    for rank, n in pl.concat([launching.rename({"correlation": "n"}), calls.group_by("rank").agg(pl.len().alias("n"))],
+                             how="vertical_relaxed").group_by("rank").agg(pl.col("n").sum()).iter_rows():
+        ours.setdefault(rank, {})["api_calls"] = n
+    theirs = {rank: dict(expected[pid]) for rank, pid in enumerate(sorted(expected))}
+    ops = op_ranges(path)
+    launched = kernels.filter(pl.col("kind") == "kernel")
+    ops_expected = dict(ops) if ops else {None: launched.height}
+    ops_ours = dict(launched.group_by("op").len().iter_rows())
+
+    def share(counts: dict) -> float | None:
+        return round(1 - counts.get(None, 0) / sum(counts.values()), 4) if counts else None
+
+    return {"ranks": len(ours), "ranks_expected": len(theirs), "ranks_match": ours == theirs,
+            "op_coverage": share(ops_ours), "op_coverage_expected": share(ops_expected),
+            "ops_match": ops_ours == ops_expected}
+
+
 def reports_repeatable(path: Path) -> list[str] | None:
     """The report files (tables/*.csv, the Markdown of each language) that differ between two imports of `path` under
     different hash seeds and Polars thread counts; None where an import failed."""
@@ -145,17 +178,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=Path("/work/corpus"))
     parser.add_argument("--out", type=Path, default=ROOT / f"benchmarks/results/corpus-{date.today()}.json")
+    parser.add_argument("--only", default="", help="check only the files whose corpus path contains this text")
     parser.add_argument("--reports-twice", action="store_true",
                         help="also make each trace's report twice and compare the files")
     args = parser.parse_args()
     manifest = tomllib.loads((ROOT / "benchmarks/corpus/manifest.toml").read_text())
     rows = []
-    for entry in manifest["trace"]:
+    for entry in (e for e in manifest["trace"] if args.only in e["path"]):
         path = args.corpus / entry["path"]
         if not path.is_file():
             rows.append({**entry, "missing": True})
             continue
         row = {**entry, **check(path)}
+        if not row.get("refused") and is_sqlite(path):
+            row.update(nsys_checks(path))
         if not row.get("refused"):
             row["perfetto"] = perfetto_nesting(path)
             row["perfetto_nests"] = row["perfetto"]["crossing"] == 0 and row["perfetto"]["device_overlaps"] == 0
@@ -175,6 +211,10 @@ def main() -> None:
         "idle_gaps_matching": sum(bool(r.get("idle_gaps_match")) for r in kineto),
         "audit_matching": sum(bool(r.get("audit_match")) for r in kineto),
         "perfetto_nesting": sum(bool(r.get("perfetto_nests")) for r in kineto),
+        # Nsight Systems exports: each process's counts and each kernel's emit_nvtx op against the export's own.
+        "nsys_files": sum("ranks_match" in r for r in kineto),
+        "nsys_ranks_matching": sum(bool(r.get("ranks_match")) for r in kineto),
+        "nsys_ops_matching": sum(bool(r.get("ops_match")) for r in kineto),
         "perfetto_slices": sum(r["perfetto"]["slices"] for r in kineto if r.get("perfetto")),
         # What the audit counted over the whole corpus, and in how many files each check found something.
         "audit_totals": {key: sum(r["audit"][key] or 0 for r in kineto if r.get("audit")) for key in AUDIT_KEYS},
