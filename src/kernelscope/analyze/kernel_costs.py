@@ -9,7 +9,8 @@
    engine's kernels the cost their launch declared;
 3. the model's config and the kernel's module (analyze/config_costs.py, `model_config`), for kernels with no op
    shapes at all;
-4. launches of the same kernel with the same grid and block that have a cost (`estimated`).
+4. launches of the same kernel with the same grid and block that have a cost (`estimated`); for a kernel without a
+   launch record, the same kernel between the same neighbours (analyze/sequence_estimates.py, `estimated`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kernelscope.analyze.kernel_extras import collective_costs, copy_costs, esti
 from kernelscope.analyze.naming import with_kernel_catalog
 from kernelscope.analyze.op_costs import MODELS, OpCost, op_cost
 from kernelscope.analyze.op_splits import split_unit_costs
+from kernelscope.analyze.sequence_estimates import estimated_from_sequence
 from kernelscope.analyze.step_tokens import StepTokens, step_tokens
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
@@ -151,7 +153,7 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame, context: CostContext 
         from kernelscope.analyze.config_costs import config_costs
 
         work = config_costs(work, dict(context.config), context.tokens_of)
-    work = estimated_from_twins(work)
+    work = estimated_from_sequence(estimated_from_twins(work))
     work = gemm_layouts(work)
     out = kernels.drop(shapes).with_columns(work.select(*COST_COLUMNS))
     return conform_kernels(out)
