@@ -9,6 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from kernelscope.analyze.attribution import attribute
 from kernelscope.analyze.kernel_costs import kernel_costs
@@ -90,3 +91,44 @@ def test_the_estimate_is_never_made_from_the_kernel_name_alone_when_its_launches
                                           ).select("name", "bytes_moved").iter_rows():
         twins = costed.filter(pl.col("name") == name)["bytes_moved"]
         assert twins.min() <= nbytes <= twins.max()
+
+
+B200 = PUBLIC / "tracelens" / "traces__b200__eager_trace.json.gz"
+GPT_OSS = Path(__file__).resolve().parents[1] / "data" / "configs" / "gpt-oss-120b" / "config.json"
+
+
+def test_a_fused_moe_that_names_no_weights_is_costed_from_the_config_for_this_ranks_share(tmp_path):
+    """vLLM's `moe_forward(hidden [T, H], router_logits [T, E], layer)` on a B200 (flashinfer's TRT-LLM MXFP4 MoE
+    kernels) names neither weights nor top-k: with the model's config.json, one rank of the trace's world
+    (distributedInfo) computes 2·T·top_k·H·(2·I + I)/ranks and reads min(E, T·top_k) experts' share of weights."""
+    from kernelscope.cli import main
+
+    with gzip.open(B200) as f:
+        trace = json.load(f)
+    ranks = trace["distributedInfo"]["world_size"]
+    config = json.loads(GPT_OSS.read_text())
+    top_k, inter, hidden_cfg = config["num_experts_per_tok"], config["intermediate_size"], config["hidden_size"]
+    calls = [e for e in trace["traceEvents"] if e.get("name") == "vllm::moe_forward" and e.get("cat") == "cpu_op"]
+    assert len(calls) == config["num_hidden_layers"]
+    expected = {}
+    for e in calls:
+        (t, h), (_, experts) = e["args"]["Input Dims"][0], e["args"]["Input Dims"][1]
+        routed = t * top_k
+        flops = 2.0 * routed * h * (2 * inter + inter) / ranks
+        weights = min(experts, routed) * 3 * hidden_cfg * inter * 0.5 / ranks  # MXFP4: half a byte a weight
+        expected[e["ts"]] = (flops, 2 * t * h * 2 + weights)
+
+    assert main(["-q", "import", str(B200), "--model-config", str(GPT_OSS), "--out", str(tmp_path / "r"),
+                 "--no-report"]) == 0
+    kernels = pl.read_parquet(tmp_path / "r" / "kernels.parquet")
+    per_op = (kernels.filter(pl.col("top_op") == "vllm::moe_forward")
+              .group_by("top_op_id").agg(pl.col("flops").sum(), pl.col("bytes_moved").sum(),
+                                         (pl.col("cost_source") == "model_config").all().alias("from_config"),
+                                         pl.col("bytes_moved").is_not_null().all().alias("all_costed")))
+    assert per_op.height == len(expected)
+    got = sorted(per_op.select("flops", "bytes_moved").iter_rows())
+    want = sorted(expected.values())
+    for (flops, nbytes), (want_flops, want_bytes) in zip(got, want, strict=True):
+        assert flops == pytest.approx(want_flops, rel=1e-9)
+        assert nbytes == pytest.approx(want_bytes, rel=1e-9)
+    assert per_op["from_config"].all() and per_op["all_costed"].all()

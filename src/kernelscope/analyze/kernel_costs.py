@@ -83,10 +83,23 @@ def cost_context(info: RunInfo) -> CostContext:
     for s in info.attribution.steps if info.attribution is not None else []:
         steps.setdefault((s.phase, s.step), step_tokens(s))
     config = config_values(info.model.config) if info.model is not None and info.model.config else {}
+    if config:
+        config["ranks"] = float(_ranks(info))
     workload = info.workload if info.source == "import" else None
     return CostContext(steps=steps, config=tuple(sorted(config.items())),
                        batch=workload.batch_size if workload else None,
                        prompt=workload.prompt_len if workload else None)
+
+
+def _ranks(info: RunInfo) -> int:
+    """The ranks the model is sharded across: the world size the trace's `distributedInfo` records (a serving
+    engine's tensor- or expert-parallel ranks), else that of a `profile --gpus` run, else 1."""
+    sizes = [f.distributed_info.get("world_size") for f in (info.trace.files if info.trace else [])
+             if isinstance(f.distributed_info, dict)]
+    sizes = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and 0 < s <= 1 << 16]
+    if sizes:
+        return max(sizes)
+    return info.parallel.world_size if info.parallel is not None and info.parallel.world_size > 0 else 1
 
 
 def has_model(name: str) -> bool:
