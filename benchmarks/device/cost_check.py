@@ -3,14 +3,19 @@
 Workloads (random weights, built from configs, bf16; each a prefill and decode steps of HF generate, or a loop):
   dense     a Qwen2-0.5B-shaped model cut to 4 layers, batch 4, prompt 128 (eager: SDPA, RMSNorm, rotary, SiLU)
   moe       a Qwen3-MoE-shaped model, 2 layers, 16 experts, top 4 (transformers' own experts implementation)
-  fp8_gemm  torch._scaled_mm, FP8 e4m3 with per-tensor scales, M = 4096 (prefill) and 16 (decode), N = K = 4096
+  fp8_gemm  torch._scaled_mm, FP8 e4m3, per-tensor and row-wise scales, M = 2048 (prefill) and 16 (decode),
+            N = K = 4096; run first (a few seconds under Nsight Compute), so a slow pass never costs it
 Each is run twice in child processes: once under torch.profiler (record_shapes) → imported with kernelscope (and
 the dense and MoE traces once more without their shapes, given the model's config.json: the `model_config` costs);
-once under Nsight Compute, gated on the prefill and first decode step's NVTX ranges, with the DRAM byte and FLOP
-counters. The launches of both are aligned by kernel name in launch order; per launch and per kernel class
-(catalog category, cost model, cost source) the analytic ÷ measured ratios of bytes and FLOPs go to
-$OUT/cost_check.json, with the checks: bytes within ±15% for memory-bound classes, FLOPs within 1% for GEMMs whose
-rows fill the tensor cores' tiles (M ≥ 128).
+once under Nsight Compute, gated on NVTX ranges (the prefill and first decode step; the MoE's prefill only, to keep
+the run within its time), with the DRAM byte and FLOP counters and, where the device has them, the L2 sectors the
+SMs read and write (lts__t_sectors_srcunit_tex_op_read/write: every byte a kernel moves past its L1, whether the L2
+holds it or not). Nsight Compute flushes the caches before each kernel and the L2 writes back: a kernel reads its
+inputs from DRAM but its outputs stay in the L2 (DRAM writes ≈ 0 below the L2's size), so analytic bytes (reads +
+writes) are checked against the L2 traffic, and DRAM reads are recorded apart. The launches of both are aligned by
+kernel name in launch order; per launch and per kernel class (catalog category, cost model, cost source) the
+analytic ÷ measured ratios of bytes and FLOPs go to $OUT/cost_check.json, with the checks: bytes within ±15% of the
+L2 traffic for memory-bound classes, FLOPs within 1% for GEMMs whose rows fill the tensor cores' tiles (M ≥ 128).
 
     python3 benchmarks/device/cost_check.py --out DIR              # on the GPU machine (cost_check.sh)
     python3 benchmarks/device/cost_check.py --out DIR --cpu        # the trace and import half on CPU, tiny sizes
@@ -20,6 +25,7 @@ rows fill the tensor cores' tiles (M ≥ 128).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import gzip
 import json
@@ -33,7 +39,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 NCU = os.environ.get("NCU", "/usr/local/cuda/bin/ncu")
-PHASES = ("ks.phase:prefill/", "ks.phase:decode:0/")
+PHASES = {"dense": ("ks.phase:prefill/", "ks.phase:decode:0/"), "moe": ("ks.phase:prefill/",),
+          "fp8_gemm": ("ks.phase:prefill/", "ks.phase:decode:0/")}
+# L2 sectors (32 bytes) the SMs' L1/TEX units read and write: what a kernel moves beyond its L1
+L2_SECTORS = {"l2_read_bytes": "lts__t_sectors_srcunit_tex_op_read.sum",
+              "l2_write_bytes": "lts__t_sectors_srcunit_tex_op_write.sum"}
+DEADLINE_S = float(os.environ.get("COST_CHECK_SECONDS", "420"))  # the whole run, all workloads
 SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 MEMORY_CLASSES = {"norm", "activation", "elementwise", "copy/cast", "rope", "index/gather/scatter", "concat",
                   "reduction", "softmax", "quantization", "GEMV"}
@@ -118,14 +129,19 @@ def _fp8_workload(device: str, torch):
     n = k = 4096
     w = torch.randn(n, k, device=device).to(torch.float8_e4m3fn)
     scale = torch.ones((), device=device)
-    inputs = {m: torch.randn(m, k, device=device).to(torch.float8_e4m3fn) for m in (4096, 16)}
+    inputs = {m: torch.randn(m, k, device=device).to(torch.float8_e4m3fn) for m in (2048, 16)}
+    row_scales = {m: (torch.ones(m, 1, device=device), torch.ones(1, n, device=device)) for m in inputs}
 
     def run(annotate: bool) -> None:
         stack = RangeStack(nvtx=annotate and device == "cuda")
-        for phase, m in (("ks.phase:prefill", 4096), ("ks.phase:decode:0", 16)):
+        for phase, m in (("ks.phase:prefill", 2048), ("ks.phase:decode:0", 16)):
             if annotate:
                 stack.push(phase)
             torch._scaled_mm(inputs[m], w.t(), scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+            # row-wise scales (one per row of A, one per column of B): cuBLASLt on Hopper and later
+            with contextlib.suppress(RuntimeError, ValueError):
+                torch._scaled_mm(inputs[m], w.t(), scale_a=row_scales[m][0], scale_b=row_scales[m][1],
+                                 out_dtype=torch.bfloat16)
             if annotate:
                 stack.pop()
 
@@ -140,7 +156,7 @@ def main() -> int:
     parser.add_argument("--child")
     parser.add_argument("--mode", choices=["trace", "ncu"])
     parser.add_argument("--dir", type=Path)
-    parser.add_argument("--workloads", default="dense,moe,fp8_gemm")
+    parser.add_argument("--workloads", default="fp8_gemm,dense,moe")
     parser.add_argument("--analyse", type=Path, metavar="DIR",
                         help="compare again the runs and Nsight Compute CSVs a device run left in DIR (its results)")
     args = parser.parse_args()
@@ -154,12 +170,13 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     results: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "commit": os.environ.get("KS_COMMIT"),
                      "cpu": args.cpu, "workloads": {}}
+    deadline = time.time() + DEADLINE_S
     for name in args.workloads.split(","):
         if args.cpu and name == "fp8_gemm":
             continue
         started = time.time()
         try:
-            results["workloads"][name] = one_workload(name, out / name, args.cpu)
+            results["workloads"][name] = one_workload(name, out / name, args.cpu, deadline)
         except Exception as exc:  # noqa: BLE001 - one workload's failure is recorded, the others still run
             results["workloads"][name] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         results["workloads"][name]["seconds"] = round(time.time() - started, 1)
@@ -181,7 +198,7 @@ def _run(cmd: list[str], log: Path, timeout: float) -> None:
         raise RuntimeError(f"{cmd[:4]} exited {done.returncode}: {' | '.join(tail)}")
 
 
-def one_workload(name: str, work: Path, cpu: bool) -> dict:
+def one_workload(name: str, work: Path, cpu: bool, deadline: float) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     log = work / "log.txt"
     me = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--dir", str(work)] + (["--cpu"] if cpu else [])
@@ -206,17 +223,41 @@ def one_workload(name: str, work: Path, cpu: bool) -> dict:
     rep = work / "ncu.ncu-rep"
     from kernelscope.capture import nsight_compute as nc
 
-    metrics = ["gpu__time_duration.sum", *nc.choose_metrics(nc.available_metrics(NCU))]
+    available = nc.available_metrics(NCU)
+    metrics = ["gpu__time_duration.sum", *nc.choose_metrics(available),
+               *(m for m in L2_SECTORS.values() if m.split(".")[0] in available)]
+    left = deadline - time.time()
+    if left < 30:
+        raise RuntimeError(f"no time left for Nsight Compute ({left:.0f} s)")
     _run([NCU, "--clock-control", "none", "--target-processes", "all", "--nvtx",
-          *[a for p in PHASES for a in ("--nvtx-include", p)], "--metrics", ",".join(metrics),
-          "--export", str(rep), "--force-overwrite", *me, "--mode", "ncu"], log, 420)
+          *[a for p in PHASES[name] for a in ("--nvtx-include", p)], "--metrics", ",".join(metrics),
+          "--export", str(rep), "--force-overwrite", *me, "--mode", "ncu"], log, left)
     raw = nc.export_csv(NCU, rep, "raw", work / "ncu-raw.csv")
     from kernelscope.load.ncu import read_ncu_csv
 
-    measured = read_ncu_csv(raw).launches.sort("launch")
+    measured = _with_l2(read_ncu_csv(raw))
     for source, run in imports.items():
         result[source] = compare(run, measured)
     return result
+
+
+def _with_l2(tables):
+    """Measured launches with their DRAM reads and writes apart and the L2 traffic from the SMs (bytes; null where
+    the run did not collect it)."""
+    import polars as pl
+
+    wanted = {"dram__bytes_read.sum": "dram_read_bytes", "dram__bytes_write.sum": "dram_write_bytes",
+              **{m: c for c, m in L2_SECTORS.items()}}
+    long = tables.metrics.filter(pl.col("metric").is_in(list(wanted)))
+    wide = (long.with_columns(pl.col("metric").replace_strict(wanted).alias("column"),
+                              pl.when(pl.col("metric").str.starts_with("lts__t_sectors")).then(32.0 * pl.col("value"))
+                              .otherwise(pl.col("value")).alias("value"))
+            .pivot(on="column", index="launch", values="value", aggregate_function="first"))
+    out = tables.launches.join(wide, on="launch", how="left")
+    for column in ("dram_read_bytes", "dram_write_bytes", *L2_SECTORS):
+        if column not in out.columns:
+            out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias(column))
+    return out.sort("launch")
 
 
 def _strip_shapes(src: Path, dst: Path) -> None:
@@ -258,6 +299,8 @@ def compare(run: Path, measured) -> dict:
             "name": k["name"][:160], "category": k["category"], "cost_model": k["cost_model"],
             "cost_source": k["cost_source"], "phase": k["phase"], "gemm": [k["gemm_m"], k["gemm_n"], k["gemm_k"]],
             "analytic_bytes": k["bytes_moved"], "measured_bytes": m.get("dram_bytes"),
+            "dram_read_bytes": m.get("dram_read_bytes"), "dram_write_bytes": m.get("dram_write_bytes"),
+            "l2_bytes": None if m.get("l2_read_bytes") is None else m["l2_read_bytes"] + (m.get("l2_write_bytes") or 0),
             "analytic_flops": k["flops"], "measured_flops": m.get("flops"), "duration_us": m.get("duration_us"),
         })
     return {"kernels_in_run": len(ours), "launches_measured": len(theirs), "matched": len(pairs),
@@ -277,7 +320,7 @@ def analyse_again(folder: Path) -> dict:
 
     results: dict = {}
     for work in sorted(p for p in folder.iterdir() if (p / "ncu-raw.csv").is_file()):
-        measured = read_ncu_csv(work / "ncu-raw.csv").launches.sort("launch")
+        measured = _with_l2(read_ncu_csv(work / "ncu-raw.csv"))
         results[work.name] = {"imports": {k: _coverage(work / d) for k, d in (("op_shapes", "run"),
                                                                              ("model_config", "run-config"))
                                           if (work / d).is_dir()}}
@@ -306,7 +349,10 @@ def _summary(rows: list[dict]) -> dict:
         return sum(r[field] or 0 for r in rows)
 
     per = sorted(x for r in rows if (x := _ratio(r["analytic_bytes"], r["measured_bytes"])) is not None)
+    l2 = [r for r in rows if r.get("l2_bytes")]
     return {"launches": len(rows), "bytes_ratio": _ratio(total("analytic_bytes"), total("measured_bytes")),
+            "bytes_ratio_l2": _ratio(sum(r["analytic_bytes"] or 0 for r in l2), sum(r["l2_bytes"] for r in l2)),
+            "dram_write_share": _ratio(total("dram_write_bytes"), total("measured_bytes")),
             "flops_ratio": _ratio(total("analytic_flops"), total("measured_flops")),
             "bytes_ratio_min": per[0] if per else None, "bytes_ratio_median": per[len(per) // 2] if per else None,
             "bytes_ratio_max": per[-1] if per else None}
@@ -316,10 +362,13 @@ def _checks(rows: list[dict]) -> dict:
     memory = [r for r in rows if r["category"] in MEMORY_CLASSES and r["analytic_bytes"] and r["measured_bytes"]
               and r["measured_bytes"] > 1 << 20]  # a megabyte at least: smaller ones live in L2
     within = [r for r in memory if abs(r["analytic_bytes"] / r["measured_bytes"] - 1) <= 0.15]
+    l2 = [r for r in memory if r.get("l2_bytes")]
+    within_l2 = [r for r in l2 if abs(r["analytic_bytes"] / r["l2_bytes"] - 1) <= 0.15]
     gemms = [r for r in rows if r["category"] == "GEMM" and r["gemm"][0] and r["gemm"][0] >= 128
              and r["analytic_flops"] and r["measured_flops"]]
     exact = [r for r in gemms if abs(r["analytic_flops"] / r["measured_flops"] - 1) <= 0.01]
     return {"memory_bound_launches": len(memory), "bytes_within_15pct": len(within),
+            "with_l2_traffic": len(l2), "bytes_within_15pct_of_l2": len(within_l2),
             "full_tile_gemm_launches": len(gemms), "flops_within_1pct": len(exact)}
 
 
