@@ -166,10 +166,18 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame, context: CostContext 
         from kernelscope.analyze.config_costs import config_costs
 
         work = config_costs(work, dict(context.config), context.tokens_of)
-    work = estimated_from_sequence(estimated_from_twins(work))
+    work = estimated_from_sequence(estimated_from_twins(_with_op_dims(work, ops)).drop("_op_dims"))
     work = gemm_layouts(work)
     out = kernels.drop(shapes).with_columns(work.select(*COST_COLUMNS))
     return conform_kernels(out)
+
+
+def _with_op_dims(work: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """`_op_dims`: the input shapes the kernel's own op recorded (text), for twins that must share them."""
+    if "input_dims" not in ops.columns or "op_id" not in work.columns:
+        return work.with_columns(pl.lit(None, dtype=pl.String).alias("_op_dims"))
+    dims = ops.select("op_id", pl.col("input_dims").cast(pl.String).alias("_op_dims"))
+    return work.join(dims, on="op_id", how="left", maintain_order="left")
 
 
 # ---- which op (or captured op) each kernel takes its cost from --------------------------------------------------
