@@ -132,3 +132,25 @@ def test_a_fused_moe_that_names_no_weights_is_costed_from_the_config_for_this_ra
         assert flops == pytest.approx(want_flops, rel=1e-9)
         assert nbytes == pytest.approx(want_bytes, rel=1e-9)
     assert per_op["from_config"].all() and per_op["all_costed"].all()
+
+
+MOE_H200 = Path(__file__).resolve().parents[1] / "data" / "kineto" / "h200-qwen3moe-2l-b4-p128-n3.trace.json.gz"
+
+
+def test_a_gather_never_takes_the_cost_of_a_same_grid_gather_from_a_larger_table():
+    """The MoE's token dispatch gathers 2048 rows from a [512, 1024] table; its combine side gathers from a
+    [2048, 1024] one with the same kernel and grid (the grid follows the output). The dispatch must not be costed as
+    the larger gather: read and write of 2048 rows of 1024 BF16 plus the int64 indices, computed here."""
+    with gzip.open(MOE_H200) as f:
+        events = json.load(f)["traceEvents"]
+    small = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::index"
+             and (e["args"].get("Input Dims") or [[]])[0] == [512, 1024]]
+    assert small  # the dispatch gathers the file records
+    large_cost = 2 * 2048 * 1024 * 2 + 2048 * 8
+    kernels, ops = attribute(read_trace(MOE_H200))
+    costed = kernel_costs(kernels, ops)
+    dispatch_ids = ops.filter((pl.col("name") == "aten::index") & pl.col("input_dims").cast(pl.String)
+                              .str.replace_all(r"\s", "").str.starts_with("[[512,1024]"))["op_id"]
+    dispatch = costed.filter(pl.col("op_id").is_in(dispatch_ids.implode()) & (pl.col("kind") == "kernel"))
+    assert dispatch.height == len(small)
+    assert all(b is None or b < large_cost for b in dispatch["bytes_moved"].to_list())
