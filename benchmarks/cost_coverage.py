@@ -56,6 +56,8 @@ CASES: dict[str, list[str]] = {
     "Qwen2-0.5B without shapes + --model-config": [
         f"{T}/kineto/h200-qwen2-0.5b-p16-n4.shapeless.trace.json.gz", "--model-config",
         f"{T}/configs/qwen2-0.5b/config.json", "--batch-size", "1", "--prompt-len", "16"],
+    "4-layer Llama forward, DTensor over 2 GPUs, shapes (tokenomics)": [
+        f"{T}/public/tokenomics/traces__llama_trace_4layers0_dim_1024.json.gz"],
     "4-layer Llama, FSDP, no shapes (tokenomics)": [f"{T}/public/tokenomics/llama_trace_4layers0_with_annotations.json.gz"],
 }
 CORPUS = {  # corpus path → label (benchmarks/corpus/manifest.toml)
