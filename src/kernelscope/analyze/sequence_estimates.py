@@ -4,8 +4,9 @@ A kernel without a launch record has no op, no shapes and no grid: neither its o
 with the same grid, analyze/kernel_extras.py) can cost it. A model's forward pass runs the same kernels in the same
 order layer after layer and step after step, so such a kernel takes the median cost of the costed launches of the
 same kernel between the same neighbours on its stream: the same `2·WIDTH` kernels around it, else fewer (down to one
-on each side), else, where every costed launch of the kernel has one and the same cost, that cost. Labelled
-`estimated`.
+on each side), else, where every costed launch of the kernel has one and the same cost, that cost. Launches that
+match but disagree (bytes or FLOPs more than SPREAD apart: projections of two sizes between the same kernels) leave
+the kernel uncosted; a narrower match would only be less specific. Labelled `estimated`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import polars as pl
 
 WIDTH = 3  # kernels compared on each side, the widest context tried first
+SPREAD = 1.25  # the most the matching launches' costs may differ (largest ÷ smallest) for their median to stand
 _COPIED = ("flops", "bytes_moved", "precision", "cost_model", "gemm_m", "gemm_n", "gemm_k", "gemm_batch", "gemm_dtypes")
 
 
@@ -20,6 +22,13 @@ def _context(width: int) -> list[pl.Expr]:
     by = ["device", "stream"]
     h = pl.col("_h")
     return [h.shift(s).over(by).alias(f"_c{s}") for s in range(-width, width + 1) if s]
+
+
+def _agree(column: str, spread: float) -> pl.Expr:
+    """The matching launches' values differ by at most `spread` (largest ÷ smallest; zeros and nulls agree only with
+    their like)."""
+    c = pl.col(column).fill_null(0.0)
+    return ((c.max() <= c.min() * spread) & ((c.min() > 0) | (c.max() == 0))).fill_null(False)
 
 
 def estimated_from_sequence(k: pl.DataFrame) -> pl.DataFrame:
@@ -33,19 +42,22 @@ def estimated_from_sequence(k: pl.DataFrame) -> pl.DataFrame:
     work = (k.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_seq_row"), pl.col("name").hash().alias("_h"))
             .sort("device", "stream", "start_ns", nulls_last=True))
     found = pl.DataFrame(schema={"_seq_row": pl.Int64})
+    settled = pl.Series("_seq_row", [], dtype=pl.Int64)  # estimated, or matched by launches that disagree
     for width in range(WIDTH, -1, -1):
         keys = ["_h", *(f"_c{s}" for s in range(-width, width + 1) if s)]
         ctx = work.with_columns(_context(width)) if width else work
         known = ctx.filter(kernel & pl.col("cost_model").is_not_null() & pl.all_horizontal(pl.col(keys).is_not_null()))
         agg = known.group_by(keys).agg(
-            pl.col("flops").median(), pl.col("bytes_moved").median(), pl.col("bytes_moved").n_unique().alias("_n"),
+            pl.col("flops").median(), pl.col("bytes_moved").median(),
+            _agree("bytes_moved", SPREAD if width else 1.0).alias("_b_ok"),
+            _agree("flops", SPREAD if width else 1.0).alias("_f_ok"),
             pl.col("precision").mode().sort().first(), pl.col("cost_model").mode().sort().first(),
             *(pl.when(pl.col(c).n_unique() == 1).then(pl.col(c).first()).alias(c)
               for c in ("gemm_m", "gemm_n", "gemm_k", "gemm_batch", "gemm_dtypes")))
-        if not width:  # the kernel alone: only where all its costed launches agree
-            agg = agg.filter(pl.col("_n") == 1)
-        todo = ctx.filter(missing & ~pl.col("_seq_row").is_in(found["_seq_row"].implode()))
-        hit = todo.select("_seq_row", *keys).join(agg.drop("_n"), on=keys, how="inner").drop(keys)
+        todo = ctx.filter(missing & ~pl.col("_seq_row").is_in(settled.implode()))
+        matched = todo.select("_seq_row", *keys).join(agg, on=keys, how="inner").drop(keys)
+        settled = pl.concat([settled, matched["_seq_row"]])
+        hit = matched.filter(pl.col("_b_ok") & pl.col("_f_ok")).drop("_b_ok", "_f_ok")
         found = pl.concat([found, hit], how="diagonal_relaxed") if found.height else hit
     if not found.height:
         return k
