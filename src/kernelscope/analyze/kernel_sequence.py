@@ -55,17 +55,20 @@ def kernel_sequence(kernels: pl.DataFrame) -> KernelSequence:
     by_name = dict(zip(catalog["name"].to_list(), catalog["category"].to_list(), strict=True))
     names = kernels["name"].to_list()
     op_all = kernels["op"].to_list()
-    top = kernels["top_op"].to_list()
     category = [by_name.get(names[i]) for i in order]
     op = [op_all[i] for i in order]
     matrix = _each_distinct(is_matrix_work, category, op)
     attention = _each_distinct(is_attention, category, op)
     # (a fused Triton kernel's name lists the ops its result came from: `…_add_embedding_mean…` is any kernel on the
     # residual stream of a compiled model, not a lookup)
-    embedding = np.array([(op[k] in _EMBEDDING_OPS or top[i] == "aten::embedding" or "indexSelect" in names[i])
-                          and not matrix[k] for k, i in enumerate(order)], dtype=bool)
+    looks = kernels.select(
+        (pl.col("op").is_in(list(_EMBEDDING_OPS)) | (pl.col("top_op") == "aten::embedding")
+         | pl.col("name").str.contains("indexSelect", literal=True)).fill_null(False).alias("embedding"),
+        (pl.col("name").str.contains("splitKreduce", literal=True)
+         | pl.col("name").str.contains("splitK_reduce", literal=True)).fill_null(False).alias("split_k"))
+    embedding = looks["embedding"].to_numpy()[order] & ~matrix
     op_row = kernels["op_id"].fill_null(-1).to_numpy()[order]
-    split_k = np.array(["splitKreduce" in names[i] or "splitK_reduce" in names[i] for i in order], dtype=bool)
+    split_k = looks["split_k"].to_numpy()[order]
     same_op = np.zeros(len(order), dtype=bool)
     # (kernels replayed from one CUDA graph share its launch's op: only a matrix op's own kernels count as one)
     matrix_op = _each_distinct(lambda o: bool(o) and is_matrix_work(None, o) and not is_attention(None, o), op)
