@@ -108,6 +108,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "kernelscope-parse-floor")
     parser.add_argument("--old", type=Path, help="a second source tree's src/ whose import is measured alongside")
+    parser.add_argument("--old-up-to", type=int, default=None, metavar="MB",
+                        help="measure --old only at sizes up to this (default: every size)")
+    parser.add_argument("--repeats-above", default=None, metavar="MB:N",
+                        help="N repeats (instead of --repeats) at sizes above MB, e.g. 500:3")
     parser.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/parse-floor-<date>.json)")
     args = parser.parse_args()
     if ROOT in args.work.resolve().parents:
@@ -124,11 +128,16 @@ def main() -> None:
         if not trace.exists():
             subprocess.run([sys.executable, str(ROOT / "benchmarks/make_big_trace.py"), str(trace), "--mb", str(mb)],
                            check=True, stdout=subprocess.DEVNULL)
-        runs: dict[str, list[dict]] = {"floor": [], **{f"import:{t}": [] for t in trees}}
-        for repeat in range(args.repeats):
+        here = {t: p for t, p in trees.items() if t != "before" or args.old_up_to is None or mb <= args.old_up_to}
+        repeats = args.repeats
+        if args.repeats_above:
+            above, count = (int(x) for x in args.repeats_above.split(":"))
+            repeats = count if mb > above else repeats
+        runs: dict[str, list[dict]] = {"floor": [], **{f"import:{t}": [] for t in here}}
+        for repeat in range(repeats):
             runs["floor"].append(run_tree([sys.executable, "-c", FLOOR, str(trace)],
                                           dict(os.environ, PYTHONPATH=str(src))))
-            for label, tree in trees.items():
+            for label, tree in here.items():
                 cmd, env, made = importer(tree, trace, args.work, profile, f"{label}-{mb}mb-{repeat}")
                 runs[f"import:{label}"].append(run_tree(cmd, env))
                 shutil.rmtree(made, ignore_errors=True)
@@ -137,7 +146,7 @@ def main() -> None:
         for key, measured in runs.items():
             entry[key] = {"median_wall_s": median(measured, "wall_s"), "median_cpu_s": median(measured, "cpu_s"),
                           "median_peak_rss_bytes": median(measured, "peak_rss_bytes")}
-        for label in trees:
+        for label in here:
             entry[f"import:{label}"]["over_floor_wall"] = round(
                 entry[f"import:{label}"]["median_wall_s"] / entry["floor"]["median_wall_s"], 2)
             entry[f"import:{label}"]["over_floor_cpu"] = round(
@@ -148,7 +157,7 @@ def main() -> None:
                     "cpu_s_per_gb": round(slope(gb, [e[key]["median_cpu_s"] for e in results]), 3),
                     "peak_rss_gb_per_gb": round(slope(gb, [e[key]["median_peak_rss_bytes"] / 1e9
                                                            for e in results]), 3)}
-              for key in results[0]["runs"]} if len(results) > 1 else {}
+              for key in results[-1]["runs"]} if len(results) > 1 else {}
     result = {
         "benchmark": "parse-floor", "date": date.today().isoformat(), "commit": commit(),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
