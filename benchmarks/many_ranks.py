@@ -10,7 +10,8 @@ cut to 3 layers, expert parallel over 2 H200; NCCL collectives with their args).
 by benchmarks/make_big_trace.py, rank 1 with exactly as many repeated decode steps as rank 0, so that every rank
 holds the same sequence of collectives; rank r is a copy of base r mod 2 (files are ranks in their order). Built
 once under --work (outside the repository; never committed); building is not timed. The import is one process
-tree timed whole: wall, user+system CPU (resource.getrusage of children), busy cores = CPU / wall, peak summed RSS
+tree timed whole: wall, user+system CPU (the larger of resource.getrusage of children and the
+processes' own times sampled from /proc), busy cores = CPU / wall, peak summed RSS
 sampled every 100 ms (/proc). Writes a JSON record to --out (default benchmarks/results/many-ranks-<date>.json).
 """
 
@@ -72,9 +73,11 @@ def rank_files(work: Path, base: list[Path], ranks: int) -> list[Path]:
     return files
 
 
-def tree_rss(root: int) -> int:
-    """Summed resident memory of process `root` and its descendants, from /proc (no psutil on the device)."""
-    parent, rss = {}, {}
+def tree_rss(root: int, cpu_ticks: dict[int, int] | None = None) -> int:
+    """Summed resident memory of process `root` and its descendants, from /proc (no psutil on the device); each
+    one's CPU time so far (user+system clock ticks) goes into `cpu_ticks` (helpers of a fork server are not our
+    children: their time never reaches getrusage)."""
+    parent, rss, ticks = {}, {}, {}
     page = os.sysconf("SC_PAGE_SIZE")
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -85,11 +88,15 @@ def tree_rss(root: int) -> int:
             pid = int(entry.name)
             parent[pid] = int(fields[1])
             rss[pid] = int(fields[21]) * page
+            ticks[pid] = int(fields[11]) + int(fields[12])
     members, grew = {root}, True
     while grew:
         more = {pid for pid, ppid in parent.items() if ppid in members} - members
         grew = bool(more)
         members |= more
+    if cpu_ticks is not None:
+        for pid in members:
+            cpu_ticks[pid] = max(cpu_ticks.get(pid, 0), ticks.get(pid, 0))
     return sum(rss.get(pid, 0) for pid in members)
 
 
@@ -98,9 +105,9 @@ def measured(cmd: list[str], env: dict[str, str], limit_s: float) -> dict:
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
-    peak, timed_out = 0, False
+    peak, timed_out, ticks = 0, False, {}
     while proc.poll() is None:
-        peak = max(peak, tree_rss(proc.pid))
+        peak = max(peak, tree_rss(proc.pid, ticks))
         if time.perf_counter() - started > limit_s:  # the whole tree, as a user's Ctrl-C would
             timed_out = True
             with contextlib.suppress(ProcessLookupError):
@@ -110,8 +117,10 @@ def measured(cmd: list[str], env: dict[str, str], limit_s: float) -> dict:
     out, err = proc.communicate()
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"returncode": proc.returncode, "timed_out": timed_out, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+    waited = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    sampled = sum(ticks.values()) / os.sysconf("SC_CLK_TCK")
+    cpu = max(waited, sampled)
+    return {"cpu_waited_s": round(waited, 2), "cpu_sampled_s": round(sampled, 2),"returncode": proc.returncode, "timed_out": timed_out, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
             "busy_cores": round(cpu / wall, 2), "peak_rss_bytes": peak, "stdout_tail": out[-2000:],
             "stderr_tail": err[-3000:]}
 
