@@ -116,3 +116,24 @@ def test_run_folders_named_like_glob_patterns_read_their_own_tables(capsys, tmp_
     out = capsys.readouterr()
     assert code == 0, out.err
     assert {row["run_id"]: row["total"] for row in json.loads(out.out)} == expected
+
+
+def test_other_columns_of_some_runs_nested_ones_included_are_in_the_view(capsys, tmp_path):
+    """A column some runs' tables hold beyond the run format (here a struct with a list inside, and a plain one
+    spelled in capitals) is a column of the view: null for the runs without it."""
+    plain, extended = tmp_path / "runs" / "plain", tmp_path / "runs" / "extended"
+    shutil.copytree(RUNS / SOURCES[0], plain)
+    shutil.copytree(RUNS / SOURCES[0], extended)
+    frame = pl.read_parquet(extended / "kernels.parquet")
+    frame = frame.with_columns(pl.struct(pl.col("dur_ns").alias("d"), pl.concat_list("dur_ns", "dur_ns").alias("l"))
+                               .alias("extra"), (pl.col("dur_ns") * 2).alias("Twice"))
+    frame.write_parquet(extended / "kernels.parquet")
+    code = main(["-q", "query", "select run_id, sum(extra.d) as d, sum(list_sum(extra.l)) as l, sum(twice) as t, "
+                 "count(*) as n from kernels group by run_id order by run_id", str(tmp_path / "runs"),
+                 "--format", "json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    total = int(frame["dur_ns"].sum())
+    assert json.loads(out.out) == [
+        {"run_id": "extended", "d": total, "l": 2 * total, "t": 2 * total, "n": frame.height},
+        {"run_id": "plain", "d": None, "l": None, "t": None, "n": frame.height}]
