@@ -40,7 +40,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from kernelscope.load.kineto import native_tables
-from kernelscope.load.kineto.chunks import chunk_ranges
+from kernelscope.load.kineto.chunks import chunk_ranges, release
 from kernelscope.load.kineto.document import locate_events, open_trace_text
 from kernelscope.load.kineto.reader import default_chunk_bytes, default_workers
 scan = native_tables._kineto_scan.scan
@@ -54,6 +54,7 @@ with open_trace_text(path) as (plain, data):
         with memoryview(data) as whole, whole[chunk.start:chunk.stop] as piece:
             scanned = scan(piece, chunk.opens, chunk.closes)
         native_tables._kineto_scan.release()
+        release(data, chunk.start, chunk.stop)  # as the reader does: the map's pages of a read chunk let go
         return scanned["event_count"] if scanned else 0
     with ThreadPoolExecutor(workers) as pool:
         events = sum(pool.map(read, chunks))
