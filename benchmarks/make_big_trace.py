@@ -23,7 +23,9 @@ def _read(path: Path) -> dict:
         return json.load(f)
 
 
-def build(source: Path, out: Path, target_bytes: int) -> dict:
+def build(source: Path, out: Path, target_bytes: int, copies_wanted: int | None = None) -> dict:
+    """`source`'s decode steps repeated until the output reaches `target_bytes` (or, given `copies_wanted`, exactly
+    that many times: ranks built from different sources then hold the same steps and collectives)."""
     trace = _read(source)
     events = trace.pop("traceEvents")
     decode_start = min(e["ts"] for e in events if e.get("name", "").startswith(PHASE))
@@ -66,7 +68,7 @@ def build(source: Path, out: Path, target_bytes: int) -> dict:
         written += len(opening)
         for e in head:
             written += emit(e)
-        while written < target_bytes:
+        while (copies < copies_wanted) if copies_wanted is not None else (written < target_bytes):
             copies += 1
             shift = span * copies
             for e in steady:

@@ -1,19 +1,15 @@
-"""Progress display for long steps (rich on a terminal, silent in tests)."""
+"""Progress display for long steps (rich on a terminal, silent in tests). rich is imported only by a display that
+shows something: a quiet command, or one whose output is not a terminal, does without it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 
 class Advance:
@@ -41,14 +37,31 @@ class Steps:
     bar and a count although its total is given only once it runs."""
 
     def __init__(self, console: Console | None = None, enabled: bool = True) -> None:
-        self._console = console or Console(stderr=True)
+        self._given = console
         self._enabled = enabled
+
+    @property
+    def _console(self) -> Console:
+        if self._given is None:
+            from rich.console import Console
+
+            self._given = Console(stderr=True)
+        return self._given
 
     @contextmanager
     def step(self, description: str, total: int | None = None, counted: bool = False) -> Iterator[Advance]:
         if not self._enabled:
             yield Advance()
             return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         columns = [SpinnerColumn(), TextColumn("{task.description}")]
         if total or counted:
             columns += [BarColumn(), MofNCompleteColumn()]

@@ -5,15 +5,15 @@ process, through its future."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from multiprocessing import forkserver
-from multiprocessing.context import BaseContext
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # multiprocessing is imported by the commands that start helpers, not by every command
+    from multiprocessing.context import BaseContext
 
 
 class Terminated(BaseException):
@@ -114,6 +114,9 @@ def usable_cores() -> int:
 
 
 def forkserver_context(preload: list[str]) -> BaseContext:
+    import multiprocessing
+    from multiprocessing import forkserver
+
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(preload)  # only heeded by the first start
     sys.stderr.flush()

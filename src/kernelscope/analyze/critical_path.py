@@ -264,11 +264,12 @@ def _named(graph: DependencyGraph, table: pl.DataFrame) -> pl.DataFrame:
         return values.scatter(np.flatnonzero(host < 0), None) if (host < 0).any() else values
 
     own_device = (node >= 0) & (node < n_dev)
-    kind = np.where(own_device, "device", np.where(host >= 0, "call", "none"))
+    # Names by their codes, gathered from a few strings (numpy arrays of strings made Polars copy each row).
+    kind = np.where(own_device, 0, np.where(host >= 0, 1, 2))
     what = table["what"].to_numpy()
     body = what == BODY
-    kind_name = pl.Series(np.where(what == BETWEEN, "host", np.where(what == UNRECORDED, "unrecorded",
-                                                                     np.where(body, kind, "latency"))))
+    kind_name = pl.Series(["device", "call", "none", "host", "unrecorded", "latency"]).gather(
+        np.where(what == BETWEEN, 3, np.where(what == UNRECORDED, 4, np.where(body, kind, 5))))
     device_kind = of_device("kind")
     cpu_op = ~graph.call[np.maximum(host, 0)] if graph.hosts.height else np.zeros(len(node), dtype=bool)
     kind_name = (pl.when(pl.Series(body & own_device)).then(device_kind)
@@ -280,12 +281,12 @@ def _named(graph: DependencyGraph, table: pl.DataFrame) -> pl.DataFrame:
     rank = np.where(node >= 0, graph.rank[np.maximum(node, 0)], 0)
     return table.select(
         pl.Series("rank", rank, dtype=pl.Int64), "start_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
-        pl.Series("class", np.array(CLASSES)[table["cls"].to_numpy()]),
+        pl.Series("class", CLASSES).gather(table["cls"]),
         kind_name.alias("kind"), name.alias("name"),
         of_device("module").alias("module"), of_device("layer").alias("layer"),
         pl.when(pl.Series(what != BETWEEN)).then(of_device("op")).alias("op"),
         pl.when(pl.Series(own_device)).then(of_device("kernel_id")).alias("kernel_id"),
-        pl.Series("edge", np.array(EDGES)[table["edge"].to_numpy()]).replace("none", None).alias("edge"),
+        pl.Series("edge", EDGES).gather(table["edge"]).replace("none", None).alias("edge"),
         pl.when(pl.Series(own_device)).then(of_device("stream")).alias("stream"),
         of_host("tid", pl.Int64).alias("tid"),
         table["_window"],

@@ -36,6 +36,14 @@ class KernelSequence:
         return len(self.order)
 
 
+def _each_distinct(test, *columns: list) -> np.ndarray:
+    """test(*row) for each row of `columns`, computed once per distinct row: a trace repeats a few hundred kernels
+    and ops millions of times, and the tests match regular expressions."""
+    seen: dict = {}
+    return np.array([seen[row] if row in seen else seen.setdefault(row, test(*row)) for row in zip(*columns, strict=True)],
+                    dtype=bool)
+
+
 def kernel_sequence(kernels: pl.DataFrame) -> KernelSequence:
     """Launch order: by launch call (kernels without one by their start), then start, then row."""
     start = kernels["start_ns"].fill_null(0).to_numpy()
@@ -47,20 +55,23 @@ def kernel_sequence(kernels: pl.DataFrame) -> KernelSequence:
     by_name = dict(zip(catalog["name"].to_list(), catalog["category"].to_list(), strict=True))
     names = kernels["name"].to_list()
     op_all = kernels["op"].to_list()
-    top = kernels["top_op"].to_list()
     category = [by_name.get(names[i]) for i in order]
     op = [op_all[i] for i in order]
-    matrix = np.array([is_matrix_work(c, o) for c, o in zip(category, op, strict=True)], dtype=bool)
-    attention = np.array([is_attention(c, o) for c, o in zip(category, op, strict=True)], dtype=bool)
+    matrix = _each_distinct(is_matrix_work, category, op)
+    attention = _each_distinct(is_attention, category, op)
     # (a fused Triton kernel's name lists the ops its result came from: `…_add_embedding_mean…` is any kernel on the
     # residual stream of a compiled model, not a lookup)
-    embedding = np.array([(op[k] in _EMBEDDING_OPS or top[i] == "aten::embedding" or "indexSelect" in names[i])
-                          and not matrix[k] for k, i in enumerate(order)], dtype=bool)
+    looks = kernels.select(
+        (pl.col("op").is_in(list(_EMBEDDING_OPS)) | (pl.col("top_op") == "aten::embedding")
+         | pl.col("name").str.contains("indexSelect", literal=True)).fill_null(False).alias("embedding"),
+        (pl.col("name").str.contains("splitKreduce", literal=True)
+         | pl.col("name").str.contains("splitK_reduce", literal=True)).fill_null(False).alias("split_k"))
+    embedding = looks["embedding"].to_numpy()[order] & ~matrix
     op_row = kernels["op_id"].fill_null(-1).to_numpy()[order]
-    split_k = np.array(["splitKreduce" in names[i] or "splitK_reduce" in names[i] for i in order], dtype=bool)
+    split_k = looks["split_k"].to_numpy()[order]
     same_op = np.zeros(len(order), dtype=bool)
     # (kernels replayed from one CUDA graph share its launch's op: only a matrix op's own kernels count as one)
-    matrix_op = np.array([bool(o) and is_matrix_work(None, o) and not is_attention(None, o) for o in op], dtype=bool)
+    matrix_op = _each_distinct(lambda o: bool(o) and is_matrix_work(None, o) and not is_attention(None, o), op)
     same_op[1:] = ((op_row[1:] == op_row[:-1]) & (op_row[1:] >= 0) & matrix_op[1:] & matrix[1:] & matrix[:-1]) \
         | (split_k[1:] & matrix[:-1])
     dur = kernels["dur_ns"].fill_null(0).to_numpy()
@@ -68,6 +79,6 @@ def kernel_sequence(kernels: pl.DataFrame) -> KernelSequence:
                              * pl.col("block_y") * pl.col("block_z")).to_series().fill_null(0).to_numpy()
     return KernelSequence(order=order, codes=codes, matrix=matrix, attention=attention, embedding=embedding, category=category, op=op,
                           op_row=op_row, same_op=same_op,
-                          norm=np.array([is_norm(category[k], op[k], names[i]) for k, i in enumerate(order)], dtype=bool), dur=dur[order], threads=threads[order],
+                          norm=_each_distinct(is_norm, category, op, [names[i] for i in order]), dur=dur[order], threads=threads[order],
                           launch=launch[order], pause=np.diff(launch[order], prepend=launch[order][:1]),
                           start=start[order], end=(start + dur)[order])

@@ -20,7 +20,9 @@ import polars as pl
 from kernelscope.contracts.tables import KERNEL_COLUMNS, OP_COLUMNS, PATH_SEGMENT_COLUMNS, RANK, UNKNOWN_PHASE
 from kernelscope.errors import UserError
 from kernelscope.load.budget import memory_budget
+from kernelscope.load.dataset_cache import ColumnCache
 from kernelscope.load.run_locations import RunFiles, find_runs
+from kernelscope.load.table_union import file_columns, literal_pattern, union_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -114,14 +116,20 @@ def open_dataset(locations: list[str]) -> Dataset:
     runs = find_runs(locations, con)
     try:
         _create_runs(con, runs)
-        _create_table_view(con, "kernels", [r.kernels for r in runs if r.kernels is not None], KERNEL_COLUMNS)
-        _create_table_view(con, "ops", [r.ops for r in runs if r.ops is not None], OP_COLUMNS)
-        _create_table_view(con, "ncu", [r.ncu for r in runs if r.ncu is not None], {})
+        files = [f for r in runs for f in (r.kernels, r.ops, r.ncu, r.critical_path) if f is not None]
+        # One cache per set of folders holding runs: a run added to a folder reads that run's files alone.
+        cache = ColumnCache("\0".join(sorted({r.directory.rstrip("/").rsplit("/", 1)[0] for r in runs})))
+        _create_table_view(con, "kernels", [r.kernels for r in runs if r.kernels is not None], KERNEL_COLUMNS,
+                           cache)
+        _create_table_view(con, "ops", [r.ops for r in runs if r.ops is not None], OP_COLUMNS, cache)
+        _create_table_view(con, "ncu", [r.ncu for r in runs if r.ncu is not None], {}, cache)
         _create_table_view(con, "critical_path", [r.critical_path for r in runs if r.critical_path is not None],
-                           PATH_SEGMENT_COLUMNS)
+                           PATH_SEGMENT_COLUMNS, cache)
+        cache.keep_only(set(files))
+        cache.save()
         _create_steps(con)
         _create_gemm_shapes(con)
-        _lock_down(con, [f for r in runs for f in (r.kernels, r.ops, r.ncu, r.critical_path) if f is not None])
+        _lock_down(con, files)
     except duckdb.Error as exc:
         raise UserError(f"cannot read the runs' tables ({_first_line(exc)})") from None
     return Dataset(con=con, runs=runs)
@@ -135,7 +143,9 @@ def _lock_down(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
         con.execute("load httpfs")
     con.execute("set autoinstall_known_extensions = false")
     con.execute("set autoload_known_extensions = false")
-    con.execute(f"set allowed_paths = {_sql_list(files)}")
+    # A file's own path, and the pattern naming it alone, as the views give it to DuckDB (table_union.py).
+    allowed = sorted({*files, *map(literal_pattern, files)})
+    con.execute(f"set allowed_paths = {_sql_list(allowed)}")
     con.execute("set enable_external_access = false")
     con.execute("set lock_configuration = true")
 
@@ -176,35 +186,46 @@ def _date(created: str | None) -> datetime | None:
 def _create_runs(con: duckdb.DuckDBPyConnection, runs: list[RunFiles]) -> None:
     columns = ", ".join(f"{_ident(name)} {kind}" for name, kind in RUNS_SCHEMA.items())
     con.execute(f"create table runs ({columns})")
-    marks = ", ".join("?" for _ in RUNS_SCHEMA)
-    con.executemany(f"insert into runs values ({marks})", [list(run_row(r)) for r in runs])
+    _insert(con, "runs", list(RUNS_SCHEMA.values()), [run_row(r) for r in runs])
     con.execute("create table _run_files (run_id VARCHAR, file VARCHAR)")
-    files = [[r.run_id, f] for r in runs for f in (r.kernels, r.ops, r.ncu, r.critical_path) if f is not None]
-    con.executemany("insert into _run_files values (?, ?)", files)
+    files = [(r.run_id, f) for r in runs for f in (r.kernels, r.ops, r.ncu, r.critical_path) if f is not None]
+    _insert(con, "_run_files", ["VARCHAR", "VARCHAR"], files)
+    run_cols = ", ".join(f"{_ident(name)} {RUNS_SCHEMA[name]}" for name in RUN_COLUMNS)
+    con.execute(f"create table _file_runs (file_no INTEGER, {run_cols})")
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, types: list[str], rows: list[tuple[Any, ...]]) -> None:
+    """`rows` into `table` (columns of `types`), each column one list parameter (executemany runs one statement
+    per row, and a multi-row VALUES binds every value: a thousand runs took seconds)."""
+    if not rows:
+        return
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    unnested = ", ".join(f"unnest(${i + 1}::{kind}[])" for i, kind in enumerate(types))
+    con.execute(f"insert into {table} select {unnested}", columns)
 
 
 def _create_table_view(con: duckdb.DuckDBPyConnection, view: str, files: list[str],
-                       schema: dict[str, pl.DataType]) -> None:
+                       schema: dict[str, pl.DataType], cache: ColumnCache) -> None:
     """`view`: the run columns, then the schema's columns (typed; missing ones null or their default), then the
     files' other columns."""
     run_cols = ", ".join(f"r.{_ident(c)}" for c in RUN_COLUMNS)
+    types = {name: _DUCK_TYPES.get(type(t), "VARCHAR") for name, t in schema.items()}
     if not files:  # no run has this table (ncu): the run columns and the schema's, no rows
-        typed = [f'NULL::{_DUCK_TYPES.get(type(t), "VARCHAR")} as {_ident(_renamed(n))}' for n, t in schema.items()]
+        typed = [f"NULL::{kind} as {_ident(_renamed(n))}" for n, kind in types.items()]
         con.execute(f"create view {view} as select {', '.join([run_cols, *typed])} from runs r where false")
         return
-    source = f"read_parquet({_sql_list(files)}, filename=true, union_by_name=true)"
-    present = [row[0] for row in con.execute(f"describe select * from {source}").fetchall()]
-    selected = []
-    for name, dtype in schema.items():
-        kind = _DUCK_TYPES.get(type(dtype), "VARCHAR")
-        value = f"t.{_ident(name)}::{kind}" if name in present else f"NULL::{kind}"
-        if name in _DEFAULTS:
-            value = f"coalesce({value}, {_DEFAULTS[name]})"
-        selected.append(f"{value} as {_ident(_renamed(name))}")
-    selected += [f"t.{_ident(name)} as {_ident(_renamed(name))}" for name in present
-                 if name not in schema and name != "filename"]
-    con.execute(f"create view {view} as select {run_cols}, {', '.join(selected)} from {source} t "
-                f"join _run_files f on t.filename = f.file join runs r on r.run_id = f.run_id")
+    first = con.execute("select count(*) from _file_runs").fetchone()[0]
+    source, names, order = union_sql(file_columns(con, files, cache), types, _DEFAULTS, frozenset(), first)
+    # Each row's run columns come by the file's number: an integer join (a join on file names cost more than
+    # reading the rows).
+    con.execute("create temp table _numbers (file_no INTEGER, file VARCHAR)")
+    _insert(con, "_numbers", ["INTEGER", "VARCHAR"], [(first + i, f) for i, f in enumerate(order)])
+    con.execute(f"insert into _file_runs select n.file_no, {run_cols} from _numbers n "
+                f"join _run_files f on n.file = f.file join runs r on r.run_id = f.run_id")
+    con.execute("drop table _numbers")
+    selected = ", ".join(f"t.{_ident(n)} as {_ident(_renamed(n))}" for n in names[:-1])
+    con.execute(f"create view {view} as select {run_cols}, {selected} from ({source}) t "
+                f"join _file_runs r on t.{_ident(names[-1])} = r.file_no")
 
 
 def _create_steps(con: duckdb.DuckDBPyConnection) -> None:

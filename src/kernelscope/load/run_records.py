@@ -24,7 +24,8 @@ def decode_record(name: str, data: bytes | str, kind: type[T], what: str) -> T:
         raise UserError(f"{name}: invalid JSON ({exc})") from None
     except RecursionError:
         raise UserError(f"{name}: not a kernelscope {what}: JSON nested too deeply") from None
-    where = _impossible_number(msgspec.to_builtins(record))
+    plain = msgspec.to_builtins(record)
+    where = _impossible_number(plain) if not _all_numbers_fit(plain) else None
     if where is not None:
         raise UserError(f"{name}: not a kernelscope {what}: {where}")
     return record
@@ -38,6 +39,28 @@ def decode_plain(name: str, data: bytes | str) -> Any:
         raise UserError(f"{name}: invalid JSON ({exc})") from None
     except RecursionError:
         raise UserError(f"{name}: invalid JSON (nested too deeply)") from None
+
+
+def _all_numbers_fit(value: Any) -> bool:
+    """Whether every number in `value` fits a table: the common case, checked without building the paths that
+    _impossible_number names (that took as long as decoding the record)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind is int:
+            if not -INT64 <= item < INT64:
+                return False
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif kind not in (str, bool, type(None)):
+            return _impossible_number(item) is None
+    return True
 
 
 def _impossible_number(value: Any, path: str = "$") -> str | None:

@@ -46,10 +46,17 @@ class _AnyIdMark(msgspec.Struct, gc=False):
 
 @dataclass
 class ChunkMarks:
-    """One chunk's flow events as (category, id, ph) and its window instants as (name, ts µs)."""
+    """One chunk's flow events, starts and ends each as the key that pairs them (category, NUL, id: bytes, no
+    object per part), the number of its steps (`t`), and its window instants as (name, ts µs)."""
 
-    flows: list[tuple[str, str, str]] = field(default_factory=list)
+    starts: list[bytes] = field(default_factory=list)
+    ends: list[bytes] = field(default_factory=list)
+    steps: int = 0
     instants: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def flows(self) -> int:
+        return len(self.starts) + len(self.ends) + self.steps
 
 
 def scan_marks(text: bytes | bytearray | memoryview) -> ChunkMarks:
@@ -58,13 +65,15 @@ def scan_marks(text: bytes | bytearray | memoryview) -> ChunkMarks:
     laid_out = _KINETO_FLOW.findall(text)
     if all(cat for _, _, cat in laid_out):  # every flow as Kineto lays it out: no object made per flow
         marks: list = []
-        flows = [(cat.decode(), flow_id.decode(), ph.decode()) for ph, flow_id, cat in laid_out]
+        flows = ChunkMarks(starts=[cat + b"\0" + flow_id for ph, flow_id, cat in laid_out if ph == b"s"],
+                           ends=[cat + b"\0" + flow_id for ph, flow_id, cat in laid_out if ph == b"f"])
+        flows.steps = len(laid_out) - len(flows.starts) - len(flows.ends)
     else:
         found = [_around(text, m.start()) for m in _FLOW_PH.finditer(text)]
         marks = _decoded(b"[" + b",".join(found) + b"]") if found else []
         if marks is None or sum(m.ph in FLOW_PHASES for m in marks) != len(found):
             return _collect(_decoded_whole(text))  # a flow object with nested braces: read them all exactly
-        flows = []
+        flows = ChunkMarks()
     for name in _WINDOW_NAMES:  # a few per trace: each read from the object around it
         at = text.find(name)
         while at >= 0:
@@ -72,7 +81,9 @@ def scan_marks(text: bytes | bytearray | memoryview) -> ChunkMarks:
             marks += [m for m in around or [] if m.ph in ("i", "I")]
             at = text.find(name, at + 1)
     collected = _collect(marks)
-    collected.flows += flows
+    collected.starts += flows.starts
+    collected.ends += flows.ends
+    collected.steps += flows.steps
     return collected
 
 
@@ -90,10 +101,13 @@ def marks_of_events(events: list) -> ChunkMarks:
 
 def _collect(marks: list) -> ChunkMarks:
     out = ChunkMarks()
-    flows = out.flows
     for m in marks:
-        if m.ph in FLOW_PHASES:
-            flows.append((m.cat, _key(m.id), m.ph))
+        if m.ph == "s":
+            out.starts.append(m.cat.encode() + b"\0" + _key(m.id).encode())
+        elif m.ph == "f":
+            out.ends.append(m.cat.encode() + b"\0" + _key(m.id).encode())
+        elif m.ph == "t":
+            out.steps += 1
         elif m.ts is not None and m.ph in ("i", "I") and (m.name.startswith(WINDOW_START) or m.name == WINDOW_END):
             out.instants.append((m.name, float(m.ts)))
     return out

@@ -60,15 +60,15 @@ def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None 
 
 def file_marks(chunks: list[ChunkMarks | None], unclosed: bool, trailing: int) -> FileMarks:
     """The file's flows (how many, how many ids lack their other end), window and end, from its chunks' marks."""
-    flows = [flow for chunk in chunks if chunk is not None for flow in chunk.flows]
-    starts = {(cat, flow_id) for cat, flow_id, ph in flows if ph == "s"}
-    ends = {(cat, flow_id) for cat, flow_id, ph in flows if ph == "f"}
+    marks = [chunk for chunk in chunks if chunk is not None]
+    starts = set().union(*(chunk.starts for chunk in marks))
+    ends = set().union(*(chunk.ends for chunk in marks))
     instants = [instant for chunk in chunks if chunk is not None for instant in chunk.instants]
     begins = [ts for name, ts in instants if name.startswith(WINDOW_START)]
     closes = [ts for name, ts in instants if name == WINDOW_END]
     window = (min(begins), max(closes)) if begins and closes and min(begins) <= max(closes) else None
-    return FileMarks(flows=len(flows), flows_unpaired=len(starts ^ ends), window_us=window, unclosed=unclosed,
-                     trailing_bytes=trailing)
+    return FileMarks(flows=sum(chunk.flows for chunk in marks), flows_unpaired=len(starts ^ ends), window_us=window,
+                     unclosed=unclosed, trailing_bytes=trailing)
 
 
 def _nothing_to_read(tables: TraceTables) -> str:
