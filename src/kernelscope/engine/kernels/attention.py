@@ -239,8 +239,8 @@ class DecodePlan:
 
 
 # Decode attention's plan, from H100 sweeps at llama-3-8b and qwen2-1.5b head shapes, batch 1 and 8, contexts
-# 201–2,200 in a 2,304-slot cache (benchmarks/engine/decode_attention_sweep.py; results/engine-attention-h100-
-# 2026-11-26). Launch-bound at these contexts (a 201-token llama-3-8b context is 0.8 MB, 0.3 µs at the copy
+# 201–2,200 in a 2,304-slot cache (benchmarks/engine/decode_attention_sweep.py;
+# results/engine-attention-h100-2026-11-26). Launch-bound at these contexts (a 201-token llama-3-8b context is 0.8 MB, 0.3 µs at the copy
 # rate), so what counts is the serial path of one program: one 64-slot step per program while the context allows
 # (the K/V loop is not software-pipelined: each further step is another DRAM round trip), and a combine that
 # reads the active splits' partials in as few chunks as it can (each further chunk is another L2 round trip; a
