@@ -15,9 +15,13 @@ BULKY = (".html", ".png", ".svg", ".pdf", ".parquet", ".gz", ".tgz", ".tar", ".z
 
 
 def _tracked() -> list[Path]:
-    """The files git would commit under benchmarks/results (tracked or new, ignored ones left out)."""
-    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z", str(RESULTS)],
-                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    """The files git would commit under benchmarks/results (tracked or new, ignored ones left out); every file there
+    outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z", str(RESULTS)],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return [p for p in RESULTS.rglob("*") if p.is_file()]
     return [ROOT / name for name in out.split("\0") if name and (ROOT / name).is_file()]
 
 
