@@ -28,6 +28,7 @@ def run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_calls_that_launched_nothing_are_kept(run):
     events = [e for e in _document(TRACE)["traceEvents"] if e.get("ph") == "X"]
     device = {e["args"]["correlation"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")}

@@ -36,6 +36,7 @@ def _overlap(a: list[float], b: list[float]) -> bool:
     return not (max(a) < min(b) or max(b) < min(a))
 
 
+@pytest.mark.slow
 def test_report_gives_the_spread_of_every_timing(twin_runs):
     run = twin_runs[0]
     plain = _timings(run)["plain"]

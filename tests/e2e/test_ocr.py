@@ -26,6 +26,7 @@ def ocr_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_each_vision_stage_prefill_and_decode_is_a_phase_with_device_time(ocr_run):
     summary = json.loads((ocr_run / "summary.json").read_text())
     assert list(summary["phases"]) == [*STAGES, "prefill", "decode"]
@@ -90,6 +91,7 @@ def test_export_and_ncu_take_stage_phases(ocr_run, tmp_path):
     assert "no phase 'sam_encoder' in this run (its phases: prefill, decode)" in result.stderr
 
 
+@pytest.mark.slow
 def test_user_images_without_crops(tmp_path):
     pages = tmp_path / "pages"
     pages.mkdir()

@@ -63,6 +63,7 @@ def _check_nothing_empty(text: str) -> None:
 
 
 @pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.slow
 def test_cpu_report_shows_only_what_applies(cpu_run, name):
     text = (cpu_run / "report" / name).read_text()
     _check_nothing_empty(text)
@@ -72,6 +73,7 @@ def test_cpu_report_shows_only_what_applies(cpu_run, name):
 
 
 @pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.slow
 def test_imported_trace_report_shows_only_what_applies(import_run, name):
     text = (import_run / "report" / name).read_text()
     _check_nothing_empty(text)
@@ -156,6 +158,7 @@ def _run_plain(cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=600, env=env, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_import_ends_with_a_summary_and_an_absolute_path(tmp_path, qwen_gpu_trace):
     result = _run_plain(tmp_path, "import", str(qwen_gpu_trace.resolve()), "--out", "relative-run")
     assert result.returncode == 0, result.stderr

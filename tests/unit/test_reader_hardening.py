@@ -209,6 +209,7 @@ def test_seed_is_a_real_capture():
 
 
 @pytest.mark.parametrize("tid", ["²", "9" * 30, "-12", "stream 7"])
+@pytest.mark.slow
 def test_string_thread_ids_are_numbers_only_when_they_are_ascii_int64(tmp_path, tid):
     doc = copy.deepcopy(kineto_seed())
     launch = next(e for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime")

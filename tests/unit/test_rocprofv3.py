@@ -28,6 +28,7 @@ def _by_name(kernels: pl.DataFrame) -> dict[str, tuple[int, int]]:
     return {n: (c, t) for n, c, t in kernels.group_by("name").agg(pl.len(), pl.col("dur_ns").sum()).iter_rows()}
 
 
+@pytest.mark.slow
 def test_json_output_every_dispatch_and_its_gpu():
     with gzip.open(ROCPROF_JSON, "rt") as f:
         process = json.load(f)["rocprofiler-sdk-tool"][0]
