@@ -162,12 +162,14 @@ def run_case(case: Case, tmp_path: Path) -> tuple[int, str, Path]:
 
 def _tiered(cases: list[Case]) -> list:
     """The first case of each family (reader or command and what is broken: `kineto-field`, `rundir-report`, …) runs
-    in the fast tier; the others are marked slow and run in the full suite."""
+    in the fast tier; the others, and every resource bomb (gzip, Parquet, query), are marked slow and run in the full
+    suite."""
     seen: set[str] = set()
     params = []
     for case in cases:
         family = "-".join(case.id.split("-")[:2])
-        params.append(pytest.param(case, id=case.id, marks=() if family not in seen else pytest.mark.slow))
+        fast = family not in seen and not family.startswith("resource-")
+        params.append(pytest.param(case, id=case.id, marks=() if fast else pytest.mark.slow))
         seen.add(family)
     return params
 

@@ -62,6 +62,7 @@ def test_profile_writes_a_complete_run_directory(tiny_run):
     assert run["model"]["layer_types"] == {"0": "Qwen2DecoderLayer", "1": "Qwen2DecoderLayer"}
 
 
+@pytest.mark.slow
 def test_report_shows_phases_stats_and_layer_breakdown(tiny_run):
     text = (tiny_run / "report" / "report.md").read_text()
     for heading in ["## Setup", "## Timings", "### CPU operator time by phase", "### Prefill", "### Decode",

@@ -38,6 +38,7 @@ def test_engine_run_has_phases_steps_and_layer_modules(engine_run):
     assert run["model"]["num_layers"] == 2 and run["model"]["layer_prefix"] == "model.layers"
 
 
+@pytest.mark.slow
 def test_engine_report_has_layer_breakdown(engine_run):
     text = (engine_run / "report" / "report.md").read_text()
     for heading in ["### Prefill", "### Decode", "## Layer → module → CPU op breakdown"]:

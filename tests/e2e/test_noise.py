@@ -52,6 +52,7 @@ def test_report_gives_the_spread_of_every_timing(twin_runs):
     assert "变异系数" in zh
 
 
+@pytest.mark.slow
 def test_range_overhead_is_noise_when_the_modes_overlap(twin_runs):
     for run in twin_runs:
         t = _timings(run)
@@ -61,6 +62,7 @@ def test_range_overhead_is_noise_when_the_modes_overlap(twin_runs):
         assert ("add " + f"{t['annotation_overhead_pct']:.1f}%" in text) == (not noise and t["annotation_overhead_pct"] >= 0)
 
 
+@pytest.mark.slow
 def test_compare_marks_changes_within_noise(twin_runs, tmp_path):
     out = tmp_path / "cmp"
     result = kernelscope("compare", *map(str, twin_runs), "--labels", "a,b", "--out", str(out), "--lang", "en")
