@@ -20,6 +20,8 @@ from kernelscope.load.dataset import VIEWS, Dataset, open_dataset
 if TYPE_CHECKING:
     import duckdb
 
+    from kernelscope.analyze.metrics import Estimate, Verdict
+
 
 @dataclass(frozen=True)
 class RunData:
@@ -42,6 +44,34 @@ def open_run(path: str | PathLike[str]) -> RunData:
     summary = rundir.read_summary(directory) if (directory / rundir.SUMMARY_JSON).is_file() else None
     return RunData(path=directory.resolve(), info=run.info, summary=summary, kernels=run.kernels, ops=run.ops,
                    ncu=run.ncu)
+
+
+def estimates(run: RunData) -> dict[str, Estimate]:
+    """A run's metrics (analyze/metrics.py, the definitions report, compare and check use): the unprofiled
+    timings by key (`ttft_ms`, `tpot_ms`, `tokens_per_s`, `decode_tokens_per_s`, `e2e_ms`: medians of the timed
+    runs) and the mean device time per step of each phase (`step:decode`, `step:prefill`, …), each with its repeats
+    and noise."""
+    from kernelscope.analyze import metrics
+    from kernelscope.analyze.phases import phase_table
+
+    per_step = {row["phase"]: row["device_time_per_step_ns"] for row in phase_table(run.kernels).iter_rows(named=True)}
+    steps = metrics.step_estimates(run.kernels, per_step)
+    return {**metrics.timing_estimates(run.info), **{f"step:{phase}": e for phase, e in steps.items()}}
+
+
+def verdicts(baseline: RunData, candidate: RunData, max_slowdown: float | None = None) -> dict[str, Verdict]:
+    """The verdict on every metric both runs have (keys as `estimates`), by the one rule `compare` and `check` use:
+    `.status` (`worse`, `better`, `within noise`), `.direction` (slower, faster, higher, lower), `.change`,
+    `.threshold`, `.basis`. `max_slowdown`: a fixed threshold (a fraction), as `check --max-slowdown`."""
+    from kernelscope.analyze import metrics
+
+    base, cand = estimates(baseline), estimates(candidate)
+    out = {}
+    for key in base.keys() & cand.keys():
+        verdict = metrics.judge(base[key], cand[key], max_slowdown)
+        if verdict is not None:
+            out[key] = verdict
+    return dict(sorted(out.items()))
 
 
 def open_runs(paths: str | PathLike[str] | Iterable[str | PathLike[str]], view: str = "runs") -> duckdb.DuckDBPyRelation:

@@ -46,14 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="Where an LLM inference spends its time, kernel by kernel.",
     )
     parser.add_argument("--version", action="version", version=f"kernelscope {__version__}")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for verb, module_name in VERBS.items():
         module = importlib.import_module(module_name)
         p = sub.add_parser(verb, help=module.HELP, description=module.DESCRIPTION)
         module.add_arguments(p)
+        # -q anywhere on the line: after the verb too. SUPPRESS keeps the value given before the verb when the
+        # verb's own -q is absent.
+        p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
         p.set_defaults(run_command=module.run)
     return parser
+
+
+QUIET_HELP = "no progress display and no closing summary or headline (results and paths are still printed)"
 
 
 _received: list[int] = []  # the signal that is ending this command, if any
@@ -99,6 +105,10 @@ def entry() -> None:
     once the command is over (its output whole, helpers and fork server being shut down) no longer changes the
     outcome: the exit status is the command's."""
     code = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away after our last write (`… | head`): nothing more to say
+        _stdout_closed()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(ValueError, OSError):
             signal.signal(signum, signal.SIG_IGN)
@@ -138,10 +148,26 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, handler)
 
 
+def _stdout_closed() -> None:
+    """Standard output's reader has gone (`kernelscope … | head`): further output, and the flush at exit, go to
+    /dev/null instead of raising BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def _run(args: argparse.Namespace, steps: object) -> int:
     """The command, and whatever ends it as one line and an exit code."""
     try:
         return args.run_command(args, steps)
+    except BrokenPipeError as exc:
+        # The reader of our output stopped reading (`| head` has what it wanted): an ordinary end, not an error.
+        # Any other broken pipe (a helper process's) is an error like the rest.
+        if not _stdout_broken():
+            return _run_failed(exc)
+        workers.run_cleanups()
+        _stdout_closed()
+        return 0
     except KeyboardInterrupt:
         if not _received:
             _received.append(signal.SIGINT)
@@ -153,21 +179,38 @@ def _run(args: argparse.Namespace, steps: object) -> int:
         workers.run_cleanups()
         return _interrupted()
     except Exception as exc:
-        # A signal can surface as another error (a C extension turning the interrupt into its own exception):
-        # what ends the command is then the signal.
-        if _received:
-            workers.run_cleanups()
-            return _interrupted()
-        if isinstance(exc, UserError):
-            _error(str(exc))
-            return 2
-        if isinstance(exc, OSError):  # what the system says of a path: unreadable, read-only, full disk, …
-            _error(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc.strerror or exc))
-            return 2
-        if isinstance(exc, MemoryError):
-            _error("out of memory (see docs/guarantees.md for the size limits of inputs)")
-            return 2
-        if os.environ.get("KERNELSCOPE_DEBUG"):
-            raise
-        _error(f"internal error ({type(exc).__name__}: {exc}); KERNELSCOPE_DEBUG=1 shows the traceback")
-        return 1
+        return _run_failed(exc)
+
+
+def _stdout_broken() -> bool:
+    """Whether standard output is a pipe whose reader has gone (poll says so without writing)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
+def _run_failed(exc: BaseException) -> int:
+    """What ends the command when it raised `exc`."""
+    # A signal can surface as another error (a C extension turning the interrupt into its own exception): what
+    # ends the command is then the signal.
+    if _received:
+        workers.run_cleanups()
+        return _interrupted()
+    if isinstance(exc, UserError):
+        _error(str(exc))
+        return 2
+    if isinstance(exc, OSError):  # what the system says of a path: unreadable, read-only, full disk, …
+        _error(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc.strerror or exc))
+        return 2
+    if isinstance(exc, MemoryError):
+        _error("out of memory (see docs/guarantees.md for the size limits of inputs)")
+        return 2
+    if os.environ.get("KERNELSCOPE_DEBUG"):
+        raise exc
+    _error(f"internal error ({type(exc).__name__}: {exc}); KERNELSCOPE_DEBUG=1 shows the traceback")
+    return 1

@@ -21,6 +21,7 @@ from kernelscope.contracts.summary import Summary
 from kernelscope.load import rundir
 from kernelscope.load.calibration import find_calibration
 from kernelscope.load.staging import updating_run
+from kernelscope.progress import SILENT, Steps
 from kernelscope.report.languages import LANGUAGES
 
 TOP_N = 20  # kernels per phase in a report's top tables
@@ -34,25 +35,28 @@ def run_ceilings(info: RunInfo) -> Ceilings | None:
 
 
 def write_run_directory(directory: Path, run: Run, report: bool = True,
-                        languages: tuple[str, ...] = LANGUAGES) -> Summary:
+                        languages: tuple[str, ...] = LANGUAGES, steps: Steps = SILENT) -> Summary:
     """Costs and names for every kernel, then run.json, summary.json, the tables and (optionally) the report,
-    into `directory` (a staging directory of load.staging.staged_directory)."""
+    into `directory` (a staging directory of load.staging.staged_directory). steps: the stages shown."""
     if report:
         _start_figure_helpers()
-    run = with_costs_and_names(run)
-    phases = phase_table(run.kernels)  # the summary's and the report's
-    critical = run_critical_paths(run)  # likewise
-    summary = summarize(run, phases, critical)
+    with steps.step("Costs, names and the run's summary"):
+        run = with_costs_and_names(run)
+        phases = phase_table(run.kernels)  # the summary's and the report's
+        critical = run_critical_paths(run)  # likewise
+        summary = summarize(run, phases, critical)
     segments = critical.segments if critical is not None else None
     if not report:
-        rundir.write_run(directory, run, summary, segments)
+        with steps.step("Writing the tables"):
+            rundir.write_run(directory, run, summary, segments)
         return summary
     from kernelscope.report.render import render_report  # matplotlib and Jinja are imported only for a report
 
     # The run's tables are written while the first figures are drawn (they were the figures' wait).
-    render_report(run, summary, directory / rundir.REPORT_DIR, top_n=TOP_N, ceilings=run_ceilings(run.info),
-                  languages=languages, meanwhile=lambda: rundir.write_run(directory, run, summary, segments), phases=phases,
-                  critical=critical)
+    with steps.step(f"Writing the tables and the report ({', '.join(languages)})"):
+        render_report(run, summary, directory / rundir.REPORT_DIR, top_n=TOP_N, ceilings=run_ceilings(run.info),
+                      languages=languages, meanwhile=lambda: rundir.write_run(directory, run, summary, segments),
+                      phases=phases, critical=critical)
     return summary
 
 

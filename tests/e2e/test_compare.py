@@ -66,7 +66,7 @@ def test_two_cpu_runs_of_different_batch_sizes(cpu_runs, tmp_path):
     decode = [s["phases"]["decode"]["cpu_time_per_step_us"] for s in summaries]  # CPU runs: CPU-op time
     assert key["phases"]["decode"]["device_time_per_step_us"]["b2"] == pytest.approx(decode[1])
     assert key["phases"]["decode"]["ratio"]["b2"] == pytest.approx(decode[1] / decode[0])
-    assert f"spends {decode[1] / decode[0]:.2f}× the device time per step of **b1**" in text
+    assert f"spends {decode[1] / decode[0]:.2f}× the mean CPU op time per step of **b1**" in text
     # Layers compare per layer per step; every decoder-layer module of the tiny model is in both runs.
     layers = pl.read_csv(out / "tables" / "layers.csv")
     inside = layers.filter((pl.col("phase") == "decode") & (pl.col("layer_type") != "outside layers"))

@@ -67,9 +67,9 @@ def test_decode_ten_percent_slower_fails_and_says_why(capsys, tmp_path):
     code, out, err = _check(capsys, slow, "--baseline", str(SOURCE), "--summary", str(summary))
     assert code == 1, err
     assert out.startswith("## kernelscope check: regression") and summary.read_text() == out
-    row = next(line for line in out.splitlines() if line.startswith("| decode device time per step"))
+    row = next(line for line in out.splitlines() if line.startswith("| decode mean device time per step"))
     assert "**regressed**" in row and "+10.0%" in row
-    assert "| prefill device time per step" in out and "prefill device time per step +" not in out.split("\n|")[0]
+    assert "| prefill mean device time per step" in out and "prefill mean device time per step +" not in out.split("\n|")[0]
     # The kernel that adds the most is decode's largest one (10% of its time), and its layers are named.
     decode = pl.read_parquet(SOURCE / "kernels.parquet").filter(pl.col("phase") == "decode")
     steps = decode["step"].n_unique()
@@ -103,7 +103,7 @@ def test_a_change_inside_the_noise_passes(capsys, tmp_path):
     assert code == 0, out + err
     lines = out.splitlines()
     assert "+4.0%" in next(line for line in lines if line.startswith("| TPOT"))
-    decode = next(line for line in lines if line.startswith("| decode device time per step"))
+    decode = next(line for line in lines if line.startswith("| decode mean device time per step"))
     change = float(decode.split("|")[4].strip().rstrip("%"))
     assert 3.0 < change < 5.0 and decode.endswith("| ok |")
     # The same change against a fixed 1% threshold fails: the noise made the difference.

@@ -53,11 +53,11 @@ def test_unknown_cases_are_refused():
         check.main(["--out", "/nonexistent/never", "--cases", "no_such_case"])
 
 
-KINETO = ROOT / "tests" / "data" / "kineto"
+CAPTURED = ROOT / "tests" / "data" / "foreign" / "captured"
 
 
-@pytest.mark.parametrize("name, expect_on_path", [("h200-spin-on-path-interleaved", True),
-                                                  ("h200-spin-side-stream-interleaved", False)])
+@pytest.mark.parametrize("name, expect_on_path", [("spin_on_path_interleaved", True),
+                                                  ("spin_side_stream_interleaved", False)])
 @pytest.mark.slow
 def test_re_timing_against_the_measured_change_of_interleaved_steps(tmp_path, name, expect_on_path):
     """The device check as recorded on an H200: steps alternate spins ten times shorter and at full length. The
@@ -67,7 +67,7 @@ def test_re_timing_against_the_measured_change_of_interleaved_steps(tmp_path, na
     from tests.step_reference import step_walls
 
     check = _check_module()
-    trace = KINETO / f"{name}.trace.json.gz"
+    trace = CAPTURED / f"{name}.json.gz"
     result = check.analyse_interleaved(trace, tmp_path / "work")
     walls = step_walls([trace], "ks")  # the steps in the order they end: 0, 1, 2, …
     short = sorted(walls[i] for i in range(2, len(walls)) if i % 2 == 0)

@@ -80,15 +80,18 @@ def test_kernels_without_flops_are_on_their_own_band(tables, kept, tmp_path):
     assert no_flops.height  # copies and casts do no arithmetic
     figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r")
     figures.roofline_normalized(points, tables.ceilings, "t", tmp_path, "n")
+    expected = sorted(no_flops["bytes_per_s"].fill_null(0) / tables.ceilings.bandwidth * 100)
     for fig in kept:
         band, main = fig.axes[0], fig.axes[-1]
-        band_x = [x for c in band.collections for x, _ in c.get_offsets()]
+        band_x = [x for c in band.collections if c.get_facecolor().size for x, _ in c.get_offsets()]
         assert len(band_x) == no_flops.height and set(band_x) == {0.5}
+        # Points below the plotted floor are drawn at it and marked (open triangles), one mark each.
+        marks = [y for c in band.collections if not c.get_facecolor().size for _, y in c.get_offsets()]
+        assert len(marks) == sum(v < figures.BAND_FLOOR for v in expected) and set(marks) <= {figures.BAND_FLOOR}
         main_points = sum(len(c.get_offsets()) for c in main.collections if c.get_facecolor().size)
         assert main_points == points.height - no_flops.height
     # The bandwidth shares on the band are the table's (bytes/s over the ceiling), in percent.
-    expected = sorted(no_flops["bytes_per_s"].fill_null(0) / tables.ceilings.bandwidth * 100)
-    drawn = sorted(y for c in kept[0].axes[0].collections for _, y in c.get_offsets())
+    drawn = sorted(y for c in kept[0].axes[0].collections if c.get_facecolor().size for _, y in c.get_offsets())
     assert drawn == pytest.approx([max(v, 1e-4) for v in expected])
 
 
@@ -111,7 +114,7 @@ def test_points_above_a_roof_are_ringed(tables, kept, tmp_path):
     above = points.filter((pl.col("flops") > 0) & ((pl.col("memory_roof_pct") > 100) | (pl.col("compute_roof_pct") > 100)))
     figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r")
     (fig,) = kept
-    labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    labels = [t.get_text().replace("\n", " ") for t in fig.axes[-1].get_legend().get_texts()]  # wrapped
     assert (figures.words_for()["above_roof"] in labels) == (above.height > 0)
 
 
@@ -517,3 +520,61 @@ def test_no_figure_formats_draws_nothing_and_starts_no_helper(tables, tmp_path):
         figure_formats.chosen.reset(token)
     assert drawn == {job.key: [] for job in histograms + charts} and drawn
     assert not any(tmp_path.iterdir())
+
+
+def test_roofline_labels_are_whole_names_with_leader_lines(tables, kept, tmp_path):
+    points = _points(tables)
+    figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r", label_top=12)
+    (fig,) = kept
+    ax = fig.axes[-1]
+    ridge_word = figures.words_for()["ridge"].split("{")[0]
+    labels = [t for t in ax.texts if t.get_text() and not t.get_text().startswith(ridge_word)]
+    names = set(points.filter(pl.col("flops") > 0).head(12)["label"].to_list())
+    assert labels
+    for label in labels:
+        text = label.get_text().replace("\n", " ")
+        assert "…" not in text and text in names  # the whole name, wrapped onto lines, never cut
+        assert label.arrow_patch is not None  # a leader line to its point
+    # The legend sits beside the axes: over no point, name or ridge value.
+    renderer = fig.canvas.get_renderer()
+    assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+
+
+def test_small_multiples_have_axis_titles(tables, kept, tmp_path):
+    words = figures.words_for()
+    figures.per_kernel_rooflines(_points(tables), tables.ceilings, "t", tmp_path, "top", words=words)
+    (fig,) = kept
+    texts = [t.get_text() for t in fig.texts]
+    assert words["panel_x"] in texts and words["panel_y"] in texts
+
+
+def test_durations_above_ten_ms_read_in_ms():
+    from kernelscope.analyze.attribution import attribute
+    from kernelscope.load.sources import read_trace
+    from kernelscope.report.figure_inputs import histogram_panels
+    from tests.trace_reference import read_events
+
+    trace = Path(__file__).parents[1] / "data" / "public" / "tokenomics" / "llama_trace_4layers0_with_annotations.json.gz"
+    longest_us = max(float(e["dur"]) for e in read_events(trace) if e.get("cat") == "kernel" and e.get("ph") == "X")
+    assert longest_us > 10_000
+    kernels, _ = attribute(read_trace(trace))
+    (duration,) = [p for p in histogram_panels(kernels) if p.key.startswith("duration")]
+    assert duration.key == "duration_ms" and duration.edges[-1] == pytest.approx(longest_us / 1e3, rel=1e-6)
+    assert "(ms)" in figures.words_for()["duration_ms"]
+    short = histogram_panels(kernels.filter(pl.col("dur_ns") < 5_000_000))
+    assert [p.key for p in short if p.key.startswith("duration")] == ["duration"]
+
+
+def test_the_step_strip_has_a_scale(tables):
+    from kernelscope.report import explorer
+
+    steps = tables.every_step
+    decode = steps.filter(pl.col("phase") == "decode")["device_time_ns"].cast(pl.Float64).to_list()
+    svg = explorer.step_strip_svg(steps, "from 0 to {top}; median {median}")
+    assert svg.count('class="scale"') == 2
+    ordered = sorted(decode)
+    median = ordered[len(ordered) // 2] if len(ordered) % 2 else (ordered[len(ordered) // 2 - 1]
+                                                                  + ordered[len(ordered) // 2]) / 2
+    from kernelscope.report.formatting import duration
+
+    assert f"from 0 to {duration(max(decode))}; median {duration(median)}" in svg

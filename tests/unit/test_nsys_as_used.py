@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
@@ -30,16 +31,33 @@ def _sql(path: Path, query: str) -> list[tuple]:
         return db.execute(query).fetchall()
 
 
-# The range open at each kernel's launch, innermost (shortest) first, on the launching thread: plain SQL.
-_ENCLOSING = """
-WITH launch AS (
-  SELECT k.start AS kstart, k.correlationId AS corr, r.globalTid AS tid, r.start AS t
-  FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
-    ON r.correlationId = k.correlationId AND r.globalTid / 16777216 % 16777216 = k.globalPid / 16777216 % 16777216)
-SELECT l.kstart, (SELECT n.text FROM NVTX_EVENTS n WHERE n.globalTid = l.tid AND n.eventType = 59
-                  AND n."end" IS NOT NULL AND n.start <= l.t AND l.t < n."end" ORDER BY n."end" - n.start LIMIT 1)
-FROM launch l ORDER BY l.kstart, l.corr
-"""
+def _innermost_at_launch(path: Path, keep) -> list[str | None]:
+    """For each kernel in (start, correlation) order: the text of the innermost push/pop range with keep(text) open
+    on its launching thread when its runtime call started (start <= call < end), in one sweep per thread (push/pop
+    ranges nest); the call is the one with the kernel's correlation id in the kernel's process."""
+    launches = _sql(path, "SELECT r.globalTid, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME "
+                          "r ON r.correlationId = k.correlationId AND r.globalTid / 16777216 % 16777216 = "
+                          "k.globalPid / 16777216 % 16777216 ORDER BY k.start, k.correlationId")
+    ranges: dict[int, list[tuple[int, int, str]]] = {}
+    for tid, start, end, text in _sql(path, 'SELECT globalTid, start, "end", text FROM NVTX_EVENTS WHERE eventType = 59 '
+                                            'AND "end" IS NOT NULL'):
+        if keep(text):
+            ranges.setdefault(tid, []).append((start, end, text))
+    found: dict[tuple[int, int], str | None] = {}
+    for tid in {tid for tid, _ in launches}:
+        spans = sorted(ranges.get(tid, []), key=lambda r: (r[0], -r[1]))
+        stack: list[tuple[int, int, str]] = []
+        i = 0
+        for t in sorted({t for thread, t in launches if thread == tid}):
+            while i < len(spans) and spans[i][0] <= t:
+                while stack and stack[-1][1] <= spans[i][0]:
+                    stack.pop()
+                stack.append(spans[i])
+                i += 1
+            while stack and stack[-1][1] <= t:
+                stack.pop()
+            found[(tid, t)] = stack[-1][2] if stack else None
+    return [found[launch] for launch in launches]
 
 
 def _emit_nvtx(kineto) -> pl.DataFrame:
@@ -69,7 +87,7 @@ def emit_nvtx_export(tmp_path_factory) -> Path:
 def test_emit_nvtx_ranges_are_ops_not_modules(emit_nvtx_export):
     rank = read_rank(str(emit_nvtx_export), workers=1)
     kernels = rank.kernels.filter(pl.col("kind") == "kernel").sort("start_ns", "kernel_id")
-    expected = [text.split(",")[0] if text else None for _, text in _sql(emit_nvtx_export, _ENCLOSING)]
+    expected = [text.split(",")[0] if text else None for text in _innermost_at_launch(emit_nvtx_export, bool)]
     assert kernels.height == len(expected)
     assert kernels["op"].to_list() == expected
     total = kernels["dur_ns"].sum()
@@ -87,6 +105,43 @@ def test_emit_nvtx_ranges_are_ops_not_modules(emit_nvtx_export):
     assert ops.filter(pl.col("name") == "aten::mm")["input_dims"].is_not_null().all()
 
 
+def _pyprof_markers(ranges: pl.DataFrame) -> pl.DataFrame:
+    """The two ranges NVIDIA PyProf (`pyprof.nvtx.init()`, also under DLProf) pushes around each call of a torch
+    function, here around every outermost op: the call's stack, then the function with its arguments' shapes."""
+    ordered = ranges.sort("tid", "start_ns")
+    outermost, reach = [], {}
+    for tid, start, dur in ordered.select("tid", "start_ns", "dur_ns").iter_rows():
+        outermost.append(start >= reach.get(tid, start))
+        reach[tid] = max(reach.get(tid, start), start + dur)
+    top = ordered.filter(pl.Series(outermost))
+    stack = pl.lit("{'traceMarker': ['generate.py:41', 'modeling_qwen2.py:223'], 'funcStack': '/Qwen2Model::forward'}")
+    call = pl.concat_str([pl.lit("{'mod': 'torch', 'op': '"), pl.col("name").str.extract(r"::(\w+)"),
+                          pl.lit("', 'args': [{'name': '', 'type': 'tensor', 'shape': (1, 16, 896), 'dtype': 'bfloat16'}]}")])
+    return pl.concat([top.with_columns(stack.alias("name")), top.with_columns(call.alias("name"))])
+
+
+def test_pyprof_markers_are_neither_modules_nor_ops(tmp_path):
+    """PyProf's and DLProf's markers (`{'traceMarker': [...]}`, `{'mod': 'torch', 'op': 'mm', 'args': [...]}`) wrap
+    the emit_nvtx op ranges of every call: they name no module (the layers still come from the repeats) and leave
+    each kernel's op to the emit_nvtx range open at its launch."""
+    kineto = load_kineto(QWEN)
+    ranges = _emit_nvtx(kineto)
+    trace = type(kineto)(kernels=kineto.kernels, launches=kineto.launches,
+                         ops=pl.concat([ranges, _pyprof_markers(ranges)]), meta=kineto.meta)
+    path = write_nsys_sqlite(trace, tmp_path / "pyprof.sqlite")
+    markers = _sql(path, "SELECT count(*) FROM NVTX_EVENTS WHERE text LIKE '{''traceMarker'':%'")[0][0]
+    assert markers > 100
+    rank = read_rank(str(path), workers=1)
+    kernels = rank.kernels.filter(pl.col("kind") == "kernel").sort("start_ns", "kernel_id")
+    ops = _innermost_at_launch(path, lambda text: not text.startswith("{"))
+    expected = [text.split(",")[0] if text else None for text in ops]
+    assert kernels["op"].to_list() == expected and kernels["op"].is_not_null().mean() > 0.95
+    info = attribution_info(rank.kernels, [rank.sources])
+    assert info.module.source == "inferred from the trace's regularities"
+    assert not kernels["module"].drop_nulls().str.contains("{", literal=True).any()
+    assert kernels["layer"].drop_nulls().n_unique() == 24
+
+
 def test_layerwise_markers_of_serving_engines_are_modules(tmp_path):
     """vLLM's `--enable-layerwise-nvtx-tracing` (and SGLang's marker) push `{'Module': 'top.<qualified name>', …}`:
     each kernel's module is the innermost marker's module, its layer the first number in it."""
@@ -98,7 +153,7 @@ def test_layerwise_markers_of_serving_engines_are_modules(tmp_path):
     path = write_nsys_sqlite(trace, tmp_path / "layerwise.sqlite")
     rank = read_rank(str(path), workers=1)
     kernels = rank.kernels.filter(pl.col("kind") == "kernel").sort("start_ns", "kernel_id")
-    expected = [text.split("'")[3].removeprefix("top.") if text else None for _, text in _sql(path, _ENCLOSING)]
+    expected = [text.split("'")[3].removeprefix("top.") if text else None for text in _innermost_at_launch(path, bool)]
     assert kernels["module"].to_list() == expected
     layers = [int(m.split(".")[2]) if m and m.startswith("model.layers.") else None for m in expected]
     assert kernels["layer"].to_list() == layers
@@ -159,3 +214,10 @@ def test_public_2021_export_imports_exactly(tmp_path):
             kernels.group_by("kind").agg(pl.len(), pl.col("dur_ns").sum()).iter_rows()}
     assert ours == {kind: counts for kind, counts in expected.items() if counts[0]}
     assert json.loads((out / "run.json").read_text())["hardware"]["name"] == gpu
+    # No ENUM tables: copies are named by nsys's numbering, as newer exports' ENUM_CUDA_MEMCPY_OPER and
+    # ENUM_CUDA_MEM_KIND list it (1 HtoD, 2 DtoH; 0 Pageable, 2 Device).
+    directions, kinds = {1: "HtoD", 2: "DtoH"}, {0: "Pageable", 1: "Pinned", 2: "Device"}
+    copies = Counter(f"Memcpy {directions[c]} ({kinds[s]} -> {kinds[d]})" for c, s, d in
+                     _sql(path, "SELECT copyKind, srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY"))
+    copies.update(f"Memset ({kinds[m]})" for (m,) in _sql(path, "SELECT memKind FROM CUPTI_ACTIVITY_KIND_MEMSET"))
+    assert dict(kernels.filter(pl.col("kind") != "kernel").group_by("name").len().iter_rows()) == copies

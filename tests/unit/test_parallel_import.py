@@ -93,7 +93,8 @@ def test_one_process_per_file_still_lets_the_reader_split_a_big_file(monkeypatch
     """Reading files one at a time by default (one file, or memory for one) keeps the reader's own chunk helper
     (workers=None: the reader's choice); only an explicit --jobs 1 means one process in all."""
     calls = []
-    monkeypatch.setattr(rank_files, "read_rank", lambda path, workers=None: calls.append((path, workers)))
+    monkeypatch.setattr(rank_files, "read_rank",
+                        lambda path, workers=None, steps=None: calls.append((path, workers)))
     rank_files.read_ranks(four_ranks[:1])
     rank_files.read_ranks(four_ranks[:2], jobs=1)
     monkeypatch.setattr(rank_files, "default_jobs", lambda files: 1)

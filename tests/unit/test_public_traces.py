@@ -19,7 +19,7 @@ from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.sources import read_trace
-from tests.trace_reference import read_events, reference
+from tests.trace_reference import audit_reference, read_events, reference
 
 PUBLIC = Path(__file__).resolve().parents[1] / "data" / "public"
 TRACES = sorted(p for p in PUBLIC.rglob("*.json*"))
@@ -41,6 +41,20 @@ def test_every_launch_as_the_file_holds_it(path):
     assert device.height == expected.launches
     assert int(device["dur_ns"].sum()) == expected.device_ns
     assert _device_totals(kernels) == expected.by_name
+
+
+AUDITED = TRACES + sorted((Path(__file__).resolve().parents[1] / "data" / "kineto").glob("*.trace.json.gz"))
+
+
+@pytest.mark.parametrize("path", AUDITED, ids=lambda p: p.name[:60])
+def test_the_integrity_audit_counts_what_the_file_holds(path):
+    import msgspec
+
+    from kernelscope.analyze.integrity import audit_trace
+
+    audit = msgspec.to_builtins(audit_trace(read_trace(path)))
+    expected = audit_reference(path)
+    assert {key: audit[key] for key in expected} == expected
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:60])

@@ -81,11 +81,11 @@ def test_classification_rule():
         _kernel(10_000, 1e6, 30e6),        # 3.0 TB/s at intensity 0.03: 75% of the memory roof
         _kernel(1_000_000, 7e11, 1e8),     # 700 TFLOP/s at intensity 7000: 87.5% of compute
         _kernel(2_000, 1e3, 1e6),          # 0.5 TB/s for 2 µs: latency-bound
-        _kernel(50_000, 1e3, 1e6),         # 20 GB/s for 50 µs: balanced
+        _kernel(50_000, 1e3, 1e6),         # 20 GB/s for 50 µs: under-utilised
         _kernel(1_000, None, None),        # no cost model
     ]
     k = place_on_roofline(conform_kernels(pl.DataFrame(rows)), c)
-    assert k["roofline_class"].to_list() == ["memory-bound", "compute-bound", "latency-bound", "balanced",
+    assert k["roofline_class"].to_list() == ["memory-bound", "compute-bound", "latency-bound", "under-utilised",
                                              "unclassified"]
     assert k["memory_roof_pct"][0] == pytest.approx(75.0)
     assert k["compute_roof_pct"][1] == pytest.approx(87.5)
@@ -106,7 +106,7 @@ def test_real_trace_roofline_and_figures(tmp_path, qwen_gpu_trace):
     placed = place_on_roofline(decode, c)
     gemv = placed.filter(pl.col("name").str.starts_with("nvjet") & (pl.col("module").str.ends_with("down_proj")))
     assert (gemv["arithmetic_intensity"] < 2).all()  # batch-1 decode GEMV: about one FLOP per byte
-    assert set(gemv["roofline_class"]) <= {"memory-bound", "balanced", "latency-bound"}
+    assert set(gemv["roofline_class"]) <= {"memory-bound", "under-utilised", "latency-bound"}
     from kernelscope.analyze.roofline import kernel_points
     from kernelscope.report import figure_formats
 

@@ -85,19 +85,25 @@ def _requirements(needs: AcceleratorNeeds) -> pl.DataFrame:
     their time (costs_cover)."""
     rows = []
     if needs.decode_bytes_per_step and costs_cover(needs.decode_cost_coverage):
-        targets = ([needs.tpot_ms] if needs.tpot_ms else []) + TPOT_TARGETS_MS
+        targets = ([needs.tpot_ms] if needs.tpot_ms else []) + _faster(TPOT_TARGETS_MS, needs.tpot_ms)
         for target in targets:
             rows.append(("decode", "TPOT", target, target == needs.tpot_ms,
                          needs.decode_bytes_per_step / (target / 1e3),
                          needs.decode_flops_per_step / (target / 1e3)))
     if needs.prefill_flops and costs_cover(needs.prefill_cost_coverage):
-        targets = ([needs.ttft_ms] if needs.ttft_ms else []) + TTFT_TARGETS_MS
+        targets = ([needs.ttft_ms] if needs.ttft_ms else []) + _faster(TTFT_TARGETS_MS, needs.ttft_ms)
         for target in targets:
             rows.append(("prefill", "TTFT", target, target == needs.ttft_ms,
                          needs.prefill_bytes / (target / 1e3), needs.prefill_flops / (target / 1e3)))
     return pl.DataFrame(rows, orient="row", schema={
         "phase": pl.String, "latency": pl.String, "target_ms": pl.Float64, "measured": pl.Boolean,
         "bandwidth_bytes_per_s": pl.Float64, "compute_flops_per_s": pl.Float64})
+
+
+def _faster(targets: list[float], measured: float | None) -> list[float]:
+    """The targets a design would aim for: those faster than the measured latency (a slower one asks for less than
+    the run already has)."""
+    return [t for t in targets if measured is None or t < measured]
 
 
 def _weights(decode: pl.DataFrame, layer_types: dict[int, str], steps: int) -> tuple[pl.DataFrame, float | None]:

@@ -13,14 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze import metrics
+from kernelscope.analyze.compare_verdicts import verdict_columns
+from kernelscope.analyze.hardware import amd_architecture
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.layers import OUTSIDE, layer_breakdown, with_layer_columns
+from kernelscope.analyze.metrics import Difference, Estimate
 from kernelscope.analyze.phases import PHASE_ORDER, phase_table
-from kernelscope.analyze.spread import Spread, significant, spread
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
@@ -44,6 +48,8 @@ class RunView:
     phases: pl.DataFrame
     steps: dict[str, int]
     has_modules: bool
+    timing_estimates: dict[str, Estimate] = field(default_factory=dict)  # analyze/metrics: the one definition
+    step_estimates: dict[str, Estimate] = field(default_factory=dict)  # per phase: mean device time per step
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,11 @@ class Comparison:
     changes: pl.DataFrame
     notes: list[Note]
     phase_names: list[str]
+    # What makes the runs not like for like (model, device, dtype, batch, prompt): said before any number.
+    differences: list[Difference] = field(default_factory=list)
+    noisy: list[str] = field(default_factory=list)  # labels of runs whose repeats vary beyond the noisy limit
+
+    cpu_runs: bool = False  # every run is CPU-only: CPU ops stand in for kernels, CPU time for device time
 
     @property
     def baseline(self) -> str:
@@ -136,7 +147,10 @@ def prepare(label: str, run: Run, summary: Summary) -> RunView:
         .otherwise(pl.format("kernel {}", pl.col("friendly_name"))).alias("match_module"),
     )
     has_modules = bool(kernels["module"].is_not_null().any())
-    return RunView(label, run, summary, kernels, phases, steps, has_modules)
+    per_step = {row["phase"]: row["device_time_per_step_ns"] for row in phases.iter_rows(named=True)}
+    return RunView(label, run, summary, kernels, phases, steps, has_modules,
+                   timing_estimates=metrics.timing_estimates(run.info),
+                   step_estimates=metrics.step_estimates(run.kernels, per_step))
 
 
 def compare(views: list[RunView]) -> Comparison:
@@ -162,7 +176,19 @@ def compare(views: list[RunView]) -> Comparison:
     )
     comparison.changes = changes_table(comparison.matched, views, compared)
     notes.extend(comparability_notes(views, phase_names))
+    comparison.differences = metrics.differences([v.run.info for v in views])
+    comparison.noisy = [v.label for v in views if _noisy(v)]
+    comparison.cpu_runs = all(v.summary.kind == "cpu" for v in views)
     return comparison
+
+
+def _noisy(view: RunView) -> bool:
+    """Whether a run's repeats vary beyond the noisy limit (summary.json `noise`, else from its own repeats)."""
+    noise = view.summary.noise
+    if not isinstance(noise, msgspec.UnsetType):
+        return noise.noisy
+    summary = metrics.noise_summary(view.run.info, view.run.kernels)
+    return summary is not None and summary.noisy
 
 
 # --- setup and timings -------------------------------------------------------------------------------------
@@ -173,6 +199,11 @@ def _workload(key: str) -> Callable[[RunInfo], Any]:
 
 def _model(key: str) -> Callable[[RunInfo], Any]:
     return lambda info: getattr(info.model, key) if info.model is not None else None
+
+
+def _amd(info: RunInfo) -> str | None:
+    """An AMD GPU's architecture (gfx94x): HIP's major.minor is no CUDA compute capability."""
+    return amd_architecture(info.hardware.name, info.hardware.compute_capability, info.hardware.spec)
 
 
 SETUP_ITEMS: list[tuple[str, Callable[[RunInfo], Any]]] = [
@@ -190,7 +221,8 @@ SETUP_ITEMS: list[tuple[str, Callable[[RunInfo], Any]]] = [
     ("device", lambda info: info.hardware.name),
     ("device_count", lambda info: info.hardware.count),
     ("sm_count", lambda info: info.hardware.sm_count),
-    ("compute_capability", lambda info: info.hardware.compute_capability),
+    ("compute_capability", lambda info: None if _amd(info) else info.hardware.compute_capability),
+    ("architecture", _amd),
     ("memory_bytes", lambda info: info.hardware.memory_bytes),
     ("driver_version", lambda info: info.hardware.driver_version),
     ("torch", lambda info: info.software.torch),
@@ -230,19 +262,9 @@ TIMING_METRICS = [
 ]
 
 
-# The per-run values a timing metric's spread comes from (tokens/s are a monotonic function of them).
-SPREAD_OF = {"ttft_ms": "ttft_ms_all", "tpot_ms": "tpot_ms_all", "e2e_ms": "e2e_ms_all",
-             "tokens_per_s": "e2e_ms_all", "decode_tokens_per_s": "tpot_ms_all"}
-
-
-def significant_col(label: str, base: str) -> str:
-    """Name of the column that says whether a run's change from the baseline exceeds the spread of both."""
-    return f"significant[{label}/{base}]"
-
-
 def timings_table(views: list[RunView]) -> pl.DataFrame:
-    """metric, one value per run (null: not available), ratio of each run to the baseline, and whether that
-    change exceeds the spread of both runs' timed repeats (null: a run has fewer than two)."""
+    """metric, one value per run (null: not available), ratio of each run to the baseline, and the verdict on
+    that change (analyze/metrics.py: held to the floor or the noise of the metric's own repeats in either run)."""
     rows = []
     for metric, where, key in TIMING_METRICS:
         values: list[float | None] = []
@@ -259,14 +281,10 @@ def timings_table(views: list[RunView]) -> pl.DataFrame:
     table = pl.DataFrame(rows, schema={"metric": pl.String, **{col("value", v.label): pl.Float64 for v in views}},
                          orient="row")
     base = views[0]
-    verdicts = {
-        significant_col(v.label, base.label): [
-            significant(spread(getattr(base.run.info.plain_timings, SPREAD_OF[m], None) or []),
-                        spread(getattr(v.run.info.plain_timings, SPREAD_OF[m], None) or []))
-            if m in SPREAD_OF else None for m, _, _ in TIMING_METRICS]
-        for v in views[1:]}
-    table = table.with_columns(pl.Series(name, values, dtype=pl.Boolean) for name, values in verdicts.items())
-    return _with_ratios(table, [v.label for v in views], "value")
+    verdicts = {v.label: [metrics.judge(base.timing_estimates[m], v.timing_estimates[m])
+                          if m in base.timing_estimates else None for m, _, _ in TIMING_METRICS]
+                for v in views[1:]}
+    return _with_ratios(verdict_columns(table, views[0].label, verdicts), [v.label for v in views], "value")
 
 
 # --- phases ---------------------------------------------------------------------------------------------------
@@ -283,20 +301,12 @@ def phases_table(views: list[RunView], phase_names: list[str]) -> pl.DataFrame:
     table = _side_by_side(keys, ["phase"], parts, [v.label for v in views], PHASE_METRICS)
     table = _with_ratios(table, [v.label for v in views], "device_time_per_step_ns")
     table = _with_deltas(table, [v.label for v in views], "device_time_per_step_ns")
-    # Whether a run's time per step differs from the baseline's beyond the spread of both runs' steps.
-    step_spreads = [_step_spreads(v) for v in views]
-    return table.with_columns(
-        pl.Series(significant_col(v.label, views[0].label),
-                  [significant(step_spreads[0].get(p), spreads.get(p)) for p in table["phase"].to_list()],
-                  dtype=pl.Boolean)
-        for v, spreads in zip(views[1:], step_spreads[1:], strict=True))
-
-
-def _step_spreads(view: RunView) -> dict[str, Spread | None]:
-    """Per phase: the spread of its steps' device time (one step, as prefill: unknown)."""
-    steps = (view.kernels.filter(pl.col("step").is_not_null())
-             .group_by("phase", "step").agg(pl.col("dur_ns").sum()))
-    return {phase[0]: spread(group["dur_ns"].to_list()) for phase, group in steps.group_by("phase")}
+    # The verdict on each run's mean device time per step against the baseline's (analyze/metrics.py).
+    base = views[0].step_estimates
+    verdicts = {v.label: [metrics.judge(base[p], v.step_estimates[p])
+                          if p in base and p in v.step_estimates else None for p in table["phase"].to_list()]
+                for v in views[1:]}
+    return verdict_columns(table, views[0].label, verdicts)
 
 
 # --- layer → module → kernel ----------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ def compute_metrics(tables: Any, info: RunInfo) -> dict[str, Metric]:
     m: dict[str, Metric] = {}
     batch_size = info.workload.batch_size if info.workload is not None else None
     m["batch_size"] = Metric(batch_size, formula="run.json workload.batch_size")
+    # Words of accelerators (tensor cores, GPU idle) hold only where the work ran on one.
+    m["on_accelerator"] = Metric(int(not info.is_cpu), formula="1 unless run.json hardware is the CPU, else 0")
     m["tpot_ms"] = Metric(info.plain_timings.tpot_ms, formula="run.json timings.plain.tpot_ms")
     # Runs timed without the profiler (kernelscope's own) judge host overhead by their TPOT; others by idle gaps.
     m["timed_without_profiler"] = Metric(int(info.plain_timings.tpot_ms is not None),

@@ -11,6 +11,9 @@ from kernelscope.contracts.calibration import Calibration
 from kernelscope.load import knowledge
 
 PRECISIONS = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+# A ceiling's source where a measurement was far below the datasheet (data/hardware.toml [calibration]): the
+# datasheet value is used.
+MEASURED_TOO_LOW = "datasheet (measured far lower: another path)"
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,18 @@ def identify_spec(sm_count: int | None, memory_bytes: float | None, warp_size: i
     return fits[0] if len(fits) == 1 else None
 
 
+def amd_architecture(device_name: str | None, compute_capability: str | None, spec_key: str | None = None
+                     ) -> str | None:
+    """An AMD GPU's architecture as ROCm names it (gfx94x) from the major.minor HIP reports where CUDA reports a
+    compute capability; None for other devices. The vendor comes from the device's spec, else its name."""
+    spec = load_specs().get(spec_key) if spec_key else match_spec(device_name)
+    amd = spec.vendor == "AMD" if spec is not None else bool(re.search(r"\bAMD\b|Instinct|Radeon", device_name or ""))
+    if not amd or not compute_capability:
+        return None
+    major, _, minor = compute_capability.partition(".")
+    return f"gfx{major}{minor}x" if major.isdigit() and minor.isdigit() else None
+
+
 def find_spec(name: str) -> HardwareSpec | None:
     """By key (h100-sxm) or by a device name."""
     return load_specs().get(name.lower()) or match_spec(name)
@@ -147,9 +162,14 @@ def ceilings_for(device_name: str | None, calibration: Calibration | None = None
         if calibration.copy_bandwidth:
             bandwidth = float(calibration.copy_bandwidth)
             source["bandwidth"] = "measured"
+        floor = float(knowledge.hardware()["calibration"]["min_measured_share"])
         for key, value in calibration.gemm_flops.items():
-            if value:
-                flops[key] = float(value)
-                source[key] = "measured"
+            if not value:
+                continue
+            if key in flops and value < floor * flops[key]:  # measured off the path the datasheet quotes
+                source[key] = MEASURED_TOO_LOW
+                continue
+            flops[key] = float(value)
+            source[key] = "measured"
     return Ceilings(device=device_name or "", bandwidth=bandwidth, flops=flops, source=source, spec=spec,
                     calibration=calibration)

@@ -8,7 +8,8 @@ configuration).
 Measured class (docs/roofline.md): with measured intensity = FLOPs / DRAM bytes and the ridge point of the
 device, a kernel is memory-bound when its intensity is below the ridge and its memory throughput (% of peak)
 clearly exceeds its SM throughput, compute-bound in the mirror case, latency-bound when it is short and
-approaches neither, balanced otherwise.
+approaches neither, under-utilised when it is longer and approaches neither, balanced when it approaches a roof with
+neither throughput clearly ahead (memory and SM both busy).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from kernelscope.analyze.hardware import Ceilings
 
 CLEARLY = 1.25  # "clearly exceeds": at least this ratio between the two throughputs
 APPROACH_PCT = 20.0  # the larger throughput must reach this share of its peak to name a bound
-MEASURED_CLASSES = ["memory-bound", "compute-bound", "balanced", "latency-bound", "unclassified"]
+MEASURED_CLASSES = ["memory-bound", "compute-bound", "balanced", "under-utilised", "latency-bound", "unclassified"]
 MEAN_COLUMNS = ["sm_throughput_pct", "dram_throughput_pct", "mem_throughput_pct", "achieved_occupancy_pct",
                 "l1_hit_rate_pct", "l2_hit_rate_pct", "duration_us"]
 
@@ -98,6 +99,7 @@ def measured_by_kernel(joined: pl.DataFrame, ceilings: Ceilings | None, latency_
         .when((top >= APPROACH_PCT) & below_ridge & (mem >= CLEARLY * sm)).then(pl.lit("memory-bound"))
         .when((top >= APPROACH_PCT) & ~below_ridge & (sm >= CLEARLY * mem)).then(pl.lit("compute-bound"))
         .when((top < APPROACH_PCT) & (pl.col("duration_us") * 1e3 < latency_ns)).then(pl.lit("latency-bound"))
+        .when(top < APPROACH_PCT).then(pl.lit("under-utilised"))
         .otherwise(pl.lit("balanced"))
     )
     # Ties in duration (ncu rounds to cycles) break by name, so the order does not depend on group_by's.

@@ -288,7 +288,10 @@ def group_projection(projected: pl.DataFrame, steps: dict[str, int] | None = Non
     table = (
         projected.group_by("phase", "group")
         .agg(pl.col("dur_ns").sum().cast(pl.Float64).alias("measured_ns"), pl.col("projected_ns").sum(),
-             *(pl.col("projected_ns").filter(pl.col("bound") == b).sum().alias(f"{b}_ns") for b in BOUNDS),
+             *(pl.col("projected_ns").filter(pl.col("bound") == b).sum().alias(f"{b}_ns") for b in BOUNDS
+               if b != "fused"),
+             # A fused kernel's projection is 0: the column says what fusion removed, its measured time.
+             pl.col("dur_ns").filter(pl.col("bound") == "fused").sum().cast(pl.Float64).alias("fused_ns"),
              pl.col("instances").sum().alias("launches"))
         .with_columns(pl.col("phase").replace_strict(steps, default=1, return_dtype=pl.Int64).alias("steps"))
     )

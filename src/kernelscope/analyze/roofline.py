@@ -7,7 +7,8 @@ over that roof. Class (docs/roofline.md):
   memory-bound   roof_pct ≥ approach_pct and intensity below the ridge point
   compute-bound  roof_pct ≥ approach_pct and intensity at or above the ridge point
   latency-bound  neither roof approached and shorter than latency_ns
-  balanced       neither roof approached, longer than that
+  under-utilised neither roof approached, longer than that: too little parallelism, stalls or a slow
+                 implementation (a kernel neither memory nor compute holds back)
   unclassified   no cost model, or no ceiling for its precision
 """
 
@@ -22,7 +23,8 @@ from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.wide_tables import as_codes, as_text, time_where
 from kernelscope.contracts.tables import INSTANCES
 
-CLASSES = ["memory-bound", "compute-bound", "balanced", "latency-bound", "unclassified"]
+UNDER_UTILISED = "under-utilised"
+CLASSES = ["memory-bound", "compute-bound", UNDER_UTILISED, "latency-bound", "unclassified"]
 
 
 def place_on_roofline(kernels: pl.DataFrame, ceilings: Ceilings | None) -> pl.DataFrame:
@@ -64,7 +66,7 @@ def place_on_roofline(kernels: pl.DataFrame, ceilings: Ceilings | None) -> pl.Da
         .when(approached & compute_side).then(pl.lit("compute-bound"))
         .when(approached).then(pl.lit("memory-bound"))
         .when(pl.col("dur_ns") < rule["latency_ns"]).then(pl.lit("latency-bound"))
-        .otherwise(pl.lit("balanced"))
+        .otherwise(pl.lit(UNDER_UTILISED))
     )
     return k.with_columns(cls.alias("roofline_class")).drop("_peak", "_achieved_flops", "_achieved_bytes",
                                                             "_roof_flops")

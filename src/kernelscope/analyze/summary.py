@@ -8,6 +8,8 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.attribution import attribution_coverage
 from kernelscope.analyze.critical_path import CriticalPath, phase_summary, several_ranks
+from kernelscope.analyze.integrity import integrity_summary
+from kernelscope.analyze.metrics import noise_summary
 from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.structure_summary import structure_summary
 from kernelscope.analyze.wide_tables import time_where
@@ -56,6 +58,8 @@ def summarize(run: Run, phases: pl.DataFrame | None = None, critical: CriticalPa
     phases = phase_table(kernels) if phases is None else phases
     per_phase = {row["phase"]: _phase(row, cpu) for row in phases.iter_rows(named=True)}
     launches = int(kernels["instances"].sum())
+    noise = noise_summary(info, kernels, {row["phase"]: row["device_time_per_step_ns"]
+                                          for row in phases.iter_rows(named=True)})
     total_us = float(kernels["dur_ns"].sum()) / 1e3
     return Summary(
         source=info.source,
@@ -80,6 +84,11 @@ def summarize(run: Run, phases: pl.DataFrame | None = None, critical: CriticalPa
         graph_replays=info.graph_replays if info.graph_replays is not None else msgspec.UNSET,
         structure=structure_summary(kernels, info.attribution) if kernels.height else msgspec.UNSET,
         critical_path=_critical_path(critical),
+        # Whether the run's repeats vary too much for small changes to mean anything (docs/run-format.md).
+        noise=noise if noise is not None else msgspec.UNSET,
+        # What the files read were missing or held inconsistently, each counted (docs/run-format.md).
+        integrity=integrity if (integrity := integrity_summary(info.trace.audits() if info.trace else [])) is not None
+        else msgspec.UNSET,
     )
 
 

@@ -64,6 +64,9 @@ class WhatIf:
     scenarios: pl.DataFrame  # what each design option buys (decode and prefill per step)
     requirements: pl.DataFrame  # latency goal → bandwidth / compute needed on the target
     sweeps: pl.DataFrame  # parameter, value, phase, group, projected_per_step_ns
+    # As is (measured), the target's hardware alone, the design options alone (on the measuring device) and both:
+    # scenario, phase, per_step_ns, speedup (against as is), carried_pct; the summary's first table.
+    headline: pl.DataFrame = field(default_factory=pl.DataFrame)
     timings: MeasuredLatency = field(default_factory=lambda: MeasuredLatency())
     parallel: ParallelProjection | None = None  # --set ranks=N / link=…: the run on N ranks
 
@@ -96,6 +99,8 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
         requirements=requirements,
         sweeps=pl.concat(sweep_tables, how="vertical_relaxed") if sweep_tables else pl.DataFrame(),
         timings=timings,
+        headline=_headline(merged, source, target, model, options, source_l2_bytes, steps, calibration,
+                           on_target if not same else on_source),
         parallel=(_parallel(inputs, source, target, model, options, source_l2_bytes, steps, parallel, settings)
                   if parallel is not None else None),
     )
@@ -130,6 +135,42 @@ def _phase_table(calibration: pl.DataFrame, target: pl.DataFrame) -> pl.DataFram
         (pl.col("measured_per_step_ns") * pl.col("target_model_ns") / pl.col("source_model_ns")).alias("estimate_ns"),
         (pl.col("source_model_ns") / pl.col("target_model_ns")).alias("speedup"),
     )
+
+
+AS_IS, HARDWARE, OPTIONS, BOTH = "as is", "hardware", "options", "hardware and options"
+
+
+def _headline(merged: pl.DataFrame, source: Target, target: Target, model: ProjectionModel, options: Options,
+              source_l2_bytes: float | None, steps: dict[str, int], calibration: pl.DataFrame,
+              on_target: pl.DataFrame) -> pl.DataFrame:
+    """What the run takes as measured, and what the model makes of it on the target's hardware alone, with the
+    design options alone (on the measuring device) and with both (the study's target): per step of each phase,
+    each the measured time scaled by the model's ratio, as the phase table's estimate."""
+    base = calibration.select("phase", "measured_per_step_ns", pl.col("projected_per_step_ns").alias("model_ns"))
+    hardware_only = target != source
+    with_options = options != Options()
+    scenarios = [(AS_IS, None)]
+    if hardware_only:
+        scenarios.append((HARDWARE, (target, Options())))
+    if with_options:
+        scenarios.append((OPTIONS, (source, options)))
+    if hardware_only and with_options:
+        scenarios.append((BOTH, None))  # the study's own target, projected already
+    parts = []
+    for name, setting in scenarios:
+        if name == AS_IS:
+            projected = calibration.select("phase", pl.col("projected_per_step_ns").alias("scenario_ns"),
+                                           pl.lit(0.0).alias("carried_pct"))
+        else:
+            on = (on_target if setting is None or (hardware_only != with_options)
+                  else project(merged, *setting[:1], model, setting[1], source_l2_bytes, steps))
+            projected = phase_projection(on, steps).select(
+                "phase", pl.col("projected_per_step_ns").alias("scenario_ns"), "carried_pct")
+        parts.append(base.join(projected, on="phase", how="inner").select(
+            pl.lit(name).alias("scenario"), "phase",
+            (pl.col("measured_per_step_ns") * pl.col("scenario_ns") / pl.col("model_ns")).alias("per_step_ns"),
+            (pl.col("model_ns") / pl.col("scenario_ns")).alias("speedup"), "carried_pct"))
+    return pl.concat(parts, how="vertical_relaxed").filter(pl.col("phase") != ranges.UNKNOWN)
 
 
 def _timings(info: RunInfo, calibration: pl.DataFrame) -> MeasuredLatency:

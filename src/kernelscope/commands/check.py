@@ -15,8 +15,10 @@ DESCRIPTION = (
     "Compare a run's device time per step (per phase), TPOT, TTFT and top kernels with a baseline: a run "
     "directory, a folder of runs, or a SQL query over --baseline-from locations that selects runs (a run_dir "
     "or run_id column). Thresholds come from the runs' noise (step-to-step spread, repeat spread) with a floor; "
-    "--max-slowdown 5%% sets one for every figure. Prints what regressed and why (kernels, layers), writes the "
-    "Markdown summary to --summary, and exits 1 on regression, 0 otherwise."
+    "--max-slowdown 5% sets one for every figure. Runs of another "
+    "model, device, dtype, batch size or prompt length are refused unless --allow-incomparable. Prints what "
+    "regressed and why (kernels, layers), writes the Markdown summary to --summary, and exits 1 on regression, 0 "
+    "otherwise."
 )
 DEFAULT_SUMMARY = Path("kernelscope-check.md")
 _SQL = re.compile(r"^\s*(select|with|from|\()", re.IGNORECASE)
@@ -41,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "repeatable (default: the folder that holds RUN)")
     parser.add_argument("--max-slowdown", type=max_slowdown, metavar="PCT",
                         help="the slowdown every figure may show (e.g. 5%%), instead of the noise-aware thresholds")
+    parser.add_argument("--allow-incomparable", action="store_true",
+                        help="check runs that differ in model, device, dtype, batch size or prompt length anyway "
+                             "(their difference is then said first); refused otherwise")
     parser.add_argument("--summary", type=Path, default=DEFAULT_SUMMARY, metavar="FILE",
                         help=f"Markdown summary to write (default ./{DEFAULT_SUMMARY}; replaced if there)")
 
@@ -55,13 +60,53 @@ def run(args: argparse.Namespace, steps) -> int:
     baseline_dirs, baseline_label = _baseline_dirs(args)
     candidate_dir = args.run.resolve()
     baseline_dirs = [d for d in baseline_dirs if d.resolve() != candidate_dir] or baseline_dirs
-    baselines = [figures(d.name, read_run(d, ops=False)) for d in baseline_dirs]
+    baseline_runs = [read_run(d, ops=False) for d in baseline_dirs]
+    differences = _differences(baseline_runs, candidate, baseline_dirs, args)
+    baselines = [figures(d.name, run) for d, run in zip(baseline_dirs, baseline_runs, strict=True)]
     verdict = check(combine(baseline_label, baselines), figures(args.run.name, candidate), args.max_slowdown)
-    text = render_verdict(verdict, str(args.run), baseline_label)
+    text = render_verdict(verdict, str(args.run), baseline_label, differences)
     print(text, end="")
     with new_file(args.summary, replace=True) as tmp:
         tmp.write_text(text, encoding="utf-8")
+    if not getattr(args, "quiet", False):
+        print(headline(verdict, args.summary))
     return 1 if verdict.regressed else 0
+
+
+def _differences(baselines: list, candidate, dirs: list[Path], args: argparse.Namespace) -> list[str]:
+    """What makes the candidate not like for like with a baseline run (analyze/metrics.differences), as text; a
+    UserError unless --allow-incomparable."""
+    from kernelscope.analyze.metrics import differences
+
+    found: dict[str, list[str]] = {}
+    for directory, run in zip(dirs, baselines, strict=True):
+        for d in differences([run.info, candidate.info]):
+            found.setdefault(d.item.replace("_", " "), []).append(f"{d.values[0]} in {directory.name}")
+    said = [f"{item} {', '.join(dict.fromkeys(values))} vs {_value(candidate.info, item)} in the candidate"
+            for item, values in found.items()]
+    if said and not args.allow_incomparable:
+        raise UserError(f"check {args.run}: not comparable with its baseline ({'; '.join(said)}); pass "
+                        f"--allow-incomparable to check it anyway")
+    return said
+
+
+def _value(info, item: str) -> object:
+    from kernelscope.analyze.metrics import setup_of
+
+    return setup_of(info)[item.replace(" ", "_")]
+
+
+def headline(verdict, summary: Path) -> str:
+    """Three lines for the terminal after the summary: the verdict, the figure that moved most, where the
+    summary went."""
+    worst = max(verdict.checks, key=lambda c: c.change - c.threshold, default=None)
+    counts = (f"{sum(c.regressed for c in verdict.checks)} of {len(verdict.checks)} figures regressed"
+              if verdict.checks else "nothing to compare")
+    moved = (f"largest: {worst.phase + ' ' if worst.phase and worst.subject is None else ''}"
+             f"{worst.metric if worst.subject is None else 'kernel ' + worst.subject[:60]} {worst.change:+.1%} "
+             f"(threshold {worst.threshold:.1%})" if worst is not None else "largest: –")
+    return "\n".join([f"kernelscope check: {'REGRESSION' if verdict.regressed else 'pass'} — {counts}", moved,
+                      f"summary: {summary.resolve()}"])
 
 
 def _baseline_dirs(args: argparse.Namespace) -> tuple[list[Path], str]:

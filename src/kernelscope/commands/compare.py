@@ -12,6 +12,7 @@ from kernelscope.commands.arguments import add_lang_arg, positive_int
 from kernelscope.errors import UserError
 
 if TYPE_CHECKING:
+    from kernelscope.analyze.compare import Comparison
     from kernelscope.contracts.run_info import RunInfo
 
 HELP = "compare runs side by side: GPUs, configurations, engines, before / after"
@@ -46,13 +47,18 @@ def run(args: argparse.Namespace, steps) -> int:
     if len(args.runs) < 2:
         raise UserError("compare: give at least two run directories")
     with steps.step(f"Comparing {len(args.runs)} runs"):
-        path = compare_runs(args.runs, args.labels, args.out, args.runs_dir, top_n=args.top, languages=args.lang)
+        path, comparison = compare_runs(args.runs, args.labels, args.out, args.runs_dir, top_n=args.top,
+                                        languages=args.lang)
+    if not getattr(args, "quiet", False):
+        from kernelscope.report.compare import headline_lines
+
+        print("\n".join(headline_lines(comparison, Path(path), args.lang)))
     print(Path(path).resolve())
     return 0
 
 
 def compare_runs(paths: list[Path], labels: list[str] | None, out: Path | None, runs_dir: Path,
-                 top_n: int = TOP_N, languages: tuple[str, ...] = ("en", "zh")) -> Path:
+                 top_n: int = TOP_N, languages: tuple[str, ...] = ("en", "zh")) -> tuple[Path, Comparison]:
     from kernelscope.analyze.compare import ComparedRun, compare, prepare
     from kernelscope.load import rundir, staging
     from kernelscope.report.compare import render_comparison
@@ -71,7 +77,7 @@ def compare_runs(paths: list[Path], labels: list[str] | None, out: Path | None, 
     target = out or _default_out(runs_dir, labels)
     with staging.staged_directory(target) as tmp:
         render_comparison(comparison, entries, tmp, top_n=top_n, languages=languages)
-    return target.resolve()
+    return target.resolve(), comparison
 
 
 def _setup_value(info: RunInfo, item: str) -> Any:

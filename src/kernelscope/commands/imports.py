@@ -85,23 +85,25 @@ def run(args: argparse.Namespace, steps) -> int:
         _check_ray(args.cluster)
     device_spec = _device_spec(args.device)
     report = not args.no_report
-    with steps.step(f"Importing {len(args.files)} file{'s' if len(args.files) > 1 else ''}"):
-        if kind == NCU:
-            from kernelscope.commands.importers.ncu import import_ncu
+    if kind == NCU:
+        from kernelscope.commands.importers.ncu import import_ncu
 
+        with steps.step(f"Importing {len(args.files)} Nsight Compute export{'s' if len(args.files) > 1 else ''}"):
             path = import_ncu(args.files, args.out, args.runs_dir, args.into, args.phase, report=report,
                               languages=args.lang, device_spec=device_spec)
-        elif kind == NSYS_STATS:
-            from kernelscope.commands.importers.nsys_stats import import_nsys_stats
+    elif kind == NSYS_STATS:
+        from kernelscope.commands.importers.nsys_stats import import_nsys_stats
 
+        with steps.step(f"Importing {len(args.files)} kernel summar{'ies' if len(args.files) > 1 else 'y'}"):
             path = import_nsys_stats(args.files, args.out, args.runs_dir, report=report, languages=args.lang,
                                      device_spec=device_spec)
-        else:
-            from kernelscope.commands.importers.traces import import_traces
+    else:
+        from kernelscope.commands.importers.traces import import_traces
 
-            path = import_traces(args.files, args.out, args.runs_dir, report=report, languages=args.lang,
-                                 device_spec=device_spec, captures=captures, jobs=args.jobs, cluster=args.cluster,
-                                 model_config=model_config, batch=(args.batch_size, args.prompt_len))
+        # Stage by stage: reading (each chunk of a large file), attribution, tables, report.
+        path = import_traces(args.files, args.out, args.runs_dir, report=report, languages=args.lang,
+                             device_spec=device_spec, captures=captures, jobs=args.jobs, cluster=args.cluster,
+                             model_config=model_config, batch=(args.batch_size, args.prompt_len), steps=steps)
     path = Path(path).resolve()
     if not getattr(args, "quiet", False):
         from kernelscope.commands.run_summary import terminal_summary

@@ -145,6 +145,7 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
     from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
     from kernelscope.analyze.graph_replays import attribute_graph_replays
     from kernelscope.analyze.host_calls import host_calls
+    from kernelscope.analyze.integrity import audit_trace
     from kernelscope.capture.environment import describe_hardware, describe_software
     from kernelscope.capture.torch_profiler import BackgroundGzip, record, trace_gzip_level
     from kernelscope.contracts.run import Run
@@ -167,6 +168,7 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
         with steps.step(f"Loading and attributing the trace ({json_bytes / 1e6:.1f} MB)"):
             tables = load_kineto(trace_json)
             calls = host_calls(tables.launches, tables.kernels)
+            tables.meta.audit = audit_trace(tables)
             kernels, ops = attribute(tables)
             kernels, sources = infer_attribution(kernels, ops)
             kernels, graph_replays = attribute_graph_replays(kernels)

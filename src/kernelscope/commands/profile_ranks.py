@@ -235,6 +235,7 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
     from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
     from kernelscope.analyze.graph_replays import attribute_graph_replays
     from kernelscope.analyze.host_calls import host_calls
+    from kernelscope.analyze.integrity import audit_trace
     from kernelscope.analyze.ranks import combine_calls, combine_ranks, rank_clock_offsets
     from kernelscope.capture.torch_profiler import BackgroundGzip, trace_gzip_level
     from kernelscope.contracts.run import Run
@@ -252,6 +253,7 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
             trace_json = parts / record.trace_json
             tables = load_kineto(trace_json)
             rank_calls.append(host_calls(tables.launches, tables.kernels))
+            tables.meta.audit = audit_trace(tables)
             kernels, ops = attribute(tables)
             kernels, found = infer_attribution(kernels, ops)
             ranked.append((kernels, ops))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import polars as pl
 
 from kernelscope.analyze.communication import communication
@@ -33,10 +34,15 @@ def terminal_summary(run_dir: Path) -> str:
     cpu = run.info.is_cpu
     unit, time_word = ("CPU ops", "CPU op time") if cpu else ("kernels", "device time")
     # Names come from the input: control characters (a terminal's escape sequences) are shown as spaces.
+    ranks = run.kernels["rank"].n_unique() if run.kernels.height else 1
     lines = [f"kernelscope: {fmt.one_line(summary.model or 'imported trace')} on "
              f"{fmt.one_line(summary.device or 'an unnamed device')}"
              + (" (inferred from its properties)" if run.info.hardware.identified_by == "device properties" else "")
+             + ((f", {ranks} summary files" if _formats(run) == {"nsys-stats"} else f", {ranks} ranks")
+                if ranks > 1 else "")
              + (" (CPU ops stand in for kernels)" if cpu else "")]
+    if (noisy := _noisy_line(summary)) is not None:
+        lines.append(noisy)
     for file in run.info.trace.imported_files() if run.info.trace is not None else []:
         if file.unrecorded_device_calls:
             lines.append(f"  note: {fmt.one_line(file.file)} holds {file.unrecorded_device_calls:,} calls that start "
@@ -63,16 +69,16 @@ def terminal_summary(run_dir: Path) -> str:
     labels = kernel_labels(run.kernels)
     if not cpu and (idle := _idle_line(run, labels)) is not None:
         lines.append(idle)
-    lines.append(f"  top {min(TOP, run.kernels['name'].n_unique())} {unit} by total time:")
+    shown = min(TOP, run.kernels["name"].n_unique())
+    lines.append(f"  top {unit[:-1] if shown == 1 else f'{shown} {unit}'} by total time:")  # never "top 1 kernels"
     lines += [f"    {share:5.1f}%  {fmt.duration(total):>11}  {label}"
               for share, total, label in _top(run.kernels, labels)]
-    lines.append(f"  attribution: {100 * summary.attribution_coverage:.1f}% of the {time_word} has a phase and a "
-                 f"module, {100 * summary.op_coverage:.1f}% a framework op")
+    lines.append(_attribution_line(run, summary, time_word))
     if (waits := _waits_line(run)) is not None:
         lines.append(waits)
     if (hint := _replay_hint(run.info.graph_replays, summary.device_time_us)) is not None:
         lines.append(hint)
-    if (hint := _phase_hint(run, summary.op_coverage)) is not None:
+    if (hint := _phase_hint(run, summary.op_coverage, summary.phase_coverage)) is not None:
         lines.append(hint)
     report = run_dir / "report"
     pages = [report / name for name in ("report.html", "report.md", "report.zh.html", "report.zh.md")]
@@ -81,6 +87,46 @@ def terminal_summary(run_dir: Path) -> str:
         others = ", ".join(page.name for page in pages[1:])
         lines.append(f"  report: {pages[0]}" + (f" (and {others} beside it)" if others else ""))
     return "\n".join(lines)
+
+
+def _noisy_line(summary) -> str | None:
+    """A noisy run says so before its numbers (summary.json `noise`): the timings whose repeats vary most."""
+    noise = summary.noise
+    if noise is msgspec.UNSET or noise is None or not noise.noisy:
+        return None
+    worst = sorted(((m.cv_pct or 0.0, key, m) for key, m in noise.metrics.items()
+                    if m.noisy and key in _NOISE_NAMES), reverse=True)[:3]
+    if not worst:
+        return None
+    said = ", ".join(f"{_NOISE_NAMES[key]} {m.cv_pct:.0f}% over "
+                     f"{plural(m.repeats, 'step' if m.statistic == 'mean' else 'run')}" for _, key, m in worst)
+    return (f"  NOISY RUN: repeats vary beyond the {noise.noisy_cv_pct:.0f}% limit (coefficient of variation: "
+            f"{said}); small changes against another run cannot be told from this noise")
+
+
+# The times a noisy line names (the rates are their inverses).
+_NOISE_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "end to end", "decode_step_us": "decode step"}
+
+
+def _attribution_line(run: Run, summary, time_word: str) -> str:
+    """Attribution coverage, phase and module said apart: a kernel summary (nsys stats) has phases from its file
+    names or NVTX ranges but never modules or ops."""
+    line = (f"  attribution: {100 * summary.phase_coverage:.1f}% of the {time_word} has a phase, "
+            f"{100 * summary.module_coverage:.1f}% a module, {100 * summary.op_coverage:.1f}% a framework op")
+    if _formats(run) == {"nsys-stats"}:
+        line += " (kernel summaries name no modules or ops)"
+    return line
+
+
+def _formats(run: Run) -> set[str]:
+    trace = run.info.trace
+    if trace is None:
+        return set()
+    files = trace.imported_files()
+    found = {str(f.format) for f in files if isinstance(f.format, str)}
+    if isinstance(trace.format, str):
+        found.add(trace.format)
+    return found
 
 
 def _waits_line(run: Run) -> str | None:
@@ -117,13 +163,20 @@ def _replay_hint(replays: GraphReplays | None, device_time_us: float | None) -> 
             f"{'it' if count == 1 else 'them'} with `import --capture CAPTURE_TRACE` (docs/importing.md)")
 
 
-def _phase_hint(run: Run, op_coverage: float) -> str | None:
-    """An imported trace that marks no phase and no step: how to record one that does (the report says more)."""
+def _phase_hint(run: Run, op_coverage: float, phase_coverage: float) -> str | None:
+    """An imported trace that marks no phase and no step: how to record one that does, in the words of the tool
+    that recorded it (the report says more)."""
     attribution = run.info.attribution
-    if run.info.source != "import" or attribution is None:
+    if run.info.source != "import" or phase_coverage > 0:
         return None
+    formats = _formats(run)
+    if formats & {"nsys-sqlite", "nsys-stats"}:
+        return ("  phases: the recording marks none; push NVTX ranges named ks.phase:prefill and ks.phase:decode:<i> "
+                "(torch.cuda.nvtx.range_push) around the forward passes, or export per-phase summaries named "
+                "*prefill* / *decode* (docs/nsys.md)")
     # (phases read from the trace's regularities are no marker of its own: the hint still applies)
-    if {attribution.phase.source, attribution.step.source} - {"none", "inferred from the trace's regularities"}:
+    if attribution is None or {attribution.phase.source, attribution.step.source} - {
+            "none", "inferred from the trace's regularities"}:
         return None
     if not op_coverage:  # no kernel has a framework op: the trace holds no CPU activity to tie them to
         return ("  phases: none, nor ops: record the CPU side too (`activities=[CPU, CUDA]`) to tie kernels to "
@@ -141,7 +194,12 @@ def _idle_line(run: Run, labels: pl.DataFrame) -> str | None:
     total, count = int(gaps.per_phase["idle_ns"].sum()), int(gaps.per_phase["gaps"].sum())
     largest = gaps.largest.row(0, named=True)
     wait = largest["host_wait_ns"]
-    called = (f"; the host called the launch that ended it {fmt.duration(wait)} into it" if wait is not None else "")
+    if wait is None:
+        called = ""
+    elif wait > 0:
+        called = f"; the host called the launch that ended it {fmt.duration(wait)} into it"
+    else:  # launched before the gap began: the GPU waited for something else (a copy, an event, another stream)
+        called = "; the launch that ended it had been called before the gap began"
     return (f"  GPU idle between kernels: {fmt.duration(total)} in {plural(count, 'gap')}; the largest, "
             f"{fmt.duration(largest['gap_ns'])}, after {fmt.one_line(largest['before'])}{called}")
 

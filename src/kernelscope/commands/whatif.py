@@ -15,6 +15,7 @@ from kernelscope.filenames import safe_component
 
 if TYPE_CHECKING:
     from kernelscope.analyze.projection import ProjectionModel, Target
+    from kernelscope.analyze.whatif import WhatIf
 
 HELP = "project a measured run onto other hardware, real or hypothetical"
 DESCRIPTION = (
@@ -64,7 +65,12 @@ def run(args: argparse.Namespace, steps) -> int:
         return run_speedup(args.run, args.speedup, args.out, steps)
     with steps.step("Projecting"):
         settings = ",".join(args.settings) if args.settings else None  # --set a=1 --set b=2 is --set a=1,b=2
-        path = run_whatif(args.run, args.hw, settings, args.sweep, args.model_file, args.out, args.lang)
+        path, study = run_whatif(args.run, args.hw, settings, args.sweep, args.model_file, args.out, args.lang)
+    if not getattr(args, "quiet", False):
+        from kernelscope.report.whatif import MAX_CARRIED_PCT
+        from kernelscope.report.whatif_headline import headline_lines
+
+        print("\n".join(headline_lines(study, Path(path), args.lang, MAX_CARRIED_PCT)))
     print(Path(path).resolve())
     return 0
 
@@ -74,7 +80,8 @@ STUDY_FILE = "whatif.json"  # in every study folder: what marks a folder as one 
 
 
 def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list[str] | None,
-               model_file: Path | None, out: Path | None, languages: tuple[str, ...] = ("en", "zh")) -> Path:
+               model_file: Path | None, out: Path | None, languages: tuple[str, ...] = ("en", "zh")
+               ) -> tuple[Path, WhatIf]:
     from kernelscope.analyze.kernel_costs import with_costs_and_names
     from kernelscope.analyze.projection import (
         Options,
@@ -126,7 +133,7 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
     destination = out or run_dir / WHATIF_DIR / slug
     with staging.staged_directory(destination, replace=out is None, signature=STUDY_FILE) as tmp:
         render_whatif(study, model, run.info.workload, run_dir, tmp, languages=languages)
-    return destination.resolve()
+    return destination.resolve(), study
 
 
 def _parallel_request(values: dict[str, float], run_dir: Path, kernels, ceilings, hw: str | None):

@@ -185,6 +185,36 @@ class Timings(_Record, kw_only=True):
     profiled_tokens_match: bool | None = None
 
 
+class TraceAudit(_Record, kw_only=True):
+    """The integrity audit of one recorded file (analyze/integrity.py; docs/run-format.md, "Integrity audit"): what
+    in it is not whole or not consistent, each counted; nothing it counts is left out of the tables or counted twice
+    without saying so. None: the check does not apply to the file's format (kernel summaries have no timeline, nsys
+    exports no flow arrows, a file that marks no window has nothing to be outside of)."""
+
+    timeline: bool = True  # False: kernel summaries (nsys stats), where no check of times applies
+    device_events: int = 0  # kernels, copies and sets the file records
+    # Device events that start before an earlier one on their (device, stream) has ended, and the time so counted
+    # twice in summed durations (sum of durations minus the union of the intervals, per stream).
+    stream_overlaps: int | None = None
+    stream_overlap_ns: int | None = None
+    # Of those, launched through a call that can ask for programmatic dependent launch (cudaLaunchKernelExC,
+    # cuLaunchKernelEx) or a graph launch: consistent with PDL, where a kernel starts before the previous ends.
+    stream_overlaps_pdl: int | None = None
+    window_us: tuple[float, float] | None = None  # the recorded window as the file marks it (µs, its clock)
+    outside_window: int | None = None  # device events, calls and ops starting or ending outside that window
+    launches_without_kernel: int | None = None  # calls that start device work whose correlation id has no device event
+    kernels_without_launch: int | None = None  # device events whose correlation id no runtime call has, or none
+    flows: int | None = None  # flow events of the file
+    flows_unpaired: int | None = None  # flow ids with a start and no end, or an end and no start
+    clock_jumps: int | None = None  # device events that start before the call that launched them
+    clock_jump_max_ns: int | None = None  # the largest such lead
+    devices_named: int | None = None  # devices the file describes (deviceProperties, nsys's GPU table)
+    devices_silent: int | None = None  # of those, devices with no event
+    unclosed: bool = False  # the event array has no closing bracket: the file may have been cut
+    trailing_bytes: int = 0  # bytes after its last complete event, not read
+    dropped_events: int = 0  # events the reader left out as unusable (reasons in the file's dropped_events)
+
+
 class TraceFile(_Record, kw_only=True, omit_defaults=True):
     """One imported trace file (a rank)."""
 
@@ -211,6 +241,7 @@ class TraceFile(_Record, kw_only=True, omit_defaults=True):
     rows: int | msgspec.UnsetType = msgspec.UNSET
     launches: int | msgspec.UnsetType = msgspec.UNSET
     phase_from: str | msgspec.UnsetType = msgspec.UNSET
+    audit: TraceAudit | msgspec.UnsetType = msgspec.UNSET  # the file's integrity audit (runs made since it exists)
 
 
 class TraceInfo(_Record, kw_only=True):
@@ -228,6 +259,12 @@ class TraceInfo(_Record, kw_only=True):
     json_bytes: int | None = None
     file: str | None = None
     files: list[TraceFile] | msgspec.UnsetType = msgspec.UNSET
+    audit: TraceAudit | msgspec.UnsetType = msgspec.UNSET  # a profile run's trace: its integrity audit
+
+    def audits(self) -> list[TraceAudit]:
+        """The integrity audit of every file read (none for runs made before the audit existed)."""
+        files = [f.audit for f in self.imported_files() if isinstance(f.audit, TraceAudit)]
+        return files or ([self.audit] if isinstance(self.audit, TraceAudit) else [])
 
     def imported_files(self) -> list[TraceFile]:
         """The files an import read (none for a profile run, which records its own trace)."""

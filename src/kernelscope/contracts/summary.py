@@ -57,6 +57,50 @@ class StructureSummary(msgspec.Struct, kw_only=True):
     layers: int | None = None
     training_steps: int | None = None
     unknown: dict[str, str] = msgspec.field(default_factory=dict)
+class MetricNoise(msgspec.Struct, kw_only=True):
+    """How much one metric varied over its repeats (summary.json `noise.metrics`)."""
+
+    statistic: str  # median or mean: how the value is made from the repeats
+    value: float
+    repeats: int
+    min: float
+    max: float
+    cv_pct: float | None  # sample standard deviation over the mean, in percent
+    allowance_pct: float | None  # the change this run's own noise can explain (docs/compare.md, "Noise")
+    noisy: bool  # cv_pct above the noisy limit
+
+
+class NoiseSummary(msgspec.Struct, kw_only=True):
+    """Whether a run is noisy, and why (summary.json `noise`)."""
+
+    noisy: bool
+    noisy_cv_pct: float  # the limit a metric's coefficient of variation is held to
+    metrics: dict[str, MetricNoise] = msgspec.field(default_factory=dict)
+
+
+class IntegritySummary(msgspec.Struct, kw_only=True):
+    """The integrity audit of every file the run was read from, added up (summary.json `integrity`; each count is
+    run.json's per-file `audit`, docs/run-format.md). A count is null where no file's format has that check."""
+
+    files: int
+    timeline: bool  # false: kernel summaries only, no check of times applies
+    device_events: int
+    stream_overlaps: int | None = None
+    stream_overlap_ns: int | None = None
+    stream_overlaps_pdl: int | None = None
+    outside_window: int | None = None
+    launches_without_kernel: int | None = None
+    kernels_without_launch: int | None = None
+    flows: int | None = None
+    flows_unpaired: int | None = None
+    clock_jumps: int | None = None
+    clock_jump_max_ns: int | None = None
+    devices_named: int | None = None
+    devices_silent: int | None = None
+    unclosed_files: int = 0
+    trailing_bytes: int = 0
+    dropped_events: int = 0
+    counted: list[str] = msgspec.field(default_factory=list)  # the checks that found something, in this order
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -86,6 +130,8 @@ class Summary(msgspec.Struct, kw_only=True):
     graph_replays: GraphReplays | msgspec.UnsetType = msgspec.UNSET
     structure: StructureSummary | msgspec.UnsetType = msgspec.UNSET
     critical_path: dict[str, CriticalPathPhase] | msgspec.UnsetType = msgspec.UNSET
+    noise: NoiseSummary | msgspec.UnsetType = msgspec.UNSET
+    integrity: IntegritySummary | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Summary:

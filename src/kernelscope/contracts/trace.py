@@ -11,6 +11,17 @@ import msgspec
 import polars as pl
 
 
+class FileMarks(msgspec.Struct, kw_only=True):
+    """What a file holds besides the events its tables read, that says whether those are whole (the integrity
+    audit counts from it): its flow arrows, the profiler's window, whether its event array ends."""
+
+    flows: int | None = None  # flow events (ph s, f, t); None: the format has none
+    flows_unpaired: int | None = None  # flow ids (per category) with a start and no end, or an end and no start
+    window_us: tuple[float, float] | None = None  # the recorded window as the file marks it (µs, the file's clock)
+    unclosed: bool = False  # the event array has no closing bracket (the file may have been cut)
+    trailing_bytes: int = 0  # bytes after the last complete event, not read
+
+
 class TraceMeta(msgspec.Struct, kw_only=True):
     source_format: str = "kineto"  # kineto, nsys-sqlite
     event_count: int = 0
@@ -33,6 +44,8 @@ class TraceMeta(msgspec.Struct, kw_only=True):
     unrecorded_device_calls: int = 0
     # Nsight Systems exports: the product version, the session's start (UTC ns), how per-process correlation
     # ids were made unique.
+    marks: FileMarks = msgspec.field(default_factory=FileMarks)
+    audit: Any = None  # the integrity audit of this file (contracts.run_info.TraceAudit), once made
     nsys_version: str | None = None
     session_start_utc_ns: int | None = None
     correlation_encoding: str | None = None

@@ -11,11 +11,13 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import msgspec
+import numpy as np
 import polars as pl
 
 from kernelscope.analyze.naming import with_kernel_catalog
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import TraceInfo
+from kernelscope.export.lanes import LANE_STRIDE, lanes
 
 # Kineto's event categories for kernels.parquet's kinds.
 TRACE_CATEGORIES = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
@@ -68,9 +70,11 @@ def trace_event_chunks(run: Run) -> Iterator[pl.Series]:
     ops = _with_origin(ops, origins)
     gpu = kernels.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("start_ns").is_not_null())
     ops = ops.filter(pl.col("start_ns").is_not_null())
+    gpu = _with_device_lanes(gpu)
     launched = gpu.filter(pl.col("launch_api").is_not_null() & pl.col("launch_start_ns").is_not_null())
     launches = launched.unique(["correlation", "pid", "tid", "launch_start_ns", "launch_api"], keep="first",
                                maintain_order=True)
+    launches, ops = _with_cpu_lanes(launches, ops)
     yield _metadata_events(gpu, launches, ops)
     yield from _chunks(gpu, _kernel_events)
     yield from _chunks(launches, _runtime_events)
@@ -81,6 +85,35 @@ def trace_event_chunks(run: Run) -> Iterator[pl.Series]:
         yield from _chunks(_ops_with_attribution(ops, kernels), functools.partial(_op_events, attributed=True))
     else:
         yield from _chunks(ops, _op_events)
+
+
+def _with_device_lanes(gpu: pl.DataFrame) -> pl.DataFrame:
+    """The exported tid of each device event (`_tid`): its stream, or an extra lane of it where it overlaps an
+    earlier event of the stream (export/lanes.py), with the lane (`_lane`)."""
+    device, stream = pl.col("device").fill_null(0), pl.col("stream").fill_null(0)
+    track = gpu.select(pl.struct(device, stream).rank("dense").cast(pl.Int64)).to_series().to_numpy()
+    start = gpu.select(pl.col("start_ns") + pl.col("_origin_ns")).to_series().to_numpy()
+    end = start + gpu["dur_ns"].fill_null(0).to_numpy()
+    lane = lanes(track, start, end, nested=False) if gpu.height else np.zeros(0, dtype=np.int64)
+    return gpu.with_columns(pl.Series("_lane", lane, dtype=pl.Int64)).with_columns(
+        (stream + pl.col("_lane") * LANE_STRIDE).alias("_tid"))
+
+
+def _with_cpu_lanes(launches: pl.DataFrame, ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The exported tid (`_tid`) of the runtime calls and the ops of each thread: its thread, or an extra lane where a
+    slice would cross one open on the thread (export/lanes.py)."""
+    calls = launches.select(pl.col("pid").fill_null(0), pl.col("tid").fill_null(0),
+                            (pl.col("launch_start_ns") + pl.col("_origin_ns")).alias("start"),
+                            pl.col("launch_dur_ns").fill_null(0).alias("dur"))
+    cpu = ops.select(pl.col("pid").fill_null(0), pl.col("tid").fill_null(0),
+                     (pl.col("start_ns") + pl.col("_origin_ns")).alias("start"), pl.col("dur_ns").fill_null(0).alias("dur"))
+    both = pl.concat([calls, cpu])
+    track = both.select(pl.struct("pid", "tid").rank("dense").cast(pl.Int64)).to_series().to_numpy()
+    start = both["start"].to_numpy()
+    lane = lanes(track, start, start + both["dur"].to_numpy(), nested=True) if both.height else np.zeros(0, np.int64)
+    tid = pl.col("tid").fill_null(0) + pl.col("_lane") * LANE_STRIDE
+    return (launches.with_columns(pl.Series("_lane", lane[:calls.height], dtype=pl.Int64)).with_columns(tid.alias("_tid")),
+            ops.with_columns(pl.Series("_lane", lane[calls.height:], dtype=pl.Int64)).with_columns(tid.alias("_tid")))
 
 
 def _chunks(table: pl.DataFrame, events: Callable[[pl.DataFrame], pl.Series]) -> Iterator[pl.Series]:
@@ -210,7 +243,7 @@ def _kernel_events(gpu: pl.DataFrame) -> pl.Series:
         ("cat", _text(category)),
         ("name", _text(pl.col("name"))),
         ("pid", _int(pl.col("device").fill_null(0))),
-        ("tid", _int(pl.col("stream").fill_null(0))),
+        ("tid", _int(pl.col("_tid"))),
         ("ts", _time("start_ns")),
         ("dur", _us(pl.col("dur_ns"))),
         ("args", _object(args)),
@@ -223,7 +256,7 @@ def _runtime_events(launches: pl.DataFrame) -> pl.Series:
         ("cat", _literal("cuda_runtime")),
         ("name", _text(pl.col("launch_api"))),
         ("pid", _int(pl.col("pid").fill_null(0))),
-        ("tid", _int(pl.col("tid").fill_null(0))),
+        ("tid", _int(pl.col("_tid"))),
         ("ts", _time("launch_start_ns")),
         ("dur", _us(pl.col("launch_dur_ns").fill_null(0))),
         ("args", _object([("External id", _int(pl.col("external_id"))),
@@ -242,7 +275,7 @@ def _flow_starts(launches: pl.DataFrame) -> pl.Series:
         ("ph", _literal("s")),
         ("id", _flow_id(launches)),
         ("pid", _int(pl.col("pid").fill_null(0))),
-        ("tid", _int(pl.col("tid").fill_null(0))),
+        ("tid", _int(pl.col("_tid"))),
         ("ts", _time("launch_start_ns")),
         ("cat", _literal("ac2g")),
         ("name", _literal("ac2g")),
@@ -255,7 +288,7 @@ def _flow_ends(launched: pl.DataFrame) -> pl.Series:
         ("ph", _literal("f")),
         ("id", _flow_id(launched)),
         ("pid", _int(pl.col("device").fill_null(0))),
-        ("tid", _int(pl.col("stream").fill_null(0))),
+        ("tid", _int(pl.col("_tid"))),
         ("ts", _time("start_ns")),
         ("cat", _literal("ac2g")),
         ("name", _literal("ac2g")),
@@ -291,7 +324,7 @@ def _op_events(ops: pl.DataFrame, attributed: bool = False) -> pl.Series:
         ("cat", pl.when(cpu_op).then(_literal("cpu_op")).otherwise(_literal("user_annotation"))),
         ("name", _text(pl.col("name"))),
         ("pid", _int(pl.col("pid").fill_null(0))),
-        ("tid", _int(pl.col("tid").fill_null(0))),
+        ("tid", _int(pl.col("_tid"))),
         ("ts", _time("start_ns")),
         ("dur", _us(pl.col("dur_ns").fill_null(0))),
         ("args", _object(args)),
@@ -301,8 +334,10 @@ def _op_events(ops: pl.DataFrame, attributed: bool = False) -> pl.Series:
 def _metadata_events(gpu: pl.DataFrame, launches: pl.DataFrame, ops: pl.DataFrame) -> pl.Series:
     """Names for the lanes: GPU processes and their streams, CPU processes and threads."""
     devices = gpu.select(pl.col("device").fill_null(0)).unique().sort("device")
-    streams = gpu.select(pl.col("device").fill_null(0), pl.col("stream").fill_null(0)).unique().sort("device", "stream")
-    threads = pl.concat([ops.select("pid", "tid"), launches.select("pid", "tid")]).drop_nulls().unique().sort("pid", "tid")
+    streams = (gpu.select(pl.col("device").fill_null(0), pl.col("stream").fill_null(0), "_tid", "_lane").unique()
+               .sort("device", "stream", "_lane"))
+    columns = [pl.col("pid").fill_null(0), pl.col("tid").fill_null(0), "_tid", "_lane"]
+    threads = pl.concat([ops.select(columns), launches.select(columns)]).unique().sort("pid", "tid", "_lane")
     processes = threads.select("pid").unique().sort("pid")
 
     def named(table: pl.DataFrame, kind: str, pid: str, tid: str | None, label: pl.Expr) -> pl.Series:
@@ -314,7 +349,13 @@ def _metadata_events(gpu: pl.DataFrame, launches: pl.DataFrame, ops: pl.DataFram
 
     return pl.concat([
         named(devices, "process_name", "device", None, pl.format("GPU {}", pl.col("device"))),
-        named(streams, "thread_name", "device", "stream", pl.format("stream {}", pl.col("stream"))),
+        named(streams, "thread_name", "device", "_tid", _lane_name("stream {}", "stream")),
         named(processes, "process_name", "pid", None, pl.format("CPU process {}", pl.col("pid"))),
-        named(threads, "thread_name", "pid", "tid", pl.format("thread {}", pl.col("tid"))),
+        named(threads, "thread_name", "pid", "_tid", _lane_name("thread {}", "tid")),
     ])
+
+
+def _lane_name(pattern: str, column: str) -> pl.Expr:
+    """`stream 7`, and `stream 7 (overlap lane 1)` for the extra lanes of slices that would overlap on it."""
+    name = pl.format(pattern, pl.col(column))
+    return pl.when(pl.col("_lane") > 0).then(pl.format("{} (overlap lane {})", name, pl.col("_lane"))).otherwise(name)

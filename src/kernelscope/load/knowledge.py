@@ -81,3 +81,13 @@ def annotation_modules() -> dict[str, Any]:
 def critical_path_rules() -> dict[str, Any]:
     """data/critical_path.toml: blocking calls, event waits and typical lags of the dependency graph."""
     return packaged_toml(_DATA, "critical_path.toml")
+def noise_rule() -> dict[str, Any]:
+    """data/noise.toml: the verdict rule of every comparison and when a run is noisy (docs/compare.md)."""
+    return packaged_toml(_DATA, "noise.toml")
+
+
+@cache
+def nsys_enums() -> dict[str, Any]:
+    """data/nsys_enums.toml: Nsight Systems' numbering of copy directions and memory kinds, for exports without their
+    ENUM_* tables (docs/nsys.md)."""
+    return packaged_toml(_DATA, "nsys_enums.toml")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +26,7 @@ from kernelscope.contracts.run_info import (
     Hardware,
     RunInfo,
     Software,
+    TraceAudit,
     TraceFile,
     TraceInfo,
 )
@@ -91,9 +93,11 @@ def source_kind(path: Path) -> str:
     return KINETO
 
 
-def read_trace(path: Path, workers: int | None = None) -> TraceTables:
+def read_trace(path: Path, workers: int | None = None, progress: Callable[[int, int], None] | None = None
+               ) -> TraceTables:
     """A trace of any kind in TRACE_KINDS as tables. workers: processes a large Kineto trace may use (default: the
-    reader's choice; 1 where files are already read in parallel)."""
+    reader's choice; 1 where files are already read in parallel). progress(done, total): chunks of a Kineto
+    trace decoded so far, for a display."""
     kind = source_kind(path)
     if kind == NSYS_REP:
         with tempfile.TemporaryDirectory(prefix="kernelscope-nsys-") as workdir:
@@ -101,7 +105,7 @@ def read_trace(path: Path, workers: int | None = None) -> TraceTables:
     elif kind == NSYS_SQLITE:
         tables = load_nsys_sqlite(path)
     elif kind == KINETO:
-        tables = load_kineto(path, workers=workers)
+        tables = load_kineto(path, workers=workers, progress=progress)
     elif kind == ROCPROF_JSON:
         tables = load_rocprofv3_json(path)
     elif kind == ROCPD:
@@ -183,6 +187,7 @@ def trace_file(meta: TraceMeta, file: str, json_bytes: int | None = None) -> Tra
         unread_device_activity=meta.unread_device_activity or msgspec.UNSET,
         dropped_events=meta.dropped_events or msgspec.UNSET,
         unrecorded_device_calls=meta.unrecorded_device_calls or msgspec.UNSET,
+        audit=meta.audit if isinstance(meta.audit, TraceAudit) else msgspec.UNSET,
     )
 
 
@@ -206,6 +211,7 @@ def profiled_trace(meta: TraceMeta, json_bytes: int, file: str) -> TraceInfo:
         cuda_runtime_version=meta.cuda_runtime_version, cuda_driver_version=meta.cuda_driver_version,
         cupti_version=meta.cupti_version, base_time_ns=meta.base_time_ns, origin_us=meta.origin_us,
         device_properties=meta.device_properties, json_bytes=json_bytes, file=file,
+        audit=meta.audit if isinstance(meta.audit, TraceAudit) else msgspec.UNSET,
     )
 
 

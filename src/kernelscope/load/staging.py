@@ -23,6 +23,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -194,9 +195,17 @@ def named_errors(output: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if exc.errno not in _WRITE_ERRORS:
+        code = exc.errno if exc.errno is not None else _rust_errno(str(exc))
+        if code not in _WRITE_ERRORS:
             raise
-        raise UserError(f"{output}: cannot write ({exc.strerror or os.strerror(exc.errno)})") from None
+        raise UserError(f"{output}: cannot write ({exc.strerror or os.strerror(code)})") from None
+
+
+def _rust_errno(text: str) -> int | None:
+    """The error number of an OSError raised by a library written in Rust (Polars' writers), which gives no errno
+    but says `… (os error 27)`."""
+    match = re.search(r"\(os error (\d+)\)", text)
+    return int(match.group(1)) if match else None
 
 
 @contextmanager

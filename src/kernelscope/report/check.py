@@ -4,19 +4,22 @@ the time. Names come from traces: they are escaped (report/formatting.py)."""
 
 from __future__ import annotations
 
-from kernelscope.analyze.regression import Check, Culprit, Verdict
+from kernelscope.analyze.regression import Check, Culprit, Verdicts
 from kernelscope.report.formatting import code, duration, markdown_table, markdown_text
 
 MAX_NAME = 90  # characters of a kernel name in the summary
 
 
-def render_verdict(verdict: Verdict, candidate: str, baseline: str) -> str:
+def render_verdict(verdict: Verdicts, candidate: str, baseline: str, differences: list[str] | None = None) -> str:
     regressed = [c for c in verdict.checks if c.regressed]
     title = "regression" if regressed else "pass"
     rule = (f"every figure held to --max-slowdown {verdict.max_slowdown:.1%}" if verdict.max_slowdown is not None
-            else "thresholds from the runs' noise (docs/dataset.md)")
-    lines = [f"## kernelscope check: {title}", "",
-             f"Candidate {code(candidate)} against baseline {code(baseline)}; {rule}.", ""]
+            else "each figure held to max(3% floor, the noise of its own repeats in either run) (docs/compare.md, "
+                 "\"Noise\")")
+    lines = [f"## kernelscope check: {title}", ""]
+    if differences:  # asked for with --allow-incomparable: said before any number
+        lines += [f"**Not like for like:** {markdown_text('; '.join(differences))}.", ""]
+    lines += [f"Candidate {code(candidate)} against baseline {code(baseline)}; {rule}.", ""]
     if regressed:
         lines += [f"**{len(regressed)} figure{'s' if len(regressed) > 1 else ''} regressed:** "
                   + "; ".join(_short(c) for c in regressed) + ".", ""]
@@ -41,11 +44,13 @@ def render_verdict(verdict: Verdict, candidate: str, baseline: str) -> str:
 
 
 def _label(check: Check) -> str:
+    """What was compared, with its statistic (metrics: TPOT and TTFT are medians of the timed runs, times per step
+    means over the steps)."""
     if check.subject is not None:
-        return f"{markdown_text(check.phase)} kernel {code(_cut(check.subject))}"
+        return f"{markdown_text(check.phase)} kernel {code(_cut(check.subject))} (mean per step)"
     if check.phase is not None:
         return f"{markdown_text(check.phase)} {check.metric}"
-    return check.metric
+    return f"{check.metric} ({check.verdict.metric.statistic})"
 
 
 def _value(check: Check, value: float) -> str:
@@ -55,7 +60,13 @@ def _value(check: Check, value: float) -> str:
 def _row(check: Check) -> list[str]:
     verdict = "**regressed**" if check.regressed else "improved" if check.improved else "ok"
     return [_label(check), _value(check, check.baseline), _value(check, check.candidate), f"{check.change:+.1%}",
-            f"{check.threshold:.1%}", verdict]
+            _threshold(check), verdict]
+
+
+def _threshold(check: Check) -> str:
+    """The threshold, and where the floor alone applied because neither run's noise is known."""
+    floor_only = not check.verdict.noise_known and not check.verdict.fixed
+    return f"{check.threshold:.1%}" + (" (floor; noise unknown)" if floor_only else "")
 
 
 def _short(check: Check) -> str:

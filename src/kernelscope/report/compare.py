@@ -15,7 +15,10 @@ from typing import Any
 import polars as pl
 from jinja2 import Environment
 
-from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col, ratio_col, significant_col
+from kernelscope import inert
+from kernelscope.analyze import metrics
+from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col, ratio_col
+from kernelscope.analyze.compare_verdicts import noise_known_col, threshold_col, verdict_col
 from kernelscope.report import figure_formats
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
@@ -35,7 +38,7 @@ Cell = Callable[[dict[str, Any]], str]
 
 
 def ratio(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}×"
+    return "–" if fmt.missing(value) else f"{value:.2f}×"
 
 
 def signed_duration(ns: float | None) -> fmt.Markdown:
@@ -78,9 +81,17 @@ def render_comparison(comparison: Comparison, runs: list[ComparedRun], out_dir: 
     return written
 
 
+def signed_percent(value: float | None) -> fmt.Markdown:
+    """A relative change in percent with its sign (+12.3%, −4.0%): our own text, printed as it is."""
+    if value is None:
+        return fmt.Markdown("–")
+    return fmt.Markdown(("+" if value > 0 else "−" if value < 0 else "±") + f"{abs(value):.1f}%")
+
+
 def _env(lang: str) -> Environment:
     words = message_catalog("compare", lang)
     return template_environment(words, dict(duration=fmt.duration, ratio=ratio, delta=signed_duration,
+                                            change=signed_percent,
                                             percent=fmt.percent, code=fmt.code, number=fmt.number,
                                             term=lambda v: words["terms"].get(v, v)),
                                 cache_namespace=f"compare-{lang}")
@@ -104,13 +115,15 @@ class _Words:
 def _context(c: Comparison, runs: list[ComparedRun], top_n: int, lang: str) -> dict[str, Any]:
     w = _Words(message_catalog("compare", lang))
     per_phase = {phase: _phase_context(c, phase, w, top_n) for phase in c.compared_phases}
+    rule = metrics.rule()
     return {
+        "differences": differences_text(c, w), "noisy": c.noisy, "noisy_limit": rule["noisy_cv_pct"],
+        "floor_pct": rule["floor_pct"], "sigmas": f"{rule['sigmas']:g}", "cpu_run": c.cpu_runs,
         "labels": c.labels, "base": c.baseline, "others": c.labels[1:], "runs": runs, "lang": lang,
         # Attribute access in the messages (n.models): a namespace, so no value is shadowed by a dict method.
         "notes": [SimpleNamespace(key=n.key, **n.values) for n in c.notes],
         "setup": _setup_table(c, w), "timings": _timings_table(c, w), "phases": _phases_table(c, w),
         "per_phase": per_phase, "col": col, "ratio_col": ratio_col, "delta_col": delta_col, "top_n": top_n,
-        "significant_col": significant_col,
     }
 
 
@@ -153,8 +166,31 @@ def _phase_context(c: Comparison, phase: str, w: _Words, top_n: int) -> dict[str
         ], numeric_from=4) if layers.height else None,
         "categories": _mix(c.categories.filter(pl.col("phase") == phase), "category", labels, h, term),
         "libraries": _mix(c.libraries.filter(pl.col("phase") == phase), "library", labels, h, term),
-        "row": c.phases.filter(pl.col("phase") == phase).row(0, named=True),
+        "row": (row := c.phases.filter(pl.col("phase") == phase).row(0, named=True)),
+        "verdicts": {label: row_verdict(row, label, base) for label in labels[1:]},
     }
+
+
+def row_verdict(row: dict[str, Any], label: str, base: str) -> SimpleNamespace | None:
+    """A table row's verdict on `label` against the baseline (the columns analyze/compare wrote), or None."""
+    direction = row.get(verdict_col(label, base))
+    if direction is None:
+        return None
+    change = (row.get(ratio_col(label, base)) or 1.0) - 1.0
+    threshold = row[threshold_col(label, base)] / 100.0
+    known = bool(row[noise_known_col(label, base)])
+    basis = "floor only" if not known else "noise" if threshold > metrics.floor() else "floor"
+    return SimpleNamespace(direction=direction, threshold=threshold, noise_known=known, change=change, basis=basis)
+
+
+def differences_text(c: Comparison, w: _Words) -> str | None:
+    """What makes the runs not like for like, as `item (label: value, …)` joined: plain text (escaped when
+    printed), or None when they are alike."""
+    if not c.differences:
+        return None
+    return "; ".join(f"{w.words['items'].get(d.item, d.item).lower()} ("
+                     + ", ".join(f"{label}: {value}" for label, value in zip(c.labels, d.values, strict=False)) + ")"
+                     for d in c.differences)
 
 
 def _phases_table(c: Comparison, w: _Words) -> str:
@@ -165,7 +201,7 @@ def _phases_table(c: Comparison, w: _Words) -> str:
         *_per_run(labels, h["steps"], "steps", fmt.number),
         *_per_run(labels, h["per_step"], "device_time_per_step_ns", fmt.duration),
         *_per_run(labels, h["kernels_per_step"], "kernels_per_step", lambda v: fmt.number(v, 1)),
-        *_per_run(labels, h["busy"], "busy_pct", fmt.percent),
+        *_per_run(labels, h["cpu_busy" if c.cpu_runs else "busy"], "busy_pct", fmt.percent),
         *_per_run(labels, h["median_launch_call"], "median_launch_ns", fmt.duration),
         *_ratios(labels, h["ratio_of"]),
     ], numeric_from=1)
@@ -185,13 +221,19 @@ def _timings_table(c: Comparison, w: _Words) -> str:
         *((label, (lambda r, label=label: TIMING_FORMAT[r["metric"]](r[col("value", label)]))) for label in c.labels),
         *_ratios(c.labels, w.h["ratio_of"]),
         *((w.h["change_of"].format(run=label, base=c.baseline),
-           (lambda r, label=label: verdict(w, r.get(significant_col(label, c.baseline))))) for label in c.labels[1:]),
+           (lambda r, label=label: verdict(w, row_verdict(r, label, c.baseline)))) for label in c.labels[1:]),
     ], numeric_from=1)
 
 
-def verdict(w: _Words, significant: bool | None) -> str:
-    """A change against the spread of both runs: significant, within noise, or unknown (–)."""
-    return "–" if significant is None else w.words["terms"]["significant" if significant else "within_noise"]
+def verdict(w: _Words, v: SimpleNamespace | None) -> str:
+    """The verdict on a change (analyze/metrics.py): its direction and the threshold it was held to, or –."""
+    return "–" if v is None else fmt.plain(verdict_words(w, v))
+
+
+def verdict_words(w: _Words, v: SimpleNamespace) -> str:
+    terms = w.words["terms"]
+    floor = "" if v.basis == "noise" else f", {terms['floor']}"
+    return f"{terms.get(v.direction, v.direction)} (±{100 * v.threshold:.1f}%{floor})"
 
 
 def _setup_table(c: Comparison, w: _Words) -> str:
@@ -277,17 +319,60 @@ def _key_figures(c: Comparison, runs: list[ComparedRun]) -> dict[str, Any]:
             "device_time_per_step_us": {label: _us(row[col("device_time_per_step_ns", label)]) for label in c.labels},
             "ratio": {label: row[ratio_col(label, c.baseline)] for label in c.labels[1:]},
             "steps": {label: row[col("steps", label)] for label in c.labels},
+            "verdict": _verdicts_of(row, c),
         }
     return {
         "baseline": c.baseline,
         "runs": [dataclasses.asdict(r) for r in runs],
+        # What makes the runs not like for like (empty: alike), and the runs whose repeats are noisy.
+        "differences": [{"item": d.item, "values": dict(zip(c.labels, map(_plain_value, d.values), strict=False))}
+                        for d in c.differences],
+        "noisy": c.noisy,
         "phases": phases,
         "timings": {row["metric"]: {label: row[col("value", label)] for label in c.labels}
                     for row in c.timings.iter_rows(named=True)},
+        "timing_verdicts": {row["metric"]: _verdicts_of(row, c) for row in c.timings.iter_rows(named=True)
+                            if any(row.get(verdict_col(label, c.baseline)) for label in c.labels[1:])},
         "notes": [n.key for n in c.notes],
         "changes": c.changes.to_dicts(),
     }
 
 
+def _verdicts_of(row: dict[str, Any], c: Comparison) -> dict[str, Any]:
+    """Per compared run: the verdict's direction, threshold (%) and whether the runs' noise set it."""
+    out = {}
+    for label in c.labels[1:]:
+        v = row_verdict(row, label, c.baseline)
+        out[label] = None if v is None else {"verdict": v.direction, "threshold_pct": 100 * v.threshold,
+                                             "basis": v.basis}
+    return out
+
+
+def _plain_value(value: Any) -> Any:
+    return value if isinstance(value, int | float | str) or value is None else str(value)
+
+
 def _us(ns: float | None) -> float | None:
     return None if ns is None else ns / 1e3
+
+
+def headline_lines(c: Comparison, out_dir: Path, languages: tuple[str, ...]) -> list[str]:
+    """Three lines for the terminal: what was compared and whether it is like for like (and noisy), the verdict
+    on each compared phase's mean time per step, and where the comparison was written (plain text, English)."""
+    w = _Words(message_catalog("compare", "en"))
+    others = ", ".join(c.labels[1:])
+    alike = ("not like for like: " + (differences_text(c, w) or "") if c.differences else "like for like")
+    noisy = f"; noisy: {', '.join(c.noisy)}" if c.noisy else ""
+    phases = []
+    for phase in c.compared_phases:
+        row = c.phases.filter(pl.col("phase") == phase).row(0, named=True)
+        for label in c.labels[1:]:
+            v = row_verdict(row, label, c.baseline)
+            r = row.get(ratio_col(label, c.baseline))
+            if v is not None and r is not None:
+                who = f"{label} " if len(c.labels) > 2 else ""
+                phases.append(f"{phase} {who}{r:.2f}×, {verdict_words(w, v)}")
+    name = MARKDOWN_FILES["en" if "en" in languages else languages[0]]
+    return [inert.terminal(f"kernelscope compare: {others} vs {c.baseline} (baseline) — {alike}{noisy}"),
+            inert.terminal("mean time per step: " + ("; ".join(phases) if phases else "no phase in common")),
+            f"report: {out_dir / HTML_FILES['en' if 'en' in languages else languages[0]]} (and {name} beside it)"]

@@ -91,7 +91,9 @@ def _fit(text: str, width: float) -> str:
 
 
 def step_strip_svg(steps: pl.DataFrame, caption: str) -> str | None:
-    """One bar per decode step, its height ∝ the step's device time; a tooltip names the step and its time."""
+    """One bar per decode step, its height ∝ the step's device time from 0; a tooltip names the step and its time.
+    The scale: a line at the top (the longest step) and a dashed one at the median step, both named in the caption
+    (`{top}` and `{median}` in `caption` are filled with their durations)."""
     decode = steps.filter(pl.col("phase") == "decode").sort("step") if "phase" in steps.columns else steps.sort("step")
     if decode.height < 2:
         return None
@@ -105,6 +107,12 @@ def step_strip_svg(steps: pl.DataFrame, caption: str) -> str | None:
         title = html.escape(f"{step}: {fmt.duration(value)}")
         bars.append(f'<rect class="step" x="{i * bar:.2f}" y="{height - h:.2f}" '
                     f'width="{max(bar - 1, 0.5):.2f}" height="{h:.2f}"><title>{title}</title></rect>')
+    median = sorted(times)[len(times) // 2] if len(times) % 2 else sum(sorted(times)[len(times) // 2 - 1:][:2]) / 2
+    y_median = height - max(height * median / top, 1.0)
+    scale = (f'<line class="scale" x1="0" y1="0.5" x2="{WIDTH:.0f}" y2="0.5" stroke="#888" stroke-width="1"></line>'
+             f'<line class="scale" x1="0" y1="{y_median:.2f}" x2="{WIDTH:.0f}" y2="{y_median:.2f}" stroke="#444" '
+             f'stroke-width="1" stroke-dasharray="6 4"></line>')
+    text = caption.replace("{top}", fmt.duration(top)).replace("{median}", fmt.duration(median))
     return (f'<figure class="ks-steps"><svg class="ks-strip" viewBox="0 0 {WIDTH:.0f} {height:.0f}" '
-            f'preserveAspectRatio="none" role="img">{"".join(bars)}</svg>'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+            f'preserveAspectRatio="none" role="img">{"".join(bars)}{scale}</svg>'
+            f"<figcaption>{html.escape(text)}</figcaption></figure>")

@@ -90,8 +90,13 @@ def histogram_panels(kernels: pl.DataFrame, cpu_run: bool = False) -> list[Histo
         values = _finite(k[column], scale, log)
         if values.size:
             key = "duration_cpu" if cpu_run and column == "dur_ns" else "duration" if column == "dur_ns" else column
+            if column == "dur_ns" and values.max() > MS_FROM_US:  # times above 10 ms read in ms
+                values, key = values / 1e3, key + "_ms"
             panels.append(binned(values, key, log))
     return panels
+
+
+MS_FROM_US = 10_000.0  # a duration axis whose longest value passes 10 ms (in µs) is drawn in ms
 
 
 def measured_histogram_panels(launches: pl.DataFrame) -> list[HistogramPanel]:
@@ -101,6 +106,8 @@ def measured_histogram_panels(launches: pl.DataFrame) -> list[HistogramPanel]:
         if column in launches.columns:
             values = _finite(launches[column], 1.0, log)
             if values.size:
+                if column == "duration_us" and values.max() > MS_FROM_US:
+                    values, key = values / 1e3, key + "_ms"
                 panels.append(binned(values, key, log))
     return panels
 

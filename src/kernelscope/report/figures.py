@@ -4,6 +4,7 @@ analyze.roofline; points are per kernel name within a phase (totals of FLOPs, by
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -170,13 +171,15 @@ def place_labels(ax: plt.Axes, points: list[tuple[float, float, str]], fontsize:
     taken += [text.get_window_extent(renderer) for text in ax.texts if text.get_visible() and text.get_text()]
     placed = []
     offsets = [(6, 4), (6, -10), (-6, 4), (-6, -10), (6, 14), (6, -20), (-6, 14), (-6, -20), (14, -3), (-14, -3),
-               (6, 24), (6, -30), (-6, 24), (-6, -30)]
+               (6, 24), (6, -30), (-6, 24), (-6, -30), (10, 36), (10, -44), (-10, 36), (-10, -44)]
     for x, y, text in points:
         for dx, dy in offsets:
+            # A leader line from every label to its point: which point a name belongs to is never a guess.
             label = ax.annotate(text, (x, y), fontsize=fontsize, textcoords="offset points", xytext=(dx, dy),
                                 ha="left" if dx > 0 else "right", va="bottom", zorder=5,
                                 bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.75},
-                                arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5} if abs(dy) > 10 else None)
+                                arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.5, "shrinkA": 0,
+                                            "shrinkB": 2})
             box = label.get_window_extent(renderer).expanded(1.04, 1.1)
             inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0 and box.y1 <= frame.y1)
             if inside and not _overlaps(box, taken):
@@ -209,10 +212,12 @@ def roofline_physical_versions(points: pl.DataFrame, ceilings: Ceilings, version
     no_flops = points.filter(pl.col("flops") <= 0)
     band = band_word = None
     if no_flops.height:
-        fig, (band, ax) = plt.subplots(1, 2, figsize=(7.6, 5.0), gridspec_kw={"width_ratios": [1, 8], "wspace": 0.3})
+        fig, (band, ax) = plt.subplots(1, 2, figsize=(10.0, 5.0), gridspec_kw={"width_ratios": [1, 8], "wspace": 0.3})
         band_word = _no_flops_band(band, no_flops, ceilings)
     else:
-        fig, ax = plt.subplots(figsize=(7.2, 5.0))
+        fig, ax = plt.subplots(figsize=(9.6, 5.0))
+    band_below = bool(no_flops.height) and bool(
+        ((no_flops["bytes_per_s"].fill_null(0) / ceilings.bandwidth * 100) < BAND_FLOOR).any())
     x_lo = max(min(drawn["intensity"].min() or 1e-2, 1e-2) / 2, 1e-4) if drawn.height else 1e-2
     precisions = [p for p in dict.fromkeys(drawn["precision"].to_list()) if ceilings.peak(p)]
     x_hi = max([(drawn["intensity"].max() or 1.0) if drawn.height else 1.0]
@@ -236,7 +241,7 @@ def roofline_physical_versions(points: pl.DataFrame, ceilings: Ceilings, version
     ax.set_yscale("log")
     ax.grid(True, which="major", color="0.9")
     caption = fig.text(0.01, 0.01, "", fontsize=7, color="0.3")
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.14)
+    fig.subplots_adjust(left=0.07, right=LEGEND_RIGHT, top=0.92, bottom=0.14)
     _plain_log_ticks(fig)
     named = [(r["intensity"], r["flops_per_s"], _short(r["label"])) for r in drawn.head(label_top).iter_rows(named=True)]
     placed: list[Any] = []
@@ -254,7 +259,8 @@ def roofline_physical_versions(points: pl.DataFrame, ceilings: Ceilings, version
         _legend(ax)
         fig.suptitle(literal(version.title), fontsize=10)
         caption.set_text(w["caption"].format(bandwidth=f"{ceilings.bandwidth / 1e12:.2f}",
-                                             source=_term(w, ceilings.source.get("bandwidth", "?"))))
+                                             source=_term(w, ceilings.source.get("bandwidth", "?")))
+                         + (f"; ▽ {w['below_floor']}" if band_below else ""))
         # Where the kernels' names fit depends on the legend, whose size depends on the words: placed anew.
         for text in placed:
             text.remove()
@@ -293,8 +299,9 @@ def _no_flops_band(band: plt.Axes, rows: pl.DataFrame, ceilings: Ceilings) -> Te
     that names the band under its one tick (a text, not a tick label: tick labels stay numbers, drawn once for
     every language, figure_versions)."""
     share = (rows["bytes_per_s"].fill_null(0) / ceilings.bandwidth * 100).to_numpy()
-    band.scatter(np.full(share.size, 0.5), np.maximum(share, 1e-4), s=_sizes(rows["dur_ns"].to_numpy()),
+    band.scatter(np.full(share.size, 0.5), np.maximum(share, BAND_FLOOR), s=_sizes(rows["dur_ns"].to_numpy()),
                  color="0.55", alpha=0.7, edgecolors="black", linewidths=0.4)
+    _below_floor(band, [0.5] * int((share < BAND_FLOOR).sum()), BAND_FLOOR)
     band.set_yscale("log")
     band.set_xlim(0, 1)
     band.set_xticks([0.5], [""])
@@ -302,6 +309,22 @@ def _no_flops_band(band: plt.Axes, rows: pl.DataFrame, ceilings: Ceilings) -> Te
     below = plt.rcParams["xtick.major.size"] + plt.rcParams["xtick.major.pad"]  # where a tick label would be
     return band.annotate("", (0.5, 0), xycoords="axes fraction", xytext=(0, -below), textcoords="offset points",
                          ha="center", va="top", fontsize=plt.rcParams["xtick.labelsize"])
+
+
+# The lowest value each chart plots; a point below it is drawn at it and marked with a downward triangle.
+NORMALIZED_FLOOR = 1e-6  # share of peak
+BAND_FLOOR = 1e-4  # % of the bandwidth roof
+PANEL_FLOOR = 1e-4  # of the roof at the kernel's intensity
+LEGEND_RIGHT = 0.74  # the charts' right edge, leaving the legend its column
+
+
+def _below_floor(ax: plt.Axes, xs: list[float], floor: float) -> Any:
+    """Points whose value is below the plotted floor, marked where they are drawn (at the floor): an open
+    downward triangle over each. None when there are none."""
+    if not xs:
+        return None
+    return ax.scatter(xs, [floor] * len(xs), s=70, marker="v", facecolors="none", edgecolors="#1f3a93",
+                      linewidths=1.1, zorder=4)
 
 
 def _label_no_flops_band(band: plt.Axes, word: Text, w: dict[str, Any]) -> None:
@@ -330,10 +353,10 @@ def roofline_normalized_versions(points: pl.DataFrame, ceilings: Ceilings, versi
             no_flops.append(row)
     band = band_word = None
     if no_flops:
-        fig, (band, ax) = plt.subplots(1, 2, figsize=(7.6, 5.0), gridspec_kw={"width_ratios": [1, 8], "wspace": 0.3})
+        fig, (band, ax) = plt.subplots(1, 2, figsize=(10.0, 5.0), gridspec_kw={"width_ratios": [1, 8], "wspace": 0.3})
         band_word = _no_flops_band(band, pl.DataFrame(no_flops, infer_schema_length=None), ceilings)
     else:
-        fig, ax = plt.subplots(figsize=(7.2, 5.0))
+        fig, ax = plt.subplots(figsize=(9.6, 5.0))
     x_lo = min([r[0] for r in rows] + [1e-3]) / 3
     xs = np.logspace(math.log10(x_lo), 2, 200)
     (roof,) = ax.plot(xs, np.minimum(1.0, xs), color="0.25", lw=1.4)
@@ -341,21 +364,24 @@ def roofline_normalized_versions(points: pl.DataFrame, ceilings: Ceilings, versi
     groups = []
     for group, color in _colors([r[2]["group"] for r in rows]).items():
         sel = [r for r in rows if r[2]["group"] == group]
-        groups.append((ax.scatter([r[0] for r in sel], [max(r[1], 1e-6) for r in sel],
+        groups.append((ax.scatter([r[0] for r in sel], [max(r[1], NORMALIZED_FLOOR) for r in sel],
                                   s=_sizes(np.array([r[2]["dur_ns"] for r in sel], dtype=float)), color=color,
                                   alpha=0.75, edgecolors="black", linewidths=0.4), group))
     above = [r for r in rows if r[1] > min(1.0, r[0]) * 1.0001]
     ringed = (ax.scatter([r[0] for r in above], [r[1] for r in above], s=160, facecolors="none",
                          edgecolors="#d62728", linewidths=1.2) if above else None)
+    below = _below_floor(ax, [r[0] for r in rows if r[1] < NORMALIZED_FLOOR], NORMALIZED_FLOOR)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.grid(True, which="major", color="0.9")
-    fig.subplots_adjust(left=0.1, right=0.98, top=0.92, bottom=0.1)
+    fig.subplots_adjust(left=0.08, right=LEGEND_RIGHT, top=0.92, bottom=0.1)
 
     def label(version: Version) -> None:
         w = version.words
         roof.set_label(w["normalized_roof"])
         _label_groups(groups, w, ringed)
+        if below is not None:
+            below.set_label(w["below_floor"])
         if band is not None:
             _label_no_flops_band(band, band_word, w)
         ax.set_xlabel(w["normalized_x"])
@@ -387,7 +413,7 @@ def per_kernel_rooflines_versions(points: pl.DataFrame, ceilings: Ceilings, vers
             ax.set_visible(True)
             # The title at the top of its panel and no axis labels: fixed positions, where matplotlib would measure
             # every tick label of the panel again at each save to place them (a fifth of this figure's time).
-            ax.set_title(_short(row["label"], 38), fontsize=7.5, y=1.0)
+            ax.set_title(_short(row["label"], 44), fontsize=7, y=1.0)
             ax.xaxis.set_label_coords(0.5, 0.0)
             ax.yaxis.set_label_coords(0.0, 0.5)
             precision = row["precision"] or "fp32"
@@ -408,19 +434,27 @@ def per_kernel_rooflines_versions(points: pl.DataFrame, ceilings: Ceilings, vers
             y_point = row["flops_per_s"]
             roof = min(peak, x_point * ceilings.bandwidth)
             above = y_point > roof * 1.0001
-            ax.scatter([x_point], [max(y_point, roof * 1e-4)], s=30, color="#d62728" if above else PALETTE[0], zorder=3)
+            ax.scatter([x_point], [max(y_point, roof * PANEL_FLOOR)], s=30, color="#d62728" if above else PALETTE[0],
+                       zorder=3)
+            if y_point < roof * PANEL_FLOOR:
+                _below_floor(ax, [x_point], roof * PANEL_FLOOR)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.minorticks_off()  # minor log ticks cost seconds per panel and add nothing here
             notes.append((ax.text(0.03, 0.92, "", transform=ax.transAxes, fontsize=7,
                                   color="#d62728" if above else "black"), "of_roof",
                           {"pct": f"{100 * y_point / roof:.0f}", "precision": precision}))
-        fig.subplots_adjust(hspace=0.45, wspace=0.3, top=0.9, left=0.07, right=0.98, bottom=0.06)
+        fig.subplots_adjust(hspace=0.6, wspace=0.3, top=0.88, left=0.08, right=0.98, bottom=0.1)
+        axis_titles = (fig.text(0.53, 0.01, "", ha="center", fontsize=8),
+                       fig.text(0.005, 0.5, "", va="center", rotation="vertical", fontsize=8))
 
         def label(version: Version) -> None:
             for text, key, values in notes:
                 text.set_text(version.words[key].format(**values))
             fig.suptitle(literal(version.title))
+            # One axis title for every panel (each shares the roofline's axes): intensity across, FLOP/s up.
+            axis_titles[0].set_text(version.words["panel_x"])
+            axis_titles[1].set_text(version.words["panel_y"])
 
         return _save_versions(fig, versions, label)
 
@@ -507,10 +541,20 @@ def _fixed_grid_margins(fig: plt.Figure, width: float, height: float, rows: int,
 
 
 def _legend(ax: plt.Axes) -> None:
-    legend = ax.legend(loc="best", framealpha=0.9)
+    """The legend beside the axes, on the right: never over a point, a kernel's name or a ridge's value."""
+    handles, labels = ax.get_legend_handles_labels()
+    legend = ax.legend(handles, [_wrapped(label, 30) for label in labels], loc="upper left",
+                       bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, framealpha=0.9, fontsize=7)
     for handle in legend.legend_handles:
         if hasattr(handle, "set_sizes"):
             handle.set_sizes([30])  # marker size in the legend, not the largest point's
+
+
+def _wrapped(text: str, width: int) -> str:
+    """Text on lines of about `width` characters (half as many of a wide script, such as Chinese)."""
+    wide = sum(ord(c) > 0x2E80 for c in text) > len(text) / 3
+    return "\n".join(textwrap.wrap(text, width // 2 if wide else width, break_long_words=True,
+                                    break_on_hyphens=False) or [text])
 
 
 def literal(text: str) -> str:
@@ -519,12 +563,13 @@ def literal(text: str) -> str:
     return str(text).replace("$", r"\$")
 
 
-def _short(name: str, limit: int = 34) -> str:
-    # Raw C++ signatures lose their parameter list; catalog names keep their details in parentheses.
+def _short(name: str, limit: int = 28) -> str:
+    """A kernel's name as a label: whole, wrapped onto lines of about `limit` characters (never cut short).
+    Raw C++ signatures lose their parameter list; catalog names keep their details in parentheses."""
     text = name.removeprefix("void ")
     if "::" in text or "<" in text:
         text = text.split("(")[0]
-    return literal(text if len(text) <= limit else text[: limit - 1] + "…")
+    return literal(_wrapped(text, limit))
 
 
 def measured_histograms(launches: pl.DataFrame, title: str, directory: Path, stem: str,
@@ -551,7 +596,7 @@ def measured_roofline_versions(by_kernel: pl.DataFrame, ceilings: Ceilings, vers
     ).with_columns((pl.col("flops") / (pl.col("duration_us") / 1e6)).alias("flops_per_s"))
     if points.height == 0:
         return [[] for _ in versions]
-    fig, ax = plt.subplots(figsize=(7.2, 5.0))
+    fig, ax = plt.subplots(figsize=(9.6, 5.0))
     x_lo = max(points["measured_intensity"].min() / 4, 1e-3)
     x_hi = max(points["measured_intensity"].max(), ceilings.ridge("bf16") or 1) * 8
     xs = np.logspace(math.log10(x_lo), math.log10(x_hi), 200)
@@ -569,7 +614,7 @@ def measured_roofline_versions(by_kernel: pl.DataFrame, ceilings: Ceilings, vers
     ax.set_yscale("log")
     ax.grid(True, which="major", color="0.9")
     caption = fig.text(0.01, 0.01, "", fontsize=6.5, color="0.3", wrap=True)
-    fig.subplots_adjust(left=0.1, right=0.98, top=0.93, bottom=0.14)
+    fig.subplots_adjust(left=0.08, right=LEGEND_RIGHT, top=0.93, bottom=0.14)
     _plain_log_ticks(fig)
     named = [(r["measured_intensity"], r["flops_per_s"], _short(r["label"])) for r in points.head(6).iter_rows(named=True)]
     placed: list[Any] = []
@@ -609,19 +654,25 @@ def compare_bars(mix: pl.DataFrame, labels: list[str], column: str, title: str, 
         values["other (rest)"] = [float(rest[c].sum()) for c in per_run]
     fig, ax = plt.subplots(figsize=(7.2, 0.9 + 0.55 * len(labels)))
     left = np.zeros(len(labels))
+    scale, unit = time_unit(max((sum(v[i] for v in values.values()) for i in range(len(labels))), default=0.0))
     for i, group in enumerate(groups):
-        widths = np.array(values[group]) / 1e3
+        widths = np.array(values[group]) / scale
         ax.barh(range(len(labels)), widths, left=left, color=PALETTE[i % len(PALETTE)], label=literal(group), height=0.6)
         left += widths
     for y, total in enumerate(left):
-        ax.annotate(f"{total:,.1f} µs", (total, y), textcoords="offset points", xytext=(4, -3), fontsize=7.5)
+        ax.annotate(f"{total:,.1f} {unit}", (total, y), textcoords="offset points", xytext=(4, -3), fontsize=7.5)
     ax.set_yticks(range(len(labels)), [literal(label) for label in labels])
     ax.invert_yaxis()
-    ax.set_xlabel("device time per step (µs)")
+    ax.set_xlabel(f"device time per step ({unit})")
     ax.set_xlim(0, max(left.max(), 1e-9) * 1.18)
     ax.set_title(literal(title))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(labels) < 3 else -0.2), ncol=3, frameon=False)
     return _save(fig, directory, stem)
+
+
+def time_unit(largest_ns: float) -> tuple[float, str]:
+    """The unit an axis of times reads in: ms once its largest value passes 10 ms, else µs (divisor from ns)."""
+    return (1e6, "ms") if largest_ns > 1e7 else (1e3, "µs")
 
 
 SWEEP_AXES = {"bandwidth": ("DRAM bandwidth (TB/s)", 1e12), "sram_bytes": ("on-chip memory (MB)", 1e6),
@@ -642,7 +693,9 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
     stack = []
     for group in groups:
         by_value = dict(rows.filter(pl.col("group") == group).select("value", "projected_per_step_ns").iter_rows())
-        stack.append([by_value.get(v, 0.0) / 1e3 for v in values])
+        stack.append([by_value.get(v, 0.0) for v in values])
+    time_scale, time_word = time_unit(float(np.sum(np.array(stack), axis=0).max()) if stack else 0.0)
+    stack = [[value / time_scale for value in row] for row in stack]
     xs = [v / unit for v in values]
     fig, ax = plt.subplots(figsize=(7.2, 4.2))
     ax.stackplot(xs, stack, labels=[literal(g) for g in groups], colors=[PALETTE[i % len(PALETTE)] for i in range(len(groups))], alpha=0.85)
@@ -652,10 +705,11 @@ def sweep_chart(points: pl.DataFrame, parameter: str, phase: str, title: str, di
         ax.axvline(mark / unit, color="0.3", ls="--", lw=0.9)
         ax.annotate("target", (mark / unit, totals.max()), textcoords="offset points", xytext=(4, -10), fontsize=7.5)
     ax.set_xlabel(label)
-    ax.set_ylabel(f"projected {phase} time per step (µs)")
+    ax.set_ylabel(f"projected {phase} time per step ({time_word})")
     ax.set_title(literal(title))
     ax.set_ylim(0, totals.max() * 1.1 if totals.max() > 0 else 1)
-    ax.legend(loc="upper right", fontsize=7, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)  # beside, over nothing
+    fig.subplots_adjust(right=0.72)
     return _save(fig, directory, stem)
 
 

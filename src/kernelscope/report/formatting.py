@@ -8,9 +8,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 
+def missing(value: Any) -> bool:
+    """No number to print: None, or a float that is not finite (0/0 of an empty group, a rate of no time): a
+    report shows "–" for it, never `nan` or `inf`."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
 def duration(ns: float | None) -> str:
     """Adaptive units like `nsys stats`: 850 ns, 12.345 µs, 3.210 ms, 1.234 s."""
-    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+    if missing(ns):
         return "–"
     ns = float(ns)
     if abs(ns) < 1e3:
@@ -23,19 +29,19 @@ def duration(ns: float | None) -> str:
 
 
 def ms(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:,.{digits}f} ms"
+    return "–" if missing(value) else f"{value:,.{digits}f} ms"
 
 
 def percent(value: float | None, digits: int = 1) -> str:
-    return "–" if value is None else f"{value:.{digits}f}%"
+    return "–" if missing(value) else f"{value:.{digits}f}%"
 
 
 def ratio_percent(value: float | None, digits: int = 2) -> str:
-    return "–" if value is None else f"{100 * value:.{digits}f}%"
+    return "–" if missing(value) else f"{100 * value:.{digits}f}%"
 
 
 def number(value: float | int | None, digits: int = 0) -> str:
-    if value is None:
+    if missing(value):
         return "–"
     if isinstance(value, int) or digits == 0:
         return f"{round(value):,}"
@@ -43,12 +49,17 @@ def number(value: float | int | None, digits: int = 0) -> str:
 
 
 def gigabytes(value: float | None) -> str:
-    return "–" if value is None else f"{value / 1e9:.2f} GB"
+    """Bytes in GB with two decimals; amounts under 10 MB in the unit they reach (never "0.00 GB")."""
+    if missing(value):
+        return "–"
+    return f"{value / 1e9:.2f} GB" if abs(value) >= 1e7 else byte_amount(value)
 
 
 def _scaled(value: float, unit: str, steps: tuple[tuple[float, str, int], ...]) -> str:
     """`value` in the largest prefix it reaches (steps: threshold, prefix, decimals; largest first), so a small
     workload never reads 0.000 of a large unit."""
+    if missing(value):
+        return "–"
     for threshold, prefix, digits in steps:
         if abs(value) >= threshold:
             return f"{value / threshold:,.{digits}f} {prefix}{unit}"

@@ -15,10 +15,11 @@ import msgspec
 import polars as pl
 from jinja2 import Environment
 
+from kernelscope.analyze import metrics
 from kernelscope.analyze.accelerator import costs_cover
 from kernelscope.analyze.cost_coverage import costs_hint
 from kernelscope.analyze.critical_path import CriticalPath
-from kernelscope.analyze.hardware import Ceilings, classification_rule
+from kernelscope.analyze.hardware import Ceilings, amd_architecture, classification_rule
 from kernelscope.analyze.naming import kernel_labels
 from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.report_tables import (
@@ -28,7 +29,6 @@ from kernelscope.analyze.report_tables import (
     report_tables,
     roofline_tables,
 )
-from kernelscope.analyze.spread import significant, spread
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
@@ -47,6 +47,7 @@ from kernelscope.report.templating import (
     write_csv_tables,
 )
 from kernelscope.report.translations import descriptions
+from kernelscope.report.trust import trust_context
 from kernelscope.report.typesetting import space_cjk
 from kernelscope.report.whatif import projection_section
 
@@ -164,6 +165,9 @@ def _report_text(run: Run, summary: Summary, tables: ReportTables, top_n: int, l
     context["figures"] = figure_links
     context["histogram_figures"] = [key for key in figure_links if "histograms" in key]
     context["figures_drawn"] = figure_formats.drawn()  # not with --figure-formats none: the appendix says so
+    # Figures of another language drawn in English (no font for its script on this machine): the page says so.
+    context["figures_in_english"] = lang != "en" and any(f".{lang}." not in paths[0].name
+                                                         for paths in figures.values() if paths)
     text = _env(lang, run.info.is_cpu).get_template("report.md.j2").render(**context)
     if lang == "zh":
         text = space_cjk(text)
@@ -235,6 +239,9 @@ def _context(run: Run, summary: Summary, tables: ReportTables, top_n: int, lang:
         **_phase_contexts(tables, table, top_n),
         "measured": _measured_context(tables, table, top_n),
         "phase_table": table("phases", tables.phases),
+        # The phase table's optional columns this run fills (older runs lack the launch calls): the note under
+        # the table explains those only.
+        "phase_columns": [c for c in tables.phases.columns if tables.phases[c].is_not_null().any()],
         "idle_phases": table("idle_phases", tables.idle.per_phase if tables.idle is not None else None),
         "idle_gaps": table("idle_gaps", tables.idle.largest if tables.idle is not None else None),
         "communication": _communication_context(tables, table),
@@ -320,6 +327,9 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
         "summary": summary.to_dict(),
         "workload": info.get("workload") or {},
         "hardware": info["hardware"],
+        # AMD GPUs: HIP's major.minor names an architecture (gfx94x), not a CUDA compute capability.
+        "amd_architecture": amd_architecture(run.info.hardware.name, run.info.hardware.compute_capability,
+                                             run.info.hardware.spec),
         "software": info["software"],
         "model": info.get("model") or {},
         "capture": info.get("capture") or {},
@@ -330,35 +340,40 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
         "unit_one": "CPU op" if run.info.is_cpu else "kernel",  # (English says "1 kernel")
         "config_rows": _config_rows(run.info.model.language_config() if run.info.model is not None else {}),
         **_timing_spread(run, lang),
+        **trust_context(summary, lang),
     }
 
 
 def _timing_spread(run: Run, lang: str) -> dict[str, Any]:
     """The spread of the unprofiled timings over their repeats (a table when some metric has two values or
-    more), and whether the ranges' effect on the end-to-end time exceeds the spread of both modes."""
+    more), and the verdict on the ranges' effect on the end-to-end time (analyze/metrics.py: the one rule)."""
     timings = run.info.timings
     if timings is None:
-        return {"spread_table": None, "overhead_significant": None, "e2e_spread": None}
+        return {"spread_table": None, "overhead": None, "e2e_spread": None}
     words = message_catalog("", lang)
     headers = words["headers"]
     rows = []
-    spreads = {}
+    estimates = {}
     for mode, summary in (("plain", timings.plain), ("annotated", timings.annotated)):
-        for metric, values in (("ttft", summary.ttft_ms_all), ("tpot", summary.tpot_ms_all),
-                               ("e2e", summary.e2e_ms_all)):
-            s = spread(values)
-            spreads[(mode, metric)] = s
-            if s is not None and s.known:
-                rows.append({"mode": words["text"][f"mode_{mode}"], "metric": headers[metric], "n": s.n,
-                             "min": s.min, "median": s.median, "max": s.max,
-                             "cv": None if s.cv is None else 100 * s.cv})
+        for metric, key, values in (("ttft", metrics.TTFT, summary.ttft_ms_all),
+                                    ("tpot", metrics.TPOT, summary.tpot_ms_all),
+                                    ("e2e", metrics.E2E, summary.e2e_ms_all)):
+            e = metrics.estimate(key, values)
+            estimates[(mode, metric)] = e
+            if e.n >= 2:
+                rows.append({"mode": words["text"][f"mode_{mode}"], "metric": headers[metric], "n": e.n,
+                             "min": e.min, "median": e.value, "max": e.max,
+                             "cv": None if e.cv is None else 100 * e.cv})
     table = None
     if rows:
         spec = [("mode", "mode", "text"), ("metric", "metric", "text"), ("runs", "n", "int"), ("min", "min", "ms3"),
                 ("med", "median", "ms3"), ("max", "max", "ms3"), ("cv", "cv", "pct")]
         table = table_markdown(pl.DataFrame(rows), spec, headers, words["terms"])
-    plain, annotated = spreads[("plain", "e2e")], spreads[("annotated", "e2e")]
-    return {"spread_table": table, "overhead_significant": significant(plain, annotated),
+    plain, annotated = estimates[("plain", "e2e")], estimates[("annotated", "e2e")]
+    overhead = metrics.judge(plain, annotated) if plain.n >= 2 and annotated.n >= 2 else None
+    return {"spread_table": table,
+            "overhead": None if overhead is None else {"within_noise": overhead.status == metrics.SAME,
+                                                       "threshold_pct": 100 * overhead.threshold},
             "e2e_spread": {"plain": plain, "annotated": annotated}}
 
 

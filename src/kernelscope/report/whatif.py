@@ -28,6 +28,7 @@ from kernelscope.report.templating import (
     text_template,
     write_csv_tables,
 )
+from kernelscope.report.whatif_headline import headline_table
 
 MARKDOWN_FILES = {"en": "whatif.md", "zh": "whatif.zh.md"}
 HTML_FILES = {"en": "whatif.html", "zh": "whatif.zh.html"}
@@ -50,7 +51,7 @@ def tflops(value: float | None) -> str:
 
 
 def times(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}×"
+    return "–" if fmt.missing(value) else f"{value:.2f}×"
 
 
 def render_whatif(study: WhatIf, model: ProjectionModel, workload: Workload | None, run_path: Path, out_dir: Path,
@@ -130,6 +131,7 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
         "same_device": s.source.name == s.target.name and s.source.bandwidth == s.target.bandwidth,
         "fit": model.fit, "device_latency": model.device_latency, "parallel": s.parallel,
         "efficiency_above_one": _efficiency_above_one(s.kernels),
+        "bounds": bounds_shown(s.groups),
     }
 
 
@@ -152,7 +154,8 @@ def _tables(s: WhatIf, model: ProjectionModel, lang: str) -> dict[str, Any]:
 
     phases = s.phases.filter(pl.col("phase") != ranges.UNKNOWN)
     return {**_overview_tables(s, model, h, term, phases), **_detail_tables(s, h, term, words, phases),
-            "parallel": _parallel_tables(s, h, term, words) if s.parallel is not None else None}
+            "parallel": _parallel_tables(s, h, term, words) if s.parallel is not None else None,
+            "headline": headline_table(s, lang)}
 
 
 def _parallel_tables(s: WhatIf, h: dict[str, str], term: Cell, words: dict[str, Any]) -> dict[str, str]:
@@ -220,6 +223,13 @@ def _overview_tables(s: WhatIf, model: ProjectionModel, h: dict[str, str], term:
     }
 
 
+def bounds_shown(groups: pl.DataFrame) -> list[str]:
+    """The bound columns of the kinds-of-work table: latency, memory and compute always; carried and fused only
+    where some kind of work has time there (fusion is a design option: without it nothing is fused away)."""
+    return [b for b in ("latency", "memory", "compute", "carried", "fused")
+            if b in ("latency", "memory", "compute") or (groups[f"{b}_per_step_ns"].fill_null(0) > 0).any()]
+
+
 def _detail_tables(s: WhatIf, h: dict[str, str], term: Cell, words: dict[str, Any],
                    phases: pl.DataFrame) -> dict[str, Any]:
     pct = lambda v: fmt.percent(v, 1)  # noqa: E731
@@ -230,7 +240,7 @@ def _detail_tables(s: WhatIf, h: dict[str, str], term: Cell, words: dict[str, An
             (h["projected"], lambda r: fmt.duration(r["projected_per_step_ns"])),
             (h["share"], lambda r: pct(r["projected_pct"])),
             *((h[f"bound_{b}"], (lambda r, b=b: fmt.duration(r[f"{b}_per_step_ns"])))
-              for b in ("latency", "memory", "compute", "carried", "fused"))], numeric_from=1)
+              for b in bounds_shown(s.groups))], numeric_from=1)
             for phase in phases["phase"]},
         # Each kernel's projection with its terms: latency + max(memory, compute), from bytes and FLOPs at the
         # fitted efficiencies of its kind of work; a projection far from the measured time says why.
@@ -335,7 +345,7 @@ def _table(rows: pl.DataFrame | list[dict[str, Any]], columns: list[tuple[str, C
 
 def _write_csvs(s: WhatIf, directory: Path) -> list[Path]:
     frames = {"calibration": s.calibration, "phases": s.phases, "groups": s.groups, "kernels": s.kernels,
-              "scenarios": s.scenarios, "requirements": s.requirements, "sweeps": s.sweeps}
+              "scenarios": s.scenarios, "requirements": s.requirements, "sweeps": s.sweeps, "headline": s.headline}
     if s.parallel is not None:
         frames["parallel_phases"] = s.parallel.phases
         frames["parallel_collectives"] = s.parallel.collectives
@@ -357,6 +367,8 @@ def _key_figures(s: WhatIf, run_path: Path) -> dict[str, Any]:
                                                   "target_model_ns", "estimate_ns", "speedup", "calibration_ratio")}
                    for r in s.phases.iter_rows(named=True)},
         "timings": dataclasses.asdict(s.timings),
+        # As is, the target's hardware alone, the options alone, both (whatif_headline.py).
+        "headline": s.headline.to_dicts(),
         **({"parallel": _parallel_figures(s)} if s.parallel is not None else {}),
     }
 

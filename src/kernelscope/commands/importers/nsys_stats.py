@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.integrity import summaries_audit
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import Hardware, TraceFile, TraceInfo
 from kernelscope.contracts.tables import CPU_OP, conform_kernels
@@ -72,7 +73,7 @@ def summary_kernels(path: Path) -> tuple[pl.DataFrame, TraceFile]:
                                pl.col("total_ns").alias("dur_ns"))
     kernels = conform_kernels(table.select(c for c in _SUMMARY_COLUMNS if c in table.columns))
     meta = TraceFile(file=str(path), report=report, rows=kernels.height, launches=int(kernels["instances"].sum()),
-                     phase_from=phase_source)
+                     phase_from=phase_source, audit=summaries_audit())
     return kernels, meta
 
 

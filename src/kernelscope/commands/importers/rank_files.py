@@ -26,11 +26,13 @@ from kernelscope.allocator import trim_native_heap
 from kernelscope.analyze.attribution import attribute
 from kernelscope.analyze.attribution_sources import Sources, infer_attribution
 from kernelscope.analyze.host_calls import host_calls
+from kernelscope.analyze.integrity import audit_trace
 from kernelscope.analyze.processes import processes, split_processes
 from kernelscope.analyze.ranks import combine_calls, combine_ranks
 from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
 from kernelscope.load.sources import read_trace
+from kernelscope.progress import SILENT, Steps
 from kernelscope.workers import (
     add_cleanup,
     forkserver_context,
@@ -56,19 +58,24 @@ class RankTables:
     calls: pl.DataFrame | None = None
 
 
-def read_rank(path: str, workers: int | None = None) -> RankTables:
+def read_rank(path: str, workers: int | None = None, steps: Steps = SILENT) -> RankTables:
     """Read one trace file and attribute its kernels (top-level, so that helper processes and Ray tasks can run it
-    by name). workers: processes the reader may use for this one file."""
-    tables = read_trace(Path(path), workers=workers)
+    by name). workers: processes the reader may use for this one file; steps: the display of a file read in the
+    command's own process (its chunks as they are decoded, then attribution)."""
+    size = Path(path).stat().st_size if Path(path).is_file() else 0
+    with steps.step(f"Reading {Path(path).name} ({size / 1e6:,.1f} MB)", counted=True) as advance:
+        tables = read_trace(Path(path), workers=workers, progress=advance.fraction)
     trim_native_heap()  # what decoding left in glibc's heaps (the reader threads' buffers, NumPy's arrays)
-    meta = tables.meta
-    if len(processes(tables)) > 1:
-        return _read_processes(tables)  # an Nsight Systems export or rocprofv3 output of several processes
-    calls = host_calls(tables.launches, tables.kernels)
-    kernels, ops = attribute(tables)
-    del tables  # the trace's own tables (launches, kernels before sorting) go before the next step's peak
-    trim_native_heap()  # attribution's NumPy arrays
-    kernels, sources = infer_attribution(kernels, ops)
+    with steps.step("Auditing the trace and attributing its kernels (phase, step, module, op)"):
+        tables.meta.audit = audit_trace(tables)  # from the file's own tables, before attribution changes them
+        meta = tables.meta
+        if len(processes(tables)) > 1:
+            return _read_processes(tables)  # an Nsight Systems export or rocprofv3 output of several processes
+        calls = host_calls(tables.launches, tables.kernels)
+        kernels, ops = attribute(tables)
+        del tables  # the trace's own tables (launches, kernels before sorting) go before the next step's peak
+        trim_native_heap()  # attribution's NumPy arrays
+        kernels, sources = infer_attribution(kernels, ops)
     return RankTables(kernels=kernels, ops=ops, sources=sources, meta=meta, calls=calls)
 
 
@@ -128,15 +135,17 @@ def _available_memory() -> int:
     return 0
 
 
-def read_ranks(files: list[Path], jobs: int | None = None) -> list[RankTables]:
-    """Every file read and attributed, in order, by `jobs` processes (default: default_jobs)."""
+def read_ranks(files: list[Path], jobs: int | None = None, steps: Steps = SILENT) -> list[RankTables]:
+    """Every file read and attributed, in order, by `jobs` processes (default: default_jobs). steps: the display
+    of the files read in this process (helper processes show nothing: the command shows the files' count)."""
     if jobs is not None and max(1, min(jobs, len(files))) == 1:
-        return [read_rank(str(f), workers=1) for f in files]  # --jobs 1: one process, no chunk helpers either
+        return [read_rank(str(f), workers=1, steps=steps) for f in files]  # --jobs 1: no chunk helpers either
     jobs = default_jobs(files) if jobs is None else min(jobs, len(files))
     if jobs == 1 or not _main_module_importable():
         # One file (or room for one at a time), or no helper processes: each file's reader may still split it.
-        return [read_rank(str(f)) for f in files]
-    return _read_in_processes([str(f) for f in files], jobs)
+        return [read_rank(str(f), steps=steps) for f in files]
+    with steps.step(f"Reading and attributing {len(files)} files in {jobs} processes"):
+        return _read_in_processes([str(f) for f in files], jobs)
 
 
 def _main_module_importable() -> bool:

@@ -21,16 +21,23 @@ from kernelscope.errors import UserError
 from kernelscope.load import rundir, staging
 from kernelscope.load.sources import hardware_from_properties, imported_run_info, read_trace, trace_file
 from kernelscope.pipeline import write_run_directory
+from kernelscope.progress import SILENT, Steps
 
 
 def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: bool = True,
                   languages: tuple[str, ...] = ("en", "zh"), device_spec: str | None = None,
                   captures: list[Path] | None = None, jobs: int | None = None, cluster: str | None = None,
-                  model_config: dict | None = None, batch: tuple[int | None, int | None] = (None, None)) -> Path:
+                  model_config: dict | None = None, batch: tuple[int | None, int | None] = (None, None),
+                  steps: Steps = SILENT) -> Path:
     """jobs: processes that read the files (default: by cores, files and memory; rank_files.py); cluster: a Ray
     address (`ray://…`, or `local`) whose tasks read them instead. model_config: the checked config.json of
-    --model-config (run.json `model`); batch: --batch-size and --prompt-len (run.json `workload`)."""
-    ranks = read_ranks_on_ray(files, cluster) if cluster else read_ranks(files, jobs)
+    --model-config (run.json `model`); batch: --batch-size and --prompt-len (run.json `workload`); steps: the
+    stages shown as they run (reading with its chunks, attribution, tables and report)."""
+    if cluster:
+        with steps.step(f"Reading and attributing {len(files)} files on {cluster}"):
+            ranks = read_ranks_on_ray(files, cluster)
+    else:
+        ranks = read_ranks(files, jobs, steps)
     _same_kind_of_work(files, [r.kernels for r in ranks])
     parts = [(r.kernels, r.ops) for r in ranks]
     metas = [r.meta for r in ranks]
@@ -69,7 +76,7 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
     run = Run(info=info, kernels=kernels, ops=ops, calls=calls)
     target = out or rundir.default_run_path(runs_dir, files[0].name.split(".")[0], info.hardware.name or device_type)
     with staging.staged_directory(target) as tmp:
-        write_run_directory(tmp, run, report=report, languages=languages)
+        write_run_directory(tmp, run, report=report, languages=languages, steps=steps)
     return target.resolve()
 
 

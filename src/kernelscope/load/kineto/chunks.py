@@ -30,6 +30,7 @@ import polars as pl
 
 from kernelscope.load.kineto.document import mapped
 from kernelscope.load.kineto.events import empty_columns
+from kernelscope.load.kineto.marks import scan_marks
 from kernelscope.load.kineto.native_tables import available as native_available
 from kernelscope.load.kineto.native_tables import decode_native
 from kernelscope.load.kineto.native_tables import release as release_native
@@ -98,29 +99,49 @@ Decode = Callable[[bytes | bytearray, bool], dict[str, Any]]
 
 
 def decode_chunks(decode: Decode, plain: Path, data: mmap.mmap, chunks: list[Chunk], workers: int,
-                  final: bool = False) -> list[dict]:
+                  final: bool = False, progress: Progress | None = None) -> list[dict]:
     """decode(text, final) → that chunk's tables, for every chunk in order; `final`: the one chunk of an exactly
     located array (a decoding error is then the file's, not a split point's). Each chunk goes to the native fast
     path first (decode only where it declines). With workers > 1 and the fast path built, a pool of threads
     shares the chunks. Without it, the parent takes chunks from the front and helper processes from the back
     until they meet (a shared counter pair), so a helper that starts late simply takes fewer. Helpers map the file themselves: no chunk text crosses
     processes, only finished tables come back (as Arrow IPC files the parent maps)."""
+    counted = _counted(progress, len(chunks))
     try:
-        return _decode_all(decode, plain, data, chunks, workers, final)
+        return _decode_all(decode, plain, data, chunks, workers, final, counted)
     finally:
         release_native()
+        if progress is not None:
+            progress(len(chunks), len(chunks))
+
+
+Progress = Callable[[int, int], None]  # (chunks decoded, chunks): a reader's progress, for the command's display
+
+
+def _counted(progress: Progress | None, total: int) -> Callable[[], None]:
+    """A callable to call once per decoded chunk (from any thread) that reports the count so far."""
+    if progress is None:
+        return lambda: None
+    lock, done = threading.Lock(), [0]
+    progress(0, total)
+
+    def one() -> None:
+        with lock:
+            done[0] += 1
+            progress(done[0], total)
+    return one
 
 
 def _decode_all(decode: Decode, plain: Path, data: mmap.mmap, chunks: list[Chunk], workers: int,
-                final: bool) -> list[dict]:
+                final: bool, counted: Callable[[], None]) -> list[dict]:
     if workers <= 1 or len(chunks) == 1:
-        return [_decoded(decode, data, c, final and len(chunks) == 1) for c in chunks]
+        return [_after(_decoded(decode, data, c, final and len(chunks) == 1), counted) for c in chunks]
     if native_available():
         # The native fast path lets go of the GIL while it scans: threads share the work without a process to
         # start or tables to send back (helper processes made a 340 MB trace slower than one thread).
         with ThreadPoolExecutor(workers) as pool:
             # (Each thread's native buffers go with the thread.)
-            return list(pool.map(lambda chunk: _decoded(decode, data, chunk, False), chunks))
+            return list(pool.map(lambda chunk: _after(_decoded(decode, data, chunk, False), counted), chunks))
     ctx = forkserver_context([__name__])
     bounds = ctx.Array("q", [0, len(chunks)])
     results: dict[int, dict[str, Any]] = {}
@@ -138,7 +159,7 @@ def _decode_all(decode: Decode, plain: Path, data: mmap.mmap, chunks: list[Chunk
             while bounds[1] == len(chunks) and time.monotonic() - started < HELPER_START_S:
                 time.sleep(0.005)
             while (index := _take(bounds, from_back=False)) is not None:
-                results[index] = decode(chunk_text(data, chunks[index]), False)
+                results[index] = _after(decode(chunk_text(data, chunks[index]), False), counted)
             submitter.join()
             for future in futures:
                 with contextlib.suppress(BrokenProcessPool, OSError, EOFError):
@@ -157,6 +178,11 @@ def _decode_all(decode: Decode, plain: Path, data: mmap.mmap, chunks: list[Chunk
 _BOUNDS: Any = None
 
 
+def _after(decoded: dict[str, Any], counted: Callable[[], None]) -> dict[str, Any]:
+    counted()
+    return decoded
+
+
 def _decoded(decode: Decode, data: mmap.mmap, chunk: Chunk, final: bool) -> dict[str, Any]:
     """One chunk's tables: by the native fast path straight from the map where it reads the chunk, else by
     `decode` (msgspec) from a copy."""
@@ -164,6 +190,8 @@ def _decoded(decode: Decode, data: mmap.mmap, chunk: Chunk, final: bool) -> dict
     # a view kept alive by the error's traceback would keep the map from closing.
     with memoryview(data) as whole, whole[chunk.start:chunk.stop] as piece:
         fast = decode_native(piece, chunk.opens, chunk.closes)
+        if fast is not None:  # the flows and window marks the native scan skips (marks.py)
+            fast["marks"] = scan_marks(piece)
     if fast is None:
         return decode(chunk_text(data, chunk), final)
     release(data, chunk.start, chunk.stop)

@@ -27,6 +27,7 @@ from kernelscope.contracts.tables import (
 from kernelscope.cycles import cycle_collection_paused
 from kernelscope.errors import UserError
 from kernelscope.load import knowledge
+from kernelscope.load.kineto.marks import marks_of_events
 from kernelscope.load.kineto.schema_errors import describe
 from kernelscope.load.names import bounded, bounded_all
 
@@ -42,6 +43,7 @@ class _Event(msgspec.Struct, gc=False):
     ts: float | None = None
     dur: float | None = None
     args: msgspec.Raw = msgspec.Raw(b"{}")
+    id: msgspec.Raw = msgspec.Raw(b"null")  # flow events' id, any JSON (marks.py)
 
 
 class _KernelArgs(msgspec.Struct, gc=False):
@@ -150,6 +152,7 @@ def _decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, 
                   else describe(str(exc)) if isinstance(exc, msgspec.ValidationError) else str(exc))
         raise UserError(f"{path}: {kind}: {detail}") from None
     del text
+    marks = marks_of_events(events)
     codes = _category_codes(events)
     kernel_events = _usable(_select(events, codes, _CODE_KERNEL), dropped)
     runtime_events = _usable(_select(events, codes, _CODE_RUNTIME), dropped)
@@ -166,7 +169,7 @@ def _decode_chunk(path: str, text: bytes | bytearray, final: bool) -> dict[str, 
                                   dropped),
         "ops": _op_table(op_events, dropped),
     }
-    return {"event_count": count, "unread": unread, "dropped": dropped,
+    return {"event_count": count, "unread": unread, "dropped": dropped, "marks": marks,
             **{name: without_null_buffers(table) for name, table in tables.items()}}
 
 

@@ -10,17 +10,19 @@ import numpy as np
 import polars as pl
 
 from kernelscope.contracts.tables import TRACE_KERNEL_COLUMNS, TRACE_LAUNCH_COLUMNS, TRACE_OP_COLUMNS
-from kernelscope.contracts.trace import TraceMeta, TraceTables
+from kernelscope.contracts.trace import FileMarks, TraceMeta, TraceTables
 from kernelscope.errors import UserError
 from kernelscope.load.kineto.chunks import (
     CHUNK_BYTES,
     PARALLEL_BYTES,
+    Progress,
     chunk_ranges,
     decode_chunks,
     release,
 )
 from kernelscope.load.kineto.document import EventArray, locate_events, open_trace_text
 from kernelscope.load.kineto.events import ChunkError, decode_chunk
+from kernelscope.load.kineto.marks import WINDOW_END, WINDOW_START, ChunkMarks
 from kernelscope.load.kineto.native_tables import available as native_available
 from kernelscope.load.names import bounded
 from kernelscope.workers import usable_cores
@@ -28,7 +30,8 @@ from kernelscope.workers import usable_cores
 _COLUMNS = {"kernels": TRACE_KERNEL_COLUMNS, "launches": TRACE_LAUNCH_COLUMNS, "ops": TRACE_OP_COLUMNS}
 
 
-def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None = None) -> TraceTables:
+def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None = None,
+                progress: Progress | None = None) -> TraceTables:
     """Read one Kineto trace. The event array is decoded in chunks (bounded memory); with workers > 1 (default:
     default_workers) threads (native fast path) or helper processes (msgspec alone) share the chunks.
     A chunk that does not decode means the text search misplaced the array or a split point: the exactly
@@ -40,15 +43,32 @@ def load_kineto(path: Path, workers: int | None = None, chunk_bytes: int | None 
         if workers is None:
             workers = default_workers(array.length, chunk_bytes)
         try:
-            parts = _decode(decode, plain, data, array, workers, chunk_bytes)
+            parts = _decode(decode, plain, data, array, workers, chunk_bytes, progress=progress)
         except ChunkError:
             exact = array if array.exact else locate_events(path, data, exact=True)
             parts = _decode(decode, plain, data, exact, 1, chunk_bytes=exact.length + 1, final=True)
             array = exact
+        # An array without its closing bracket: what follows its last complete event was not read.
+        # (separators and white space between the last event and the cut piece are not counted)
+        trailing = len(data[array.offset + array.length:].strip().lstrip(b",").strip()) if array.unclosed else 0
     tables = _assemble(parts, _metadata(array.fields))
+    tables.meta.marks = file_marks([p.get("marks") for p in parts], array.unclosed, trailing)
     if tables.kernels.height == 0 and not (tables.ops["cat"] == "cpu_op").any():
         raise UserError(f"{path}: {_nothing_to_read(tables)}")
     return tables
+
+
+def file_marks(chunks: list[ChunkMarks | None], unclosed: bool, trailing: int) -> FileMarks:
+    """The file's flows (how many, how many ids lack their other end), window and end, from its chunks' marks."""
+    flows = [flow for chunk in chunks if chunk is not None for flow in chunk.flows]
+    starts = {(cat, flow_id) for cat, flow_id, ph in flows if ph == "s"}
+    ends = {(cat, flow_id) for cat, flow_id, ph in flows if ph == "f"}
+    instants = [instant for chunk in chunks if chunk is not None for instant in chunk.instants]
+    begins = [ts for name, ts in instants if name.startswith(WINDOW_START)]
+    closes = [ts for name, ts in instants if name == WINDOW_END]
+    window = (min(begins), max(closes)) if begins and closes and min(begins) <= max(closes) else None
+    return FileMarks(flows=len(flows), flows_unpaired=len(starts ^ ends), window_us=window, unclosed=unclosed,
+                     trailing_bytes=trailing)
 
 
 def _nothing_to_read(tables: TraceTables) -> str:
@@ -95,10 +115,10 @@ def default_workers(length: int, chunk_bytes: int) -> int:
 
 
 def _decode(decode, plain: Path, data, array: EventArray, workers: int, chunk_bytes: int,
-            final: bool = False) -> list[dict]:
+            final: bool = False, progress: Progress | None = None) -> list[dict]:
     chunks = chunk_ranges(data, array.offset, array.length, chunk_bytes, closed=not array.unclosed)
     release(data)  # finding the split points read the whole file; decoding reads it again chunk by chunk
-    return decode_chunks(decode, plain, data, chunks, workers, final=final)
+    return decode_chunks(decode, plain, data, chunks, workers, final=final, progress=progress)
 
 
 def _metadata(fields: dict[str, Any]) -> TraceMeta:
