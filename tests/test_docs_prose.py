@@ -22,6 +22,11 @@ LOG_WORDING = {
     "work period": re.compile(r"\bwork[- ]periods?\b", re.I),
     "issue number": re.compile(r"\b(?:issues?|tickets?|PRs?|pull requests?)\s*#?\d+\b", re.I),
     "#N reference": re.compile(r"(?<![\w&/#])#\d+\b"),
+    # How the code changed, not what it does: "before this change", "was rewritten", "until now".
+    "history narrative": re.compile(
+        r"\bbefore this (?:change|commit|fix|work|branch|merge)\b|\buntil now\b|\bused to be\b|\bformerly\b"
+        r"|\bpreviously\b|\bnow also\b|\b(?:was|were|has been|have been) (?:added|fixed|changed|removed|renamed"
+        r"|rewritten|replaced|dropped)\b", re.I),
 }
 # 7–40 hex digits with at least one digit and one letter: a commit hash, not a number or an English word.
 COMMIT = re.compile(r"(?<![\w.-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])")
@@ -67,12 +72,13 @@ def test_the_check_catches_a_development_log():
 - The sixth session's change (issue 18) made `report` faster, see #42: 4.07 → 3.42 s against 9483caf.
 - In the second work period of November 28 …
 - Measured on 2026-11-26: 1.4× faster.
+- Before this change the copies were renamed `Memcpy 1`; the reader has been rewritten and now also counts flows.
 
 ## November 28
 """
     kinds = {entry.split(":")[0] for entry in log_wording(log)}
     assert kinds == {"session", "issue number", "#N reference", "commit hash", "work period", "dated heading",
-                     "date without its record"}
+                     "date without its record", "history narrative"}
 
 
 def test_the_check_leaves_present_tense_text_alone():
