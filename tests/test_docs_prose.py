@@ -36,6 +36,8 @@ RECORD = re.compile(r"results/|tests/data/|\.json\b")
 # A paragraph, a list item or a table row: the unit a date and its record must share.
 BLOCK = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*|]|\d+\.) )")
 RESULT_PATH = re.compile(r"(?:benchmarks/)?results/((?:[\w.*-]+/)*[\w.*-]+)(.?)")
+# A record named by itself, without its folder: `report-scaling-2026-11-28-b.json`, `speed-ab-h100-2026-11-28/helpers/`.
+DATED_RECORD = re.compile(rf"(?<![\w/.-])([a-z0-9][\w.-]*-{DATE}[\w.-]*(?:/[\w.*-]+)*)")
 
 
 def _prose(text: str) -> str:
@@ -107,6 +109,11 @@ def _result_paths(text: str) -> list[str]:
     return paths
 
 
+def _dated_records(text: str) -> list[str]:
+    """Records the prose names by themselves (the index, a table cell, a docstring), without benchmarks/results/."""
+    return [m.group(1).rstrip(".,;:'\"") for m in DATED_RECORD.finditer(text)]
+
+
 def _texts_naming_results() -> list[Path]:
     files = [*PROSE, *(ROOT / "src").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
     files += [p for p in (ROOT / "benchmarks").rglob("*") if p.suffix in (".py", ".sh", ".md", ".toml")
@@ -118,7 +125,9 @@ def test_every_named_result_record_exists():
     results = ROOT / "benchmarks" / "results"
     missing, named = [], 0
     for path in _texts_naming_results():
-        for name in _result_paths(path.read_text(encoding="utf-8")):
+        text = path.read_text(encoding="utf-8")
+        names = _result_paths(text) + (_dated_records(text) if path in PROSE or "src" in path.parts else [])
+        for name in names:
             named += 1
             if not glob.glob(str(results / name)):
                 missing.append(f"{path.relative_to(ROOT)}: benchmarks/results/{name}")
