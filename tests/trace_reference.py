@@ -94,6 +94,8 @@ def rocprof_events(document: dict) -> list[dict]:
     for process in document["rocprofiler-sdk-tool"]:
         pid = process["metadata"]["pid"]
         symbols = {s["kernel_id"]: s for s in process.get("kernel_symbols", [])}
+        gpus = {a["id"]["handle"]: a.get("logical_node_type_id", i)
+                for i, a in enumerate(a for a in process.get("agents", []) if a.get("type") == 2)}
         strings = {r["kind"]: r["operations"] for r in process.get("strings", {}).get("buffer_records", [])}
         records = process.get("buffer_records", {})
         for d in records.get("kernel_dispatch", []):
@@ -102,7 +104,8 @@ def rocprof_events(document: dict) -> list[dict]:
             name = name[:-3] if name.endswith(".kd") else name
             events.append({"ph": "X", "cat": "kernel", "name": name, "pid": pid, "ts": d["start_timestamp"] / 1000,
                            "dur": (d["end_timestamp"] - d["start_timestamp"]) / 1000,
-                           "args": {"device": info["agent_id"]["handle"],
+                           "args": {"device": gpus.get(info["agent_id"]["handle"], info["agent_id"]["handle"]),
+                                    "stream": (d.get("stream_id") or info.get("queue_id") or {}).get("handle"),
                                     "correlation": d["correlation_id"]["internal"]}})
         for c in records.get("memory_copy", []):
             direction = strings.get("MEMORY_COPY", [])[c["operation"]].removeprefix("MEMORY_COPY_")
@@ -269,6 +272,13 @@ def audit_reference(path: Path) -> dict:
     """The audit's counts of a Kineto file (or an nsys export read as one): events as the readers keep them (times in ns from the earliest kept
     event, rounded half to even as the tables are), checked with the standard library only."""
     document, text = read_document(path)
+    if isinstance(document, dict) and "rocprofiler-sdk-tool" in document:
+        # rocprofv3's records as Kineto events, its GPU agents as devices; it has no flows and no closing bracket.
+        gpus = [a for process in document["rocprofiler-sdk-tool"] for a in process.get("agents", [])
+                if a.get("type") == 2]
+        document = {"traceEvents": rocprof_events(document),
+                    "deviceProperties": [{"id": a.get("logical_node_type_id", i)} for i, a in enumerate(gpus)]}
+        text = b""
     events = document["traceEvents"] if isinstance(document, dict) else document
     kept = {"device": [], "runtime": [], "op": []}
     dropped = 0

@@ -110,7 +110,7 @@ TECHNICAL = {
     "Roofline", "NVTX", "id", "nn", "Module", "Python", "with_modules", "with_stack", "cuda", "cpu", "float32",
     "bfloat16", "float16", "bf16", "fp16", "fp32", "fp8", "tf32", "what-if", "megakernel", "NVLink", "AMD",
     "NVIDIA", "H200", "SXM", "H100", "RMSNorm", "SwiGLU", "compile", "ncu", "nsys", "stats", "Kineto", "e-", "Graph",
-    "Hopper", "SDPA", "SiLU", "float", "bf", "fp", "tf", "FP", "BF", "INT",
+    "Hopper", "PDL", "SDPA", "SiLU", "float", "bf", "fp", "tf", "FP", "BF", "INT",
 }
 
 
