@@ -118,6 +118,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.slow
 def test_study_states_its_baseline_and_shows_each_projection_s_terms(tmp_path):
     """Baseline and target (with the options applied) come before any number; an option the target already
     has is not shown as 1.00×; every kernel row shows its terms, which add up to its projection; rows far from

@@ -319,6 +319,7 @@ def _svg_texts(path: Path) -> list[str]:
     return re.findall(r">([^<>]+)</text>", path.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_in_a_set_the_language_without_a_font_is_not_drawn_and_the_other_is(tables, tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "cjk_font", lambda families: None)
     jobs = figure_jobs.job_sets(_report_jobs(tables, tmp_path))[0]

@@ -62,6 +62,7 @@ def test_unknown_device_report_keeps_figures_and_names_missing_roofs(tmp_path):
     assert not list((out / "report" / "figures").glob("roofline_*"))
 
 
+@pytest.mark.slow
 def test_import_device_supplies_the_spec(tmp_path):
     out = tmp_path / "run"
     assert main(["import", str(RADEON), "--out", str(out), "--lang", "en", "--device", "mi250"]) == 0
@@ -83,6 +84,7 @@ def _properties(path: Path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))["deviceProperties"][0]
 
 
+@pytest.mark.slow
 def test_an_unnamed_device_is_identified_by_its_properties(tmp_path):
     props = _properties(UNNAMED)
     assert props["name"] == ""

@@ -19,6 +19,7 @@ from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.sources import read_trace
+from tests.tiers import large_files_slow
 from tests.trace_reference import audit_reference, read_events, reference
 
 PUBLIC = Path(__file__).resolve().parents[1] / "data" / "public"
@@ -46,7 +47,7 @@ def test_every_launch_as_the_file_holds_it(path):
 AUDITED = TRACES + sorted((Path(__file__).resolve().parents[1] / "data" / "kineto").glob("*.trace.json.gz"))
 
 
-@pytest.mark.parametrize("path", AUDITED, ids=lambda p: p.name[:60])
+@pytest.mark.parametrize("path", large_files_slow(AUDITED), ids=lambda p: p.name[:60])
 def test_the_integrity_audit_counts_what_the_file_holds(path):
     import msgspec
 
@@ -246,6 +247,7 @@ def test_traces_without_device_activity_are_cpu_runs():
     assert profiler.meta.unread_device_activity == {"cuda_profiler_range": ranges}
 
 
+@pytest.mark.slow
 def test_mtia_device_activity_is_read():
     path = PUBLIC / "hta" / "data__mtia_inference_trace__mtia_inference_rank_0.json.gz"
     kernels, _ = attribute(read_trace(path))

@@ -75,6 +75,7 @@ def test_invalid_utf8_in_a_name_is_repaired_not_refused(tmp_path):
     assert tables.kernels.height == len(_kernels(kineto_seed()))
 
 
+@pytest.mark.slow
 def test_long_names_are_cut_with_a_hash_and_stay_distinct(tmp_path):
     doc = copy.deepcopy(kineto_seed())
     kernels = _kernels(doc)

@@ -188,6 +188,7 @@ def test_record_function_layers_removed(tmp_path):
     assert set(kernels["phase"]) == {"unknown"}
 
 
+@pytest.mark.slow
 def test_module_frames_removed(tmp_path):
     """HF generate recorded with stacks and modules: without its Python frames, each kernel's layer is the one its
     Qwen2DecoderLayer frame gave, and its steps those of its top-level forwards."""

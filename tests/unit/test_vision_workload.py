@@ -106,6 +106,7 @@ def test_stage_layers_have_their_own_types(tiny):
     assert info.layer_types[0] == "DeepseekOcr2TextDecoderLayer (DeepseekOcr2TextMLP)"
 
 
+@pytest.mark.slow
 def test_sampling_is_seeded_and_greedy_is_the_default(tiny, pages):
     model, _ = tiny
     inputs = pages.generations[2]
