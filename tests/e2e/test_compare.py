@@ -91,6 +91,7 @@ def test_h200_and_h100_runs_of_one_workload(tmp_path):
     assert set(changes["run"]) == {"h100"} and changes.height > 0
 
 
+@pytest.mark.slow
 def test_labels_and_languages(tmp_path):
     out = tmp_path / "labelled"
     result = kernelscope("compare", str(H200), str(H100), "--labels", "before,after", "--lang", "en",

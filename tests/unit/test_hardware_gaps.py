@@ -121,6 +121,7 @@ def test_a_named_device_is_not_second_guessed(tmp_path):
     assert hardware["name"] == "AMD Radeon Graphics" and "spec" not in hardware and "identified_by" not in hardware
 
 
+@pytest.mark.slow
 def test_import_device_names_an_unnamed_device(tmp_path):
     out = tmp_path / "run"
     assert main(["import", str(UNNAMED), "--out", str(out), "--lang", "en", "--device", "mi325x"]) == 0
