@@ -88,6 +88,7 @@ def test_markdown_has_no_markup_from_the_input(hostile_report, name):
 
 
 @pytest.mark.parametrize("name", ["report.md", "report.zh.md"])
+@pytest.mark.slow
 def test_every_figure_of_hostile_phase_names_is_drawn_inside_the_figures_folder(hostile_report, name):
     """Figures are drawn by helper processes from job keys that carry phase names read from the input: each image
     the report links exists, in figures/, and nothing was written beside the report's own folders."""
@@ -102,6 +103,7 @@ def test_every_figure_of_hostile_phase_names_is_drawn_inside_the_figures_folder(
 
 
 @pytest.mark.parametrize("name", ["report.html", "report.zh.html"])
+@pytest.mark.slow
 def test_html_page_loads_nothing_and_runs_only_its_own_script(hostile_report, name):
     page = (hostile_report / name).read_text()
     parser = _Tags()
@@ -140,6 +142,7 @@ def test_headless_chromium_runs_no_input_script_and_requests_nothing(hostile_rep
     assert "sorted" in (sorted_class or "")
 
 
+@pytest.mark.slow
 def test_terminal_summary_prints_names_as_inert_text(hostile_report):
     """The closing lines of `import` show hostile names on one line each, with no terminal escape sequence."""
     from kernelscope.commands.run_summary import terminal_summary

@@ -79,6 +79,7 @@ def test_imported_trace_report_shows_only_what_applies(import_run, name):
     _check_nothing_empty(text)
 
 
+@pytest.mark.slow
 def test_cpu_ops_have_categories_from_their_names(cpu_run):
     kernels = pl.read_parquet(cpu_run / "kernels.parquet").filter(pl.col("phase") == "decode")
     mix = {r["category"]: r for r in _csv_rows(cpu_run / "report" / "tables" / "categories_decode.csv")}
@@ -127,7 +128,8 @@ def _name_words(report: Path) -> set[str]:
     return words
 
 
-@pytest.mark.parametrize("which", ["cpu", pytest.param("import", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("which", ["cpu", "import"])
+@pytest.mark.slow
 def test_chinese_report_has_no_english_words_but_names(which, request):
     report = request.getfixturevalue(f"{which}_run") / "report"  # the import's run only where it is asked for
     text = (report / "report.zh.md").read_text()
@@ -144,6 +146,7 @@ def test_chinese_report_has_no_english_words_but_names(which, request):
     assert not english, sorted(english)
 
 
+@pytest.mark.slow
 def test_chinese_typesetting_spaces_numbers_and_latin(cpu_run):
     text = (cpu_run / "report" / "report.zh.md").read_text()
     prose = re.sub(r"(`+).+?\1", " ", text)
@@ -180,6 +183,7 @@ def test_import_ends_with_a_summary_and_an_absolute_path(tmp_path, qwen_gpu_trac
     assert "top 5 kernels by total time:" in text and "attribution: 100.0%" in text
 
 
+@pytest.mark.slow
 def test_profile_ends_with_latency_bandwidth_and_time_per_phase(cpu_run):
     # The closing lines are made from the run directory; here they are read back for the fixture's CPU run.
     from kernelscope.commands.run_summary import terminal_summary

@@ -218,7 +218,7 @@ def test_decode_plan_at_model_shapes():
         (64, 4), (64, 32), (64, 33), (128, 17), (128, 18)]
 
 
-@pytest.mark.parametrize("group", [1, 4])
+@pytest.mark.parametrize("group", [1, pytest.param(4, marks=pytest.mark.slow)])
 def test_attention_decode_combine_in_chunks(triton_ops, monkeypatch, group):
     """More active splits than one combine chunk holds (as 17–36 at the model shapes, 16 a chunk): the combine
     loops over chunks and merges them by the running log-sum-exp. Here a chunk of 2 splits, 5 splits of 64."""
