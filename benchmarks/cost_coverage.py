@@ -33,6 +33,9 @@ CASES: dict[str, list[str]] = {
         "--capture", f"{T}/foreign/trimmed/vllm_prefilldecode_piecewise__graph_capture_rank_0.json.gz"],
     "sglang prefill+decode": [f"{T}/public/tracelens/inference__sglang_prefilldecode__sglang_Qwen3-8B_prefilldecode.json.gz"],
     "vllm B200 eager, TP (gpt-oss MoE)": [f"{T}/public/tracelens/traces__b200__eager_trace.json.gz"],
+    "vllm B200 eager, TP (gpt-oss MoE) + --model-config": [
+        f"{T}/public/tracelens/traces__b200__eager_trace.json.gz", "--model-config",
+        f"{T}/configs/gpt-oss-120b/config.json"],
     "HF generate, stacks": [f"{T}/foreign/captured/hf_generate_stack.json.gz"],
     "HF generate, plain": [f"{T}/foreign/captured/hf_generate_plain.json.gz"],
     "HF generate, compiled (replays, no capture)": [f"{T}/foreign/captured/hf_generate_compiled.json.gz"],
@@ -47,16 +50,18 @@ CASES: dict[str, list[str]] = {
     "kernelscope H200 DeepSeek-V3 (MoE)": [f"{T}/kineto/h200-deepseek-v3-p16-n3.trace.json.gz"],
     "kernelscope DeepSeek-V3, expert parallel 2 ranks": [f"{T}/multi_gpu/deepseek_v3_ep2_rank0.json.gz",
                                                           f"{T}/multi_gpu/deepseek_v3_ep2_rank1.json.gz"],
+    "TraceLens MI300X Qwen1.5-0.5B (HF)": [f"{T}/public/tracelens/traces__mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"],
     "torch.compile (Inductor Triton)": [f"{T}/public/tracelens/traces__torch_compile_triton__trace.json.gz"],
     "Qwen2-0.5B without shapes": [f"{T}/kineto/h200-qwen2-0.5b-p16-n4.shapeless.trace.json.gz"],
     "Qwen2-0.5B without shapes + --model-config": [
         f"{T}/kineto/h200-qwen2-0.5b-p16-n4.shapeless.trace.json.gz", "--model-config",
         f"{T}/configs/qwen2-0.5b/config.json", "--batch-size", "1", "--prompt-len", "16"],
+    "4-layer Llama forward, DTensor over 2 GPUs, shapes (tokenomics)": [
+        f"{T}/public/tokenomics/traces__llama_trace_4layers0_dim_1024.json.gz"],
     "4-layer Llama, FSDP, no shapes (tokenomics)": [f"{T}/public/tokenomics/llama_trace_4layers0_with_annotations.json.gz"],
 }
 CORPUS = {  # corpus path → label (benchmarks/corpus/manifest.toml)
     "tracelens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": "TraceLens H100 Qwen1.5-0.5B (HF)",
-    "tracelens/tests/traces/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": "TraceLens MI300X Qwen1.5-0.5B (HF)",
 }
 
 

@@ -3,14 +3,19 @@
 Workloads (random weights, built from configs, bf16; each a prefill and decode steps of HF generate, or a loop):
   dense     a Qwen2-0.5B-shaped model cut to 4 layers, batch 4, prompt 128 (eager: SDPA, RMSNorm, rotary, SiLU)
   moe       a Qwen3-MoE-shaped model, 2 layers, 16 experts, top 4 (transformers' own experts implementation)
-  fp8_gemm  torch._scaled_mm, FP8 e4m3 with per-tensor scales, M = 4096 (prefill) and 16 (decode), N = K = 4096
+  fp8_gemm  torch._scaled_mm, FP8 e4m3, per-tensor and row-wise scales, M = 2048 (prefill) and 16 (decode),
+            N = K = 4096; run first (a few seconds under Nsight Compute), so a slow pass never costs it
 Each is run twice in child processes: once under torch.profiler (record_shapes) → imported with kernelscope (and
 the dense and MoE traces once more without their shapes, given the model's config.json: the `model_config` costs);
-once under Nsight Compute, gated on the prefill and first decode step's NVTX ranges, with the DRAM byte and FLOP
-counters. The launches of both are aligned by kernel name in launch order; per launch and per kernel class
-(catalog category, cost model, cost source) the analytic ÷ measured ratios of bytes and FLOPs go to
-$OUT/cost_check.json, with the checks: bytes within ±15% for memory-bound classes, FLOPs within 1% for GEMMs whose
-rows fill the tensor cores' tiles (M ≥ 128).
+once under Nsight Compute, gated on NVTX ranges (the prefill and first decode step; the MoE's prefill only, to keep
+the run within its time), with the DRAM byte and FLOP counters and, where the device has them, the L2 sectors the
+SMs read and write (lts__t_sectors_srcunit_tex_op_read/write: every byte a kernel moves past its L1, whether the L2
+holds it or not). Nsight Compute flushes the caches before each kernel and the L2 writes back: a kernel reads its
+inputs from DRAM but its outputs stay in the L2 (DRAM writes ≈ 0 below the L2's size), so analytic bytes (reads +
+writes) are checked against the L2 traffic, and DRAM reads are recorded apart. The launches of both are aligned by
+kernel name in launch order; per launch and per kernel class (catalog category, cost model, cost source) the
+analytic ÷ measured ratios of bytes and FLOPs go to $OUT/cost_check.json, with the checks: bytes within ±15% of the
+L2 traffic for memory-bound classes, FLOPs within 1% for GEMMs whose rows fill the tensor cores' tiles (M ≥ 128).
 
     python3 benchmarks/device/cost_check.py --out DIR              # on the GPU machine (cost_check.sh)
     python3 benchmarks/device/cost_check.py --out DIR --cpu        # the trace and import half on CPU, tiny sizes
@@ -20,11 +25,10 @@ rows fill the tensor cores' tiles (M ≥ 128).
 from __future__ import annotations
 
 import argparse
-import difflib
+import contextlib
 import gzip
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -32,11 +36,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cost_check_analysis import L2_SECTORS, _coverage, _headline, _with_l2, analyse_again, compare  # noqa: E402
+
 NCU = os.environ.get("NCU", "/usr/local/cuda/bin/ncu")
-PHASES = ("ks.phase:prefill/", "ks.phase:decode:0/")
+PHASES = {"dense": ("ks.phase:prefill/", "ks.phase:decode:0/"), "moe": ("ks.phase:prefill/",),
+          "fp8_gemm": ("ks.phase:prefill/", "ks.phase:decode:0/")}
+DEADLINE_S = float(os.environ.get("COST_CHECK_SECONDS", "420"))  # the whole run, all workloads
 SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
-MEMORY_CLASSES = {"norm", "activation", "elementwise", "copy/cast", "rope", "index/gather/scatter", "concat",
-                  "reduction", "softmax", "quantization", "GEMV"}
 
 
 def configs(cpu: bool) -> dict[str, dict]:
@@ -118,14 +126,19 @@ def _fp8_workload(device: str, torch):
     n = k = 4096
     w = torch.randn(n, k, device=device).to(torch.float8_e4m3fn)
     scale = torch.ones((), device=device)
-    inputs = {m: torch.randn(m, k, device=device).to(torch.float8_e4m3fn) for m in (4096, 16)}
+    inputs = {m: torch.randn(m, k, device=device).to(torch.float8_e4m3fn) for m in (2048, 16)}
+    row_scales = {m: (torch.ones(m, 1, device=device), torch.ones(1, n, device=device)) for m in inputs}
 
     def run(annotate: bool) -> None:
         stack = RangeStack(nvtx=annotate and device == "cuda")
-        for phase, m in (("ks.phase:prefill", 4096), ("ks.phase:decode:0", 16)):
+        for phase, m in (("ks.phase:prefill", 2048), ("ks.phase:decode:0", 16)):
             if annotate:
                 stack.push(phase)
             torch._scaled_mm(inputs[m], w.t(), scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+            # row-wise scales (one per row of A, one per column of B): cuBLASLt on Hopper and later
+            with contextlib.suppress(RuntimeError, ValueError):
+                torch._scaled_mm(inputs[m], w.t(), scale_a=row_scales[m][0], scale_b=row_scales[m][1],
+                                 out_dtype=torch.bfloat16)
             if annotate:
                 stack.pop()
 
@@ -140,7 +153,7 @@ def main() -> int:
     parser.add_argument("--child")
     parser.add_argument("--mode", choices=["trace", "ncu"])
     parser.add_argument("--dir", type=Path)
-    parser.add_argument("--workloads", default="dense,moe,fp8_gemm")
+    parser.add_argument("--workloads", default="fp8_gemm,dense,moe")
     parser.add_argument("--analyse", type=Path, metavar="DIR",
                         help="compare again the runs and Nsight Compute CSVs a device run left in DIR (its results)")
     args = parser.parse_args()
@@ -154,12 +167,13 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     results: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "commit": os.environ.get("KS_COMMIT"),
                      "cpu": args.cpu, "workloads": {}}
+    deadline = time.time() + DEADLINE_S
     for name in args.workloads.split(","):
         if args.cpu and name == "fp8_gemm":
             continue
         started = time.time()
         try:
-            results["workloads"][name] = one_workload(name, out / name, args.cpu)
+            results["workloads"][name] = one_workload(name, out / name, args.cpu, deadline)
         except Exception as exc:  # noqa: BLE001 - one workload's failure is recorded, the others still run
             results["workloads"][name] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         results["workloads"][name]["seconds"] = round(time.time() - started, 1)
@@ -181,7 +195,7 @@ def _run(cmd: list[str], log: Path, timeout: float) -> None:
         raise RuntimeError(f"{cmd[:4]} exited {done.returncode}: {' | '.join(tail)}")
 
 
-def one_workload(name: str, work: Path, cpu: bool) -> dict:
+def one_workload(name: str, work: Path, cpu: bool, deadline: float) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     log = work / "log.txt"
     me = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--dir", str(work)] + (["--cpu"] if cpu else [])
@@ -206,14 +220,19 @@ def one_workload(name: str, work: Path, cpu: bool) -> dict:
     rep = work / "ncu.ncu-rep"
     from kernelscope.capture import nsight_compute as nc
 
-    metrics = ["gpu__time_duration.sum", *nc.choose_metrics(nc.available_metrics(NCU))]
+    available = nc.available_metrics(NCU)
+    metrics = ["gpu__time_duration.sum", *nc.choose_metrics(available),
+               *(m for m in L2_SECTORS.values() if m.split(".")[0] in available)]
+    left = deadline - time.time()
+    if left < 30:
+        raise RuntimeError(f"no time left for Nsight Compute ({left:.0f} s)")
     _run([NCU, "--clock-control", "none", "--target-processes", "all", "--nvtx",
-          *[a for p in PHASES for a in ("--nvtx-include", p)], "--metrics", ",".join(metrics),
-          "--export", str(rep), "--force-overwrite", *me, "--mode", "ncu"], log, 420)
+          *[a for p in PHASES[name] for a in ("--nvtx-include", p)], "--metrics", ",".join(metrics),
+          "--export", str(rep), "--force-overwrite", *me, "--mode", "ncu"], log, left)
     raw = nc.export_csv(NCU, rep, "raw", work / "ncu-raw.csv")
     from kernelscope.load.ncu import read_ncu_csv
 
-    measured = read_ncu_csv(raw).launches.sort("launch")
+    measured = _with_l2(read_ncu_csv(raw))
     for source, run in imports.items():
         result[source] = compare(run, measured)
     return result
@@ -230,106 +249,6 @@ def _strip_shapes(src: Path, dst: Path) -> None:
     with gzip.open(dst, "wt") as f:
         json.dump(trace, f)
 
-
-def _coverage(run: Path) -> dict:
-    summary = json.loads((run / "summary.json").read_text())
-    return {"cost_coverage": summary.get("cost_coverage"), "by_source": summary.get("cost_coverage_by_source")}
-
-
-def compare(run: Path, measured) -> dict:
-    """Per measured launch matched to the run's launch of the same kernel (by name, in launch order over the
-    prefill and first decode step), analytic ÷ measured; then per class."""
-    import polars as pl
-
-    from kernelscope.analyze.catalog import normalize
-
-    kernels = (pl.read_parquet(run / "kernels.parquet")
-               .filter((pl.col("kind") == "kernel") & ((pl.col("phase") == "prefill")
-                                                      | ((pl.col("phase") == "decode") & (pl.col("step") == 0))))
-               .sort("start_ns"))
-    ours = [_base_name(normalize(n)) for n in kernels["name"].to_list()]
-    theirs = [_base_name(normalize(n)) for n in measured["kernel_name"].to_list()]
-    blocks = difflib.SequenceMatcher(None, ours, theirs, autojunk=False).get_matching_blocks()
-    pairs = [(b.a + j, b.b + j) for b in blocks for j in range(b.size)]
-    rows = []
-    for i, j in pairs:
-        k, m = kernels.row(i, named=True), measured.row(j, named=True)
-        rows.append({
-            "name": k["name"][:160], "category": k["category"], "cost_model": k["cost_model"],
-            "cost_source": k["cost_source"], "phase": k["phase"], "gemm": [k["gemm_m"], k["gemm_n"], k["gemm_k"]],
-            "analytic_bytes": k["bytes_moved"], "measured_bytes": m.get("dram_bytes"),
-            "analytic_flops": k["flops"], "measured_flops": m.get("flops"), "duration_us": m.get("duration_us"),
-        })
-    return {"kernels_in_run": len(ours), "launches_measured": len(theirs), "matched": len(pairs),
-            "classes": _classes(rows), "checks": _checks(rows), "launches": rows}
-
-
-def _base_name(name: str) -> str:
-    """The kernel's function name without namespaces, template arguments or parameters: Nsight Compute spells
-    ATen's kernels without `native::` (and CUTLASS's with other template text) where the profiler keeps them."""
-    head = re.split(r"[<(]", name, maxsplit=1)[0].strip()
-    return head.rsplit("::", 1)[-1].removeprefix("void ").strip()
-
-
-def analyse_again(folder: Path) -> dict:
-    """The comparison of a device run redone from what it left (the runs and the Nsight Compute raw CSVs)."""
-    from kernelscope.load.ncu import read_ncu_csv
-
-    results: dict = {}
-    for work in sorted(p for p in folder.iterdir() if (p / "ncu-raw.csv").is_file()):
-        measured = read_ncu_csv(work / "ncu-raw.csv").launches.sort("launch")
-        results[work.name] = {"imports": {k: _coverage(work / d) for k, d in (("op_shapes", "run"),
-                                                                             ("model_config", "run-config"))
-                                          if (work / d).is_dir()}}
-        for source, run in (("op_shapes", work / "run"), ("model_config", work / "run-config")):
-            if run.is_dir():
-                results[work.name][source] = compare(run, measured)
-    return {"workloads": results, "headline": _headline({"workloads": results})}
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or not b else a / b
-
-
-def _classes(rows: list[dict]) -> dict:
-    out: dict = {}
-    for key in ("category", "cost_model", "cost_source"):
-        groups: dict = {}
-        for r in rows:
-            groups.setdefault(str(r[key]), []).append(r)
-        out[key] = {g: _summary(rs) for g, rs in sorted(groups.items())}
-    return out
-
-
-def _summary(rows: list[dict]) -> dict:
-    def total(field: str) -> float:
-        return sum(r[field] or 0 for r in rows)
-
-    per = sorted(x for r in rows if (x := _ratio(r["analytic_bytes"], r["measured_bytes"])) is not None)
-    return {"launches": len(rows), "bytes_ratio": _ratio(total("analytic_bytes"), total("measured_bytes")),
-            "flops_ratio": _ratio(total("analytic_flops"), total("measured_flops")),
-            "bytes_ratio_min": per[0] if per else None, "bytes_ratio_median": per[len(per) // 2] if per else None,
-            "bytes_ratio_max": per[-1] if per else None}
-
-
-def _checks(rows: list[dict]) -> dict:
-    memory = [r for r in rows if r["category"] in MEMORY_CLASSES and r["analytic_bytes"] and r["measured_bytes"]
-              and r["measured_bytes"] > 1 << 20]  # a megabyte at least: smaller ones live in L2
-    within = [r for r in memory if abs(r["analytic_bytes"] / r["measured_bytes"] - 1) <= 0.15]
-    gemms = [r for r in rows if r["category"] == "GEMM" and r["gemm"][0] and r["gemm"][0] >= 128
-             and r["analytic_flops"] and r["measured_flops"]]
-    exact = [r for r in gemms if abs(r["analytic_flops"] / r["measured_flops"] - 1) <= 0.01]
-    return {"memory_bound_launches": len(memory), "bytes_within_15pct": len(within),
-            "full_tile_gemm_launches": len(gemms), "flops_within_1pct": len(exact)}
-
-
-def _headline(results: dict) -> dict:
-    out = {}
-    for name, w in results["workloads"].items():
-        out[name] = {"error": w["error"]} if "error" in w else {
-            "coverage": {k: v["cost_coverage"] for k, v in w.get("imports", {}).items()},
-            **{src: w[src]["checks"] for src in ("op_shapes", "model_config") if src in w}}
-    return out
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ TRACES: list[tuple[tuple[str, ...], str]] = [
     (("public/kineto/resnet50_num_workers_0__worker0.pt.trace.json.gz",), "run"),
     (("public/kineto/traces__before_fix_trace.json",), "run"),
     (("public/tokenomics/llama_trace_4layers0_with_annotations.json.gz",), "run"),
+    (("public/tokenomics/traces__llama_trace_4layers0_dim_1024.json.gz",), "run"),
     *[((f"public/tracelens/{name}",), "execute") for name in (
         "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz",
         "inference__sglang_prefilldecode__sglang_Qwen3-8B_prefilldecode.json.gz",
@@ -67,7 +68,8 @@ TRACES: list[tuple[tuple[str, ...], str]] = [
         "inference__vllm_prefilldecode_piecewise__graph_execution.json.gz", "traces__b200__eager_trace.json.gz")],
     *[((f"public/tracelens/{name}",), "profiler_step") for name in (
         "traces__h100__gaunernst_bert-small-uncased__1016001.json.gz",
-        "traces__mi300__gaunernst_bert-small-uncased__1016001.json.gz")],
+        "traces__mi300__gaunernst_bert-small-uncased__1016001.json.gz",
+        "traces__mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")],
     (("public/tracelens/traces__torch_compile_triton__trace.json.gz",), "lookups"),
     (("public/tracelens/mi210__gpu_only_trace__gpu_only_trace.json.gz",), "run"),
     (("public/tracelens/sglang_decode__capture_traces__bs_32_rank0.json.gz",), "run"),

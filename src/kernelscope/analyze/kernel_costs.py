@@ -9,7 +9,8 @@
    engine's kernels the cost their launch declared;
 3. the model's config and the kernel's module (analyze/config_costs.py, `model_config`), for kernels with no op
    shapes at all;
-4. launches of the same kernel with the same grid and block that have a cost (`estimated`).
+4. launches of the same kernel with the same grid and block that have a cost (`estimated`); for a kernel without a
+   launch record, the same kernel between the same neighbours (analyze/sequence_estimates.py, `estimated`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kernelscope.analyze.kernel_extras import collective_costs, copy_costs, esti
 from kernelscope.analyze.naming import with_kernel_catalog
 from kernelscope.analyze.op_costs import MODELS, OpCost, op_cost
 from kernelscope.analyze.op_splits import split_unit_costs
+from kernelscope.analyze.sequence_estimates import estimated_from_sequence
 from kernelscope.analyze.step_tokens import StepTokens, step_tokens
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
@@ -81,10 +83,23 @@ def cost_context(info: RunInfo) -> CostContext:
     for s in info.attribution.steps if info.attribution is not None else []:
         steps.setdefault((s.phase, s.step), step_tokens(s))
     config = config_values(info.model.config) if info.model is not None and info.model.config else {}
+    if config:
+        config["ranks"] = float(_ranks(info))
     workload = info.workload if info.source == "import" else None
     return CostContext(steps=steps, config=tuple(sorted(config.items())),
                        batch=workload.batch_size if workload else None,
                        prompt=workload.prompt_len if workload else None)
+
+
+def _ranks(info: RunInfo) -> int:
+    """The ranks the model is sharded across: the world size the trace's `distributedInfo` records (a serving
+    engine's tensor- or expert-parallel ranks), else that of a `profile --gpus` run, else 1."""
+    sizes = [f.distributed_info.get("world_size") for f in (info.trace.files if info.trace else [])
+             if isinstance(f.distributed_info, dict)]
+    sizes = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and 0 < s <= 1 << 16]
+    if sizes:
+        return max(sizes)
+    return info.parallel.world_size if info.parallel is not None and info.parallel.world_size > 0 else 1
 
 
 def has_model(name: str) -> bool:
@@ -151,10 +166,18 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame, context: CostContext 
         from kernelscope.analyze.config_costs import config_costs
 
         work = config_costs(work, dict(context.config), context.tokens_of)
-    work = estimated_from_twins(work)
+    work = estimated_from_sequence(estimated_from_twins(_with_op_dims(work, ops)).drop("_op_dims"))
     work = gemm_layouts(work)
     out = kernels.drop(shapes).with_columns(work.select(*COST_COLUMNS))
     return conform_kernels(out)
+
+
+def _with_op_dims(work: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """`_op_dims`: the input shapes the kernel's own op recorded (text), for twins that must share them."""
+    if "input_dims" not in ops.columns or "op_id" not in work.columns:
+        return work.with_columns(pl.lit(None, dtype=pl.String).alias("_op_dims"))
+    dims = ops.select("op_id", pl.col("input_dims").cast(pl.String).alias("_op_dims"))
+    return work.join(dims, on="op_id", how="left", maintain_order="left")
 
 
 # ---- which op (or captured op) each kernel takes its cost from --------------------------------------------------

@@ -53,12 +53,25 @@ def collective_costs(k: pl.DataFrame) -> pl.DataFrame:
 def estimated_from_twins(k: pl.DataFrame) -> pl.DataFrame:
     """A kernel without a cost takes the median cost of the costed launches of the same kernel with the same grid
     and block (its launch geometry follows from the problem's size), labelled `estimated`: kernels whose launch
-    record a trace left out, replays no capture describes."""
+    record a trace left out, replays no capture describes. Where the kernel's own op recorded its input shapes
+    (`_op_dims`, when present), only twins whose ops recorded the same shapes count: a gather's grid follows its
+    output, not the table it reads."""
     missing = (pl.col("cost_model").is_null() & (pl.col("kind") == "kernel")).fill_null(False)
     if not k.height or not k.select(missing.any()).item():
         return k
+    if "_op_dims" not in k.columns:
+        return _from_twins(k, missing, _GEOMETRY)
+    shaped = pl.col("_op_dims").is_not_null() & (pl.col("_op_dims").str.len_bytes() > 2)
+    k = _from_twins(k, missing & shaped, [*_GEOMETRY, "_op_dims"])
+    return _from_twins(k, (pl.col("cost_model").is_null() & (pl.col("kind") == "kernel")).fill_null(False) & ~shaped,
+                       _GEOMETRY)
+
+
+def _from_twins(k: pl.DataFrame, missing: pl.Expr, key: list[str]) -> pl.DataFrame:
+    if not k.select(missing.any()).item():
+        return k
     twins = (k.filter(pl.col("cost_model").is_not_null() & (pl.col("kind") == "kernel"))
-             .group_by(_GEOMETRY)
+             .group_by(key)
              .agg(pl.col("flops").median().alias("_t_flops"), pl.col("bytes_moved").median().alias("_t_bytes"),
                   pl.col("precision").mode().sort().first().alias("_t_precision"),
                   pl.col("cost_model").mode().sort().first().alias("_t_model"),
@@ -66,7 +79,7 @@ def estimated_from_twins(k: pl.DataFrame) -> pl.DataFrame:
                     for c in ("gemm_m", "gemm_n", "gemm_k", "gemm_batch", "gemm_dtypes"))))
     if not twins.height:
         return k
-    k = k.join(twins, on=_GEOMETRY, how="left", maintain_order="left", nulls_equal=True)
+    k = k.join(twins, on=key, how="left", maintain_order="left", nulls_equal=True)
     use = missing & pl.col("_t_model").is_not_null()
     return k.with_columns(
         pl.when(use).then(pl.col("_t_flops")).otherwise(pl.col("flops")).alias("flops"),
