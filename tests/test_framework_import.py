@@ -42,6 +42,7 @@ def test_a_module_imported_already_is_left_as_it_is(tmp_path, monkeypatch):
     del sys.modules["ks_fake_loaded"]
 
 
+@pytest.mark.slow
 def test_transformers_loads_its_generation_code_without_sklearn_which_imports_afterwards(tmp_path):
     """A stand-in scikit-learn that leaves a mark when imported: transformers' generation code is loaded without
     it, and the process can still import it afterwards."""

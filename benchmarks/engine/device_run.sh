@@ -60,12 +60,11 @@ else
   cat /root/ks-chunks/chunk.00 .whl/b/chunk.01 > /root/ks-chunks/polars_runtime_32-2.1.0-cp311-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
   python3 -m pip install -q --no-index --find-links /root/ks-chunks --find-links .whl/small polars polars-runtime-32 \
     > "$OUT/pip.log" 2>&1; log "pip rc=$?"
-  here=benchmarks/results/engine-profile-h100-2026-11-22
   run=/tmp/engine-run
   log "profile"; t0=$SECONDS
   timeout 300 python3 -m kernelscope -q profile --backend engine --model qwen2-1.5b --out "$run" > "$OUT/profile.log" 2>&1
   log "profile rc=$? $((SECONDS-t0))s"
-  python3 "$here/check.py" "$run" > "$OUT/check.json"; log "check rc=$?"
+  python3 benchmarks/engine/profile_check.py "$run" > "$OUT/check.json"; log "check rc=$?"
   cp "$run/summary.json" "$run/run.json" "$OUT/" 2>/dev/null
   tar czf "$OUT/report.tgz" -C "$run" summary.json report/report.md report/report.zh.md report/tables 2>/dev/null
   tail -n 20 "$OUT/profile.log"; cat "$OUT/check.json"

@@ -9,8 +9,8 @@ under each rule.
 1. Copy bandwidth (1 GiB device-to-device, read + write bytes).
 2. For each model shape and op (q/k/v + norm + RoPE + cache, o_proj + residual, gate/up + norm + SwiGLU,
    down + residual, final norm + LM head), batch 1: the table's plan and a grid of (BLOCK_N, BLOCK_K, warps) ×
-   EARLY_W off/on (off only where linear.py has no GEMV_EARLY_W: the experiment of 2026-11-26 was reverted; its
-   patch is results/engine-llama-b1-h100-2026-11-26/early_w_experiment.patch). Each cell: one CUDA graph of ≥ 16
+   EARLY_W off/on (off only where linear.py has no GEMV_EARLY_W: the experiment was measured and not kept, see
+   results/engine-llama-b1-h100-2026-11-26; its patch is in that folder's git history). Each cell: one CUDA graph of ≥ 16
    back-to-back launches over distinct weight copies (≥ 400 MB in all, beyond the 50 MB L2), median of 15
    replays, µs per launch; % of copy counts weight bytes only.
 3. For each step model (random weights, bf16, prompt 128, 256 new tokens, batch 1, a cache of 512 slots): TPOT

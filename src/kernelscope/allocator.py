@@ -5,17 +5,16 @@ Polars allocates through jemalloc and, when it loads, sets jemalloc to keep free
 "muzzy" pages (still counted as resident) for another second, appending any options found in the variable below
 (pola-rs/polars issue 18088). An import allocates and frees whole-table columns within a few seconds, so those
 pages pile up: on a 1 GB trace the peak resident memory was 1.12 GB, 0.13 GB above what returning them gives.
-Here muzzy pages are returned at once, and dirty ones after 150 ms, by a background thread (not on the thread
-doing the work). Measured on 2 cores (2026-11-27, medians of 3 to 8 runs): peaks 0.81 -> 0.72 GB on a 1 GB trace,
-1.30 -> 1.24 GB on 2 GB, 0.44 -> 0.39 GB on 340 MB, 1.23 -> 1.15 GB for 5 million tiny events, in the same time
-(1.39 vs 1.38 s at 340 MB); after 50 ms saved as much but cost 4% of the time, and every page at once (decay 0)
-~15%. The commands that hold whole traces (import, profile; cli.py) set this; every other command (a report,
-made of many small tables, spent ~0.1 s more in the kernel with the background thread) returns muzzy pages at
-once without it: a 2 GB run's report peaked at 1.37 GB instead of
-1.54, in the same time. Those commands keep freed pages for 5 s rather than Polars' 0.5 s, so that a report's tables
-reuse the pages its earlier tables freed instead of faulting in new ones: the report of a 1.5 million-launch run
-3.35-3.63 -> 3.24-3.29 s with 1-5% more peak memory (1.52 GB; 2026-11-27, its constant columns read as constants). jemalloc reads the options once, when Polars loads: they only apply if Polars has not been
-imported yet, and options the user set (the same variable) are kept as they are.
+Here muzzy pages are returned at once, and dirty ones after 150 ms, by a background thread (not on the thread doing
+the work): returning them sooner cost import time. Together with the ops' argument columns held as
+categories, an import's peak went 0.80 -> 0.67 GB on a 1 GB trace and 1.30 -> 1.11 GB on 2 GB, in the same time (2
+cores, 2026-11-27, benchmarks/results/ingest-scaling-2026-11-27-categorical.json). The commands that hold whole
+traces (import, profile; cli.py) set this; every other command (a report, made of many small tables, spent ~0.1 s
+more in the kernel with the background thread) returns muzzy pages at once without it: a 2 GB run's report peaked at
+1.40 GB instead of 1.55, in the same time (2026-11-27, benchmarks/results/report-speed-2026-11-27-e.json). Those
+commands keep freed pages for 5 s rather than Polars' 0.5 s, so that a report's tables reuse the pages its earlier
+tables freed instead of faulting in new ones. jemalloc reads the options once, when Polars loads: they only apply if
+Polars has not been imported yet, and options the user set (the same variable) are kept as they are.
 """
 
 from __future__ import annotations

@@ -160,7 +160,21 @@ def run_case(case: Case, tmp_path: Path) -> tuple[int, str, Path]:
     return code, stderr, work
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def _tiered(cases: list[Case]) -> list:
+    """The first case of each family (reader or command and what is broken: `kineto-field`, `rundir-report`, …) runs
+    in the fast tier; the others, and every resource bomb (gzip, Parquet, query), are marked slow and run in the full
+    suite."""
+    seen: set[str] = set()
+    params = []
+    for case in cases:
+        family = "-".join(case.id.split("-")[:2])
+        fast = family not in seen and not family.startswith("resource-")
+        params.append(pytest.param(case, id=case.id, marks=() if fast else pytest.mark.slow))
+        seen.add(family)
+    return params
+
+
+@pytest.mark.parametrize("case", _tiered(CASES))
 def test_adversarial_case(case: Case, tmp_path: Path):
     code, _, work = run_case(case, tmp_path)
     if code == 0 and case.check is not None:

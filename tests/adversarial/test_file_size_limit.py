@@ -23,6 +23,7 @@ def _limited(limit_bytes: int):
 
 
 @pytest.mark.parametrize("command", ["import", "export"])
+@pytest.mark.slow
 def test_a_write_past_the_file_size_limit_names_the_output(tmp_path, command):
     plain = tmp_path / "trace.json"  # plain JSON: read from a map, so only the writes meet the limit
     plain.write_bytes(gzip.decompress(TRACE.read_bytes()))

@@ -69,6 +69,7 @@ class _Tags(html.parser.HTMLParser):
 
 
 @pytest.mark.parametrize("name", ["report.md", "report.zh.md"])
+@pytest.mark.slow
 def test_markdown_has_no_markup_from_the_input(hostile_report, name):
     text = (hostile_report / name).read_text()
     assert "### Idle gaps" in text or "### 空闲间隙" in text  # the hostile names stand in the largest-gaps table too
@@ -87,6 +88,7 @@ def test_markdown_has_no_markup_from_the_input(hostile_report, name):
 
 
 @pytest.mark.parametrize("name", ["report.md", "report.zh.md"])
+@pytest.mark.slow
 def test_every_figure_of_hostile_phase_names_is_drawn_inside_the_figures_folder(hostile_report, name):
     """Figures are drawn by helper processes from job keys that carry phase names read from the input: each image
     the report links exists, in figures/, and nothing was written beside the report's own folders."""
@@ -101,6 +103,7 @@ def test_every_figure_of_hostile_phase_names_is_drawn_inside_the_figures_folder(
 
 
 @pytest.mark.parametrize("name", ["report.html", "report.zh.html"])
+@pytest.mark.slow
 def test_html_page_loads_nothing_and_runs_only_its_own_script(hostile_report, name):
     page = (hostile_report / name).read_text()
     parser = _Tags()
@@ -115,6 +118,7 @@ def test_html_page_loads_nothing_and_runs_only_its_own_script(hostile_report, na
 
 
 @pytest.mark.parametrize("name", ["report.html", "report.zh.html"])
+@pytest.mark.slow
 def test_headless_chromium_runs_no_input_script_and_requests_nothing(hostile_report, name):
     chromium, playwright = _browser()
     page_path = hostile_report / name
@@ -138,6 +142,7 @@ def test_headless_chromium_runs_no_input_script_and_requests_nothing(hostile_rep
     assert "sorted" in (sorted_class or "")
 
 
+@pytest.mark.slow
 def test_terminal_summary_prints_names_as_inert_text(hostile_report):
     """The closing lines of `import` show hostile names on one line each, with no terminal escape sequence."""
     from kernelscope.commands.run_summary import terminal_summary
@@ -153,6 +158,7 @@ REPLAYS = Path(__file__).resolve().parents[1] / "data" / "public" / "tracelens" 
 
 
 @pytest.mark.parametrize("key", ["image-local", "script", "backticks", "newline-heading", "pipe", "jinja"])
+@pytest.mark.slow
 def test_kernel_names_in_why_a_replay_stayed_unattributed_are_code_not_markup(tmp_path, key):
     """A public SGLang trace whose graph replay matches no eager step: the report names the replay's first kernel
     in its reason. Renamed to a hostile string, it must come out as the text of one code span in both languages,
@@ -182,6 +188,7 @@ def test_kernel_names_in_why_a_replay_stayed_unattributed_are_code_not_markup(tm
 
 
 @pytest.mark.parametrize("key", ["image-local", "script", "backticks", "newline-heading", "pipe", "jinja", "control"])
+@pytest.mark.slow
 def test_a_hostile_file_name_in_the_unrecorded_device_note_is_code_not_markup(tmp_path, key):
     """A trace with its device events taken out, saved under a hostile file name: the note that the device was not
     recorded names the file as the text of one code span in each language, with no image, link, HTML or heading
@@ -241,6 +248,7 @@ def test_hostile_user_annotations_become_modules_as_text(tmp_path):
         assert not [attrs for _, attrs in parser.tags if any(k.startswith("on") for k in attrs)]
 
 
+@pytest.mark.slow
 def test_a_hostile_report_without_figures_has_no_image_link_or_markup(tmp_path):
     """`--figure-formats none` on the hostile trace: the pages hold no image at all (none of the input's image
     payloads became one), no link out, no markup of the input, and the run holds nothing beyond its own files."""

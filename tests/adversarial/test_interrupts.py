@@ -61,6 +61,7 @@ def place(tmp_path):
 
 @pytest.mark.parametrize("delay", [0.8, 2.0, 3.5])
 @pytest.mark.parametrize("name", list(SIGNALS))
+@pytest.mark.slow
 def test_signal_during_import_leaves_nothing(place, name, delay):
     work, temp = place
     signum, code = SIGNALS[name]
@@ -81,6 +82,7 @@ def test_signal_during_import_leaves_nothing(place, name, delay):
 
 @pytest.mark.parametrize("delay", [0.8, 2.0])
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+@pytest.mark.slow
 def test_signal_during_a_parallel_import_of_ranks_leaves_nothing(place, name, delay):
     """Several files are read by helper processes (commands/importers/rank_files.py): a signal stops them too and
     removes their spool."""
@@ -115,6 +117,7 @@ def updated_files(tmp_path_factory) -> set[str]:
 
 @pytest.mark.parametrize("delay", [1.0, 2.5])
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+@pytest.mark.slow
 def test_signal_during_report_update_leaves_the_run_whole(place, name, delay, updated_files):
     import shutil
 
@@ -150,6 +153,7 @@ def test_two_imports_into_one_out_one_refused(place):
     assert (work / "out" / "kernels.parquet").is_file() and _leftovers(work, temp) == []
 
 
+@pytest.mark.slow
 def test_two_report_updates_of_one_run_do_not_mix(place):
     import shutil
 
@@ -210,6 +214,7 @@ cli.entry()
 
 @pytest.mark.parametrize("moment", ["before", "after"])
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+@pytest.mark.slow
 def test_a_signal_once_the_output_is_in_place_leaves_a_finished_command(place, name, moment):
     """A signal that lands as the finished run is renamed into place, or after it, no longer stops the command:
     it exits 0 with its output whole, never 'interrupted' with the run left behind (which a user would take for

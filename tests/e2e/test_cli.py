@@ -37,6 +37,7 @@ def tiny_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_profile_writes_a_complete_run_directory(tiny_run):
     for name in ["run.json", "summary.json", "kernels.parquet", "ops.parquet", "trace.json.gz",
                  "report/report.md", "report/tables/kernels_decode.csv", "report/tables/layer_breakdown_decode.csv"]:
@@ -61,6 +62,7 @@ def test_profile_writes_a_complete_run_directory(tiny_run):
     assert run["model"]["layer_types"] == {"0": "Qwen2DecoderLayer", "1": "Qwen2DecoderLayer"}
 
 
+@pytest.mark.slow
 def test_report_shows_phases_stats_and_layer_breakdown(tiny_run):
     text = (tiny_run / "report" / "report.md").read_text()
     for heading in ["## Setup", "## Timings", "### CPU operator time by phase", "### Prefill", "### Decode",
@@ -71,6 +73,7 @@ def test_report_shows_phases_stats_and_layer_breakdown(tiny_run):
     assert "`mlp.down_proj`" in text and "Qwen2DecoderLayer" in text
 
 
+@pytest.mark.slow
 def test_report_rerenders_without_profiling(tiny_run):
     report = tiny_run / "report" / "report.md"
     report.unlink()
@@ -80,6 +83,7 @@ def test_report_rerenders_without_profiling(tiny_run):
     assert "5 of " in text and "### Decode" in text
 
 
+@pytest.mark.slow
 def test_import_round_trips_our_own_trace(tiny_run, tmp_path):
     out = tmp_path / "imported"
     result = kernelscope("import", str(tiny_run / "trace.json.gz"), "--out", str(out))
@@ -90,6 +94,7 @@ def test_import_round_trips_our_own_trace(tiny_run, tmp_path):
         original.select("name", "dur_ns", "phase", "step", "module", "op"))
 
 
+@pytest.mark.slow
 def test_import_of_a_real_gpu_trace(qwen_gpu_trace, tmp_path):
     out = tmp_path / "gpu"
     result = kernelscope("import", str(qwen_gpu_trace), "--out", str(out), "--figure-formats", "png,svg")
@@ -148,6 +153,7 @@ def assert_page_less_its_figures(drawn: Path, bare: Path, page: str) -> None:
     assert "<img" not in (bare / page).with_suffix(".html").read_text()
 
 
+@pytest.mark.slow
 def test_a_report_without_figures_is_the_report_less_its_figures(qwen_gpu_trace, tmp_path):
     """`--figure-formats none`: the same tables and words as the report with figures, no figure file or link,
     and matplotlib never loaded (the process says which modules it imported)."""
@@ -179,6 +185,7 @@ def test_a_report_without_figures_is_the_report_less_its_figures(qwen_gpu_trace,
         assert (bare / "report" / "tables" / name).read_bytes() == (drawn / "report" / "tables" / name).read_bytes()
 
 
+@pytest.mark.slow
 def test_import_of_several_files_makes_ranks(qwen_gpu_trace, tmp_path):
     out = tmp_path / "ranks"
     result = kernelscope("import", str(qwen_gpu_trace), str(qwen_gpu_trace), "--out", str(out))
@@ -201,6 +208,7 @@ def _assert_clean_failure(result: subprocess.CompletedProcess, *needles: str) ->
     [(b"", "file is empty"), (b'{"traceEvents": [{"ph": "X"', "truncated"), (b"<html>", "not JSON"),
      (b'{"events": []}', "not a Kineto trace")],
 )
+@pytest.mark.slow
 def test_import_of_bad_files_fails_cleanly(tmp_path, content, needle):
     bad = tmp_path / "bad.json"
     bad.write_bytes(content)
@@ -244,6 +252,7 @@ def test_legacy_autograd_profiler_export_is_refused_as_not_kineto(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_ranks_with_and_without_device_activity_are_not_one_run(tmp_path):
     """A CPU-only rank (its ops stand in for kernels with their self time) beside a GPU rank: its CPU time would
     count as device time, and the report failed. Refused, naming the file; nothing written."""
@@ -267,12 +276,14 @@ def test_ranks_with_and_without_device_activity_are_not_one_run(tmp_path):
         (["--device", "cuda"] if not __import__("torch").cuda.is_available() else ["--device", "tpu"], "--device"),
     ],
 )
+@pytest.mark.slow
 def test_profile_bad_arguments_fail_cleanly(tmp_path, args, needle):
     out = tmp_path / "run"
     _assert_clean_failure(kernelscope("profile", "--out", str(out), *args), needle)
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_profile_layers_sets_the_depth_of_a_preset(tmp_path):
     out = tmp_path / "run"
     result = kernelscope("profile", "--model", "tiny-moe", "--layers", "2", "--prompt-len", "8", "--new-tokens", "2",
@@ -284,6 +295,7 @@ def test_profile_layers_sets_the_depth_of_a_preset(tmp_path):
     assert sorted(kernels["layer"].drop_nulls().unique().to_list()) == [0, 1]  # the CPU ops of two layers, no more
 
 
+@pytest.mark.slow
 def test_profile_checkpoint_without_config(tmp_path):
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
@@ -300,6 +312,7 @@ def test_usage_errors_exit_2():
     assert result.returncode == 2 and "non-negative" in result.stderr
 
 
+@pytest.mark.slow
 def test_hw_list_show_and_calibrate(tmp_path):
     listing = kernelscope("hw", "list")
     assert listing.returncode == 0 and "NVIDIA H100 SXM" in listing.stdout and "MI300X" in listing.stdout
@@ -314,6 +327,7 @@ def test_hw_list_show_and_calibrate(tmp_path):
     assert result["gemm_flops"]["fp32"] > 1e8
 
 
+@pytest.mark.slow
 def test_ncu_needs_a_gpu_and_a_profile_run(tmp_path, qwen_gpu_trace):
     import shutil as sh
 
@@ -326,6 +340,7 @@ def test_ncu_needs_a_gpu_and_a_profile_run(tmp_path, qwen_gpu_trace):
     _assert_clean_failure(kernelscope("ncu", str(imported)), "needs a run made by `kernelscope profile`")
 
 
+@pytest.mark.slow
 def test_import_of_ncu_directory_and_into_a_run(tmp_path):
     import shutil as sh
 

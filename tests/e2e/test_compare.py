@@ -53,6 +53,7 @@ def _complete(out: Path, labels: list[str], phases: list[str]) -> str:
     return text
 
 
+@pytest.mark.slow
 def test_two_cpu_runs_of_different_batch_sizes(cpu_runs, tmp_path):
     out = tmp_path / "cmp"
     result = kernelscope("compare", *map(str, cpu_runs), "--out", str(out))
@@ -90,6 +91,7 @@ def test_h200_and_h100_runs_of_one_workload(tmp_path):
     assert set(changes["run"]) == {"h100"} and changes.height > 0
 
 
+@pytest.mark.slow
 def test_labels_and_languages(tmp_path):
     out = tmp_path / "labelled"
     result = kernelscope("compare", str(H200), str(H100), "--labels", "before,after", "--lang", "en",
@@ -107,6 +109,7 @@ def test_labels_and_languages(tmp_path):
     ([str(H200), str(H100), "--labels", "a,a"], "--labels: labels must differ"),
     ([str(H200), str(H100), "--labels", "a/b,c"], "contains one of"),
 ])
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     out = tmp_path / "never"
     result = kernelscope("compare", *args, "--out", str(out))
@@ -125,6 +128,7 @@ def test_existing_output_is_not_overwritten(tmp_path):
     assert (out / "keep.txt").read_text() == "mine" and len(list(out.iterdir())) == 1
 
 
+@pytest.mark.slow
 def test_comparison_page_in_headless_chromium(tmp_path):
     from tests.e2e.test_report import _browser, open_page
 
@@ -143,6 +147,7 @@ def test_comparison_page_in_headless_chromium(tmp_path):
     assert tables >= 13 and toc >= 10
 
 
+@pytest.mark.slow
 def test_traces_without_phase_markers_are_compared_whole(tmp_path):
     """Two public traces that mark no phase (a gpu-only MI210 trace, a Kineto sample on an H100): each whole trace
     is the one phase compared, with its kinds of work side by side, instead of an empty comparison. The totals are
@@ -174,6 +179,7 @@ def test_traces_without_phase_markers_are_compared_whole(tmp_path):
     assert categories["phase"].unique().to_list() == ["unknown"] and categories.height > 1
 
 
+@pytest.mark.slow
 def test_a_comparison_without_figures_is_the_comparison_less_its_figures(tmp_path):
     drawn, bare = tmp_path / "drawn", tmp_path / "bare"
     for out, extra in ((drawn, []), (bare, ["--figure-formats", "none"])):

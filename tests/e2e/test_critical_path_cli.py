@@ -28,6 +28,7 @@ def run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_calls_that_launched_nothing_are_kept(run):
     events = [e for e in _document(TRACE)["traceEvents"] if e.get("ph") == "X"]
     device = {e["args"]["correlation"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")}
@@ -104,6 +105,7 @@ def test_bad_speedups_are_refused_in_one_line(run, args, words):
     assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_cpu_run_is_refused(tmp_path):
     out = tmp_path / "cpu"
     trace = DATA / "public" / "hta" / "data__rank_non_gpu__rank_non_gpu.json.gz"

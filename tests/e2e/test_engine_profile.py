@@ -19,6 +19,7 @@ def engine_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_engine_run_has_phases_steps_and_layer_modules(engine_run):
     summary = json.loads((engine_run / "summary.json").read_text())
     assert set(summary["phases"]) == {"prefill", "decode"}
@@ -37,6 +38,7 @@ def test_engine_run_has_phases_steps_and_layer_modules(engine_run):
     assert run["model"]["num_layers"] == 2 and run["model"]["layer_prefix"] == "model.layers"
 
 
+@pytest.mark.slow
 def test_engine_report_has_layer_breakdown(engine_run):
     text = (engine_run / "report" / "report.md").read_text()
     for heading in ["### Prefill", "### Decode", "## Layer → module → CPU op breakdown"]:
@@ -50,12 +52,14 @@ def test_engine_report_has_layer_breakdown(engine_run):
         (["--no-repeat-ngram-size", "2"], "not supported by --backend engine"),
     ],
 )
+@pytest.mark.slow
 def test_engine_bad_input_fails_cleanly(tmp_path, args, needle):
     out = tmp_path / "run"
     _assert_clean_failure(kernelscope("profile", "--backend", "engine", "--out", str(out), *args), needle)
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_replay_of_an_engine_run_runs_the_engine(engine_run, monkeypatch):
     # `kernelscope ncu` re-runs the workload through commands.replay: an engine run must replay the engine.
     from kernelscope.commands import replay as replay_module

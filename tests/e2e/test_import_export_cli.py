@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from kernelscope.load.nsys_stats import read_nsys_stats
 from tests.e2e.test_cli import kernelscope
@@ -18,6 +19,7 @@ NSYS = DATA / "nsys"
 RUN = DATA / "runs" / "h200-qwen2-0.5b-ncu"
 
 
+@pytest.mark.slow
 def test_import_nsys_stats_per_stage_files(tmp_path):
     out = tmp_path / "stats"
     result = kernelscope("import", str(NSYS / "prefill.csv"), str(NSYS / "decode.csv"), "--out", str(out),
@@ -29,6 +31,7 @@ def test_import_nsys_stats_per_stage_files(tmp_path):
         assert table.select("name", "total_ns", "instances").sort("name").equals(source)
 
 
+@pytest.mark.slow
 def test_export_then_import_through_the_cli(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
@@ -52,6 +55,7 @@ def test_export_then_import_through_the_cli(tmp_path):
     assert header.startswith("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name")
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     missing = tmp_path / "kern_sum.csv"
     missing.write_text("Time (%),Total Time (ns),Name\n50.0,100,k\n")

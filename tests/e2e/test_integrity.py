@@ -68,6 +68,7 @@ def test_a_cut_file_is_counted_as_truncated(tmp_path):
     assert "| Truncated files | 1 |" in section and f"| Bytes after the last event | {len(half.encode()):,} |" in section
 
 
+@pytest.mark.slow
 def test_kernel_summaries_have_no_timeline_to_audit(tmp_path):
     run = _import(tmp_path, DATA / "nsys" / "prefill.csv", DATA / "nsys" / "decode.csv")
     integrity = json.loads((run / "summary.json").read_text())["integrity"]
@@ -79,6 +80,7 @@ def test_kernel_summaries_have_no_timeline_to_audit(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["h200-qwen2-0.5b-p16-n4.trace.json.gz"])
+@pytest.mark.slow
 def test_a_trace_without_overlaps_says_every_kernel_waits_its_turn(tmp_path, name):
     expected = audit_reference(DATA / "kineto" / name)
     assert expected["stream_overlaps"] == 0

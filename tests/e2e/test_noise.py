@@ -53,6 +53,7 @@ def _verdict(base: list[float], cand: list[float], base_value: float, cand_value
     return ("slower" if change > 0 else "faster"), threshold
 
 
+@pytest.mark.slow
 def test_report_gives_the_spread_of_every_timing(twin_runs):
     run = twin_runs[0]
     plain = _timings(run)["plain"]
@@ -68,6 +69,7 @@ def test_report_gives_the_spread_of_every_timing(twin_runs):
     assert "变异系数" in zh
 
 
+@pytest.mark.slow
 def test_range_overhead_is_judged_by_the_one_rule(twin_runs):
     for run in twin_runs:
         t = _timings(run)
@@ -81,6 +83,7 @@ def test_range_overhead_is_judged_by_the_one_rule(twin_runs):
         assert ("add " + f"{t['annotation_overhead_pct']:.1f}%" in text) == (not within and t["annotation_overhead_pct"] >= 0)
 
 
+@pytest.mark.slow
 def test_compare_and_check_give_one_verdict(twin_runs, tmp_path):
     out = tmp_path / "cmp"
     result = kernelscope("compare", *map(str, twin_runs), "--labels", "a,b", "--out", str(out), "--lang", "en")

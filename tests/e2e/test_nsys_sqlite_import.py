@@ -31,6 +31,7 @@ def _input_totals(path: Path) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"name": pl.String, "total_ns": pl.Int64, "instances": pl.Int64}, orient="row")
 
 
+@pytest.mark.slow
 def test_import_gives_a_run_whose_kernel_tables_match_the_export(export, tmp_path):
     out = tmp_path / "run"
     result = kernelscope("import", str(export), "--out", str(out), "--lang", "en")

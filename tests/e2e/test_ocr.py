@@ -26,6 +26,7 @@ def ocr_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_each_vision_stage_prefill_and_decode_is_a_phase_with_device_time(ocr_run):
     summary = json.loads((ocr_run / "summary.json").read_text())
     assert list(summary["phases"]) == [*STAGES, "prefill", "decode"]
@@ -41,6 +42,7 @@ def test_each_vision_stage_prefill_and_decode_is_a_phase_with_device_time(ocr_ru
     assert kernels.filter(pl.col("phase").is_in(STAGES))["step"].is_null().all()
 
 
+@pytest.mark.slow
 def test_run_json_records_images_settings_and_unchanged_tokens(ocr_run):
     run = json.loads((ocr_run / "run.json").read_text())
     workload = run["workload"]
@@ -55,6 +57,7 @@ def test_run_json_records_images_settings_and_unchanged_tokens(ocr_run):
     assert list(run["model"]["stages"]) == STAGES
 
 
+@pytest.mark.slow
 def test_report_shows_the_stage_table_and_the_per_image_table(ocr_run):
     text = (ocr_run / "report" / "report.md").read_text()
     phases = text.split("### CPU operator time by phase", 1)[1].split("###", 1)[0]
@@ -76,6 +79,7 @@ def test_report_shows_the_stage_table_and_the_per_image_table(ocr_run):
     assert "SAM 编码器" in zh and "### 逐图像" in zh
 
 
+@pytest.mark.slow
 def test_export_and_ncu_take_stage_phases(ocr_run, tmp_path):
     result = kernelscope("export", str(ocr_run), "--format", "kern-sum", "--phase", "sam_encoder",
                          "--out", str(tmp_path))
@@ -90,6 +94,7 @@ def test_export_and_ncu_take_stage_phases(ocr_run, tmp_path):
     assert "no phase 'sam_encoder' in this run (its phases: prefill, decode)" in result.stderr
 
 
+@pytest.mark.slow
 def test_user_images_without_crops(tmp_path):
     pages = tmp_path / "pages"
     pages.mkdir()

@@ -97,6 +97,7 @@ def test_the_python_api_gives_the_verdicts_compare_gave(comparison):
         assert verdicts[f"step:{phase}"].direction == phases[phase]["verdict[b8/b1]"]
 
 
+@pytest.mark.slow
 def test_a_noisy_run_says_so_first_and_in_its_summary(tmp_path):
     run = tmp_path / "b8"
     shutil.copytree(B8, run)
@@ -127,6 +128,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kernelscope", *args], capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_quiet_anywhere_and_the_three_line_headlines(tmp_path):
     out = tmp_path / "cmp"
     loud = _cli("compare", str(B1), str(B8), "--out", str(out), "--figure-formats", "none", "--lang", "en")

@@ -49,6 +49,7 @@ def table_numbers(text: str) -> Counter:
     return Counter(n for row in rows for n in re.findall(r"-?\d[\d,]*(?:\.\d+)?(?:\s?(?:ns|µs|ms|s|%|MB|GB|MiB|KiB))?", row))
 
 
+@pytest.mark.slow
 def test_all_sections_in_both_languages(report):
     en, zh = (report / "report.md").read_text(), (report / "report.zh.md").read_text()
     assert list(sections(en)) == SECTIONS_EN
@@ -150,6 +151,7 @@ def open_page(p, chromium: str, page_path: Path):
 
 
 @pytest.mark.parametrize("page_name", ["report.html", "report.zh.html"])
+@pytest.mark.slow
 def test_html_in_headless_chromium(report, tmp_path, page_name):
     chromium, playwright = _browser()
     page_path = report / page_name
@@ -213,6 +215,7 @@ LAYOUT = """() => {
 
 @pytest.mark.parametrize("width", [1400, 390])
 @pytest.mark.parametrize("page_name", ["report.html", "report.zh.html"])
+@pytest.mark.slow
 def test_html_layout_at_desktop_and_phone_width(report, tmp_path, page_name, width):
     chromium, playwright = _browser()
     with playwright.sync_playwright() as p:
@@ -235,6 +238,7 @@ def test_html_layout_at_desktop_and_phone_width(report, tmp_path, page_name, wid
 
 
 @pytest.mark.parametrize("page_name", ["report.html", "report.zh.html"])
+@pytest.mark.slow
 def test_breakdown_explorer_and_step_strip_work_offline(report, page_name):
     """The icicle of layer → module → kernel zooms on a click and back on a second one, under the page's strict
     Content-Security-Policy (a blocked script would be a console error); the step strip has one bar per decode

@@ -63,6 +63,7 @@ def _check_nothing_empty(text: str) -> None:
 
 
 @pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.slow
 def test_cpu_report_shows_only_what_applies(cpu_run, name):
     text = (cpu_run / "report" / name).read_text()
     _check_nothing_empty(text)
@@ -72,11 +73,13 @@ def test_cpu_report_shows_only_what_applies(cpu_run, name):
 
 
 @pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.slow
 def test_imported_trace_report_shows_only_what_applies(import_run, name):
     text = (import_run / "report" / name).read_text()
     _check_nothing_empty(text)
 
 
+@pytest.mark.slow
 def test_cpu_ops_have_categories_from_their_names(cpu_run):
     kernels = pl.read_parquet(cpu_run / "kernels.parquet").filter(pl.col("phase") == "decode")
     mix = {r["category"]: r for r in _csv_rows(cpu_run / "report" / "tables" / "categories_decode.csv")}
@@ -126,8 +129,9 @@ def _name_words(report: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("which", ["cpu", "import"])
-def test_chinese_report_has_no_english_words_but_names(which, cpu_run, import_run):
-    report = (cpu_run if which == "cpu" else import_run) / "report"
+@pytest.mark.slow
+def test_chinese_report_has_no_english_words_but_names(which, request):
+    report = request.getfixturevalue(f"{which}_run") / "report"  # the import's run only where it is asked for
     text = (report / "report.zh.md").read_text()
     text = re.sub(r"(`+).+?\1", " ", text)  # code spans: names, paths, commands
     text = re.sub(r"\]\([^)]*\)", "]", text)  # figure file names
@@ -142,6 +146,7 @@ def test_chinese_report_has_no_english_words_but_names(which, cpu_run, import_ru
     assert not english, sorted(english)
 
 
+@pytest.mark.slow
 def test_chinese_typesetting_spaces_numbers_and_latin(cpu_run):
     text = (cpu_run / "report" / "report.zh.md").read_text()
     prose = re.sub(r"(`+).+?\1", " ", text)
@@ -156,6 +161,7 @@ def _run_plain(cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=600, env=env, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_import_ends_with_a_summary_and_an_absolute_path(tmp_path, qwen_gpu_trace):
     result = _run_plain(tmp_path, "import", str(qwen_gpu_trace.resolve()), "--out", "relative-run")
     assert result.returncode == 0, result.stderr
@@ -177,6 +183,7 @@ def test_import_ends_with_a_summary_and_an_absolute_path(tmp_path, qwen_gpu_trac
     assert "top 5 kernels by total time:" in text and "attribution: 100.0%" in text
 
 
+@pytest.mark.slow
 def test_profile_ends_with_latency_bandwidth_and_time_per_phase(cpu_run):
     # The closing lines are made from the run directory; here they are read back for the fixture's CPU run.
     from kernelscope.commands.run_summary import terminal_summary

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.test_cli import CALIBRATION_DIR
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "multi_gpu"
@@ -28,6 +30,7 @@ def _files(report: Path) -> dict[str, bytes]:
     return {str(path.relative_to(report)): path.read_bytes() for path in sorted(report.rglob("*")) if path.is_file()}
 
 
+@pytest.mark.slow
 def test_a_run_gives_the_same_files_whatever_the_hashing_and_threads(tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
     _kernelscope("import", *RANKS, "--out", str(first), hash_seed="1", threads="1")

@@ -77,6 +77,7 @@ def test_whatif_does_not_call_a_carried_run_calibrated(sglang_run, tmp_path):
     assert "The model cannot project decode: more than 50% of that device time" in (out / "whatif.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_run_without_decode_says_so_rather_than_blaming_costs(tmp_path):
     trace = PUBLIC / "traces__b200__eager_trace.json.gz"  # one vLLM prefill step
     out = tmp_path / "run"

@@ -19,6 +19,7 @@ RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
     ("h200-qwen2-0.5b-ncu", "h100-sxm", "h100-qwen2-0.5b-ncu"),
     ("h100-qwen2-1.5b-b1-slim", "h200", "h200-qwen2-1.5b-slim"),
 ])
+@pytest.mark.slow
 def test_projection_onto_another_gpu_matches_its_measurement(source, hw, other, tmp_path):
     out = tmp_path / "w"
     result = kernelscope("whatif", str(RUNS / source), "--hw", hw, "--out", str(out))
@@ -40,6 +41,7 @@ def test_projection_onto_another_gpu_matches_its_measurement(source, hw, other, 
     assert "## What latency goals need" in (out / "whatif.md").read_text()
 
 
+@pytest.mark.slow
 def test_own_device_options_sweeps_and_spec_file(tmp_path):
     run = RUNS / "h200-qwen2-1.5b-slim"
     out = tmp_path / "npu"
@@ -70,6 +72,7 @@ def test_own_device_options_sweeps_and_spec_file(tmp_path):
         assert phases[phase]["estimate_ns"] == pytest.approx(phases[phase]["measured_per_step_ns"])
 
 
+@pytest.mark.slow
 def test_fit_writes_a_model_whatif_reads(tmp_path):
     model = tmp_path / "model.toml"
     result = kernelscope("hw", "fit", str(RUNS / "h200-qwen2-0.5b-ncu"), str(RUNS / "h100-qwen2-0.5b-ncu"),
@@ -84,6 +87,7 @@ def test_fit_writes_a_model_whatif_reads(tmp_path):
     assert json.loads((out / "whatif.json").read_text())["calibration_holds"] is True
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     bad_model = tmp_path / "m.toml"
     bad_model.write_text("[factors.matmul]\nlatency_ns = 1\n")
@@ -114,6 +118,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.slow
 def test_study_states_its_baseline_and_shows_each_projection_s_terms(tmp_path):
     """Baseline and target (with the options applied) come before any number; an option the target already
     has is not shown as 1.00×; every kernel row shows its terms, which add up to its projection; rows far from
@@ -150,6 +155,7 @@ def test_study_states_its_baseline_and_shows_each_projection_s_terms(tmp_path):
         assert phase_rows["label"].n_unique() == phase_rows.height  # no two rows share a name
 
 
+@pytest.mark.slow
 def test_a_study_without_figures_is_the_study_less_its_figures(tmp_path):
     drawn, bare = tmp_path / "drawn", tmp_path / "bare"
     for out, extra in ((drawn, []), (bare, ["--figure-formats", "none"])):

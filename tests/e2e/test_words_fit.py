@@ -37,6 +37,7 @@ def cpu_runs(tmp_path_factory) -> list[Path]:
     return runs
 
 
+@pytest.mark.slow
 def test_a_cpu_run_gets_no_gpu_conclusions(cpu_runs, tmp_path):
     run = cpu_runs[0]
     for name in ("report.md", "report.zh.md"):
@@ -56,6 +57,7 @@ def test_a_cpu_run_gets_no_gpu_conclusions(cpu_runs, tmp_path):
                                                                           "CPU busy (b1) |")
 
 
+@pytest.mark.slow
 def test_kernels_reaching_neither_roof_are_under_utilised_with_the_rule_beside(tmp_path):
     run = tmp_path / "h200"
     shutil.copytree(H200, run)
@@ -70,6 +72,7 @@ def test_kernels_reaching_neither_roof_are_under_utilised_with_the_rule_beside(t
     assert "利用不足" in (run / "report" / "report.zh.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_whatif_keeps_the_run_as_measured_apart(tmp_path):
     out = tmp_path / "wi"
     result = kernelscope("whatif", str(H200), "--hw", "h100-sxm", "--set", "fuse=yes", "--out", str(out),
@@ -103,6 +106,7 @@ def test_the_whatif_keeps_the_run_as_measured_apart(tmp_path):
                 if line.startswith("| as is")]) == 1
 
 
+@pytest.mark.slow
 def test_a_whatif_that_carries_almost_everything_says_so(tmp_path):
     run = tmp_path / "vllm"
     trace = PUBLIC / "tracelens" / "inference__vllm_decode_full__graph_execution.json.gz"
@@ -124,6 +128,7 @@ def subprocess_cli(*args: str):
     return subprocess.run([sys.executable, "-m", "kernelscope", *args], capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_an_old_run_is_not_told_of_columns_it_lacks(tmp_path):
     run = tmp_path / "old"
     shutil.copytree(RUNS / "h100-qwen2-1.5b-b1-slim", run)
@@ -136,6 +141,7 @@ def test_an_old_run_is_not_told_of_columns_it_lacks(tmp_path):
     assert "median and mean launch call" not in section and "written before launch calls were kept" in section
 
 
+@pytest.mark.slow
 def test_numbers_carry_units_and_an_amd_gpu_has_no_compute_capability(cpu_runs, tmp_path):
     text = (cpu_runs[0] / "report" / "report.md").read_text()
     assert "0.00 GB" not in text and re.search(r"Parameters \| [\d,]+ \(2\.\d MB in float32\)", text)
@@ -172,6 +178,7 @@ def test_the_closing_lines_fit_the_file(tmp_path, capsys):
     assert "0 ns into it" not in idle and "had been called before the gap began" in idle
 
 
+@pytest.mark.slow
 def test_a_chinese_report_with_english_figures_says_so(tmp_path, monkeypatch):
     from kernelscope.report import figure_jobs, figures
 

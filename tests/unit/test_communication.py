@@ -55,6 +55,7 @@ def comm(tmp_path_factory):
     return communication(run.kernels, link_bandwidth=900e9, link="NVLink 4")
 
 
+@pytest.mark.slow
 def test_every_collective_is_matched_across_the_two_ranks(comm):
     per_rank = [_nccl(p) for p in RANKS]
     assert len(per_rank[0]) == len(per_rank[1]) == 60
@@ -96,6 +97,7 @@ def test_message_bytes_and_bus_bandwidth(comm):
     assert row["link_pct"] == pytest.approx(row["bus_bytes_per_s"] / 450e9 * 100)
 
 
+@pytest.mark.slow
 def test_share_of_device_time_per_rank(comm):
     totals = comm.by_rank.group_by("rank").agg(pl.col("comm_ns").sum(), pl.col("device_time_ns").sum()).sort("rank")
     for rank, path in enumerate(RANKS):
@@ -116,6 +118,7 @@ def test_collective_kind_from_names_without_args():
     assert bus_factor("all_reduce", 8) == pytest.approx(1.75) and bus_factor("all_gather", 4) == 0.75
 
 
+@pytest.mark.slow
 def test_report_has_the_communication_section(tmp_path):
     out = tmp_path / "run"
     assert main(["-q", "import", *map(str, RANKS), "--out", str(out), "--lang", "en,zh"]) == 0
@@ -137,6 +140,7 @@ def test_report_has_the_communication_section(tmp_path):
     assert "all\\_reduce issued by Qwen2" in largest and "\\\\" not in largest
 
 
+@pytest.mark.slow
 def test_one_rank_of_a_group_says_its_waits_cannot_be_told(tmp_path):
     """One rank's trace of a two-rank run: its collectives (read from the file) have no counterparts to be matched
     with, and the section says so, in each language, instead of claiming every collective was matched."""
@@ -192,6 +196,7 @@ def test_time_in_collectives_per_layer_type_and_step(comm):
         assert row["layers"] == (4 if inside else 0)
 
 
+@pytest.mark.slow
 def test_expert_parallel_token_exchange_counts_as_communication(tmp_path):
     """The same two ranks with every NCCL kernel renamed to a DeepEP dispatch kernel and its collective args
     removed: DeepEP's kernels are matched across ranks like collectives (without message sizes)."""
@@ -287,6 +292,7 @@ def test_a_wait_is_told_apart_into_more_work_and_a_late_start():
     assert late_start["wait_ns"].to_list() == [0, 3000] and late_start["imbalance_ns"].to_list() == [0, 0]
 
 
+@pytest.mark.slow
 def test_the_ranks_table_gives_each_rank_its_work_less_its_waits(tmp_path):
     """Device time less the waits inside collectives, per rank; both read from the two trace files in plain Python
     (waits: the n-th collective of each name on each rank against the later of the two starts)."""
@@ -301,6 +307,7 @@ def test_the_ranks_table_gives_each_rank_its_work_less_its_waits(tmp_path):
     assert "Less waiting in collectives" in (out / "report" / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_closing_lines_name_the_rank_that_waits_longest(tmp_path, capsys):
     """`import` of the two ranks ends with a line on collectives: the rank that waits longest (read from the two trace
     files in plain Python) and its wait; a run of one rank has no such line."""

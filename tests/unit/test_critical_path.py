@@ -107,6 +107,7 @@ def test_every_committed_trace_is_checked():
 
 @pytest.mark.parametrize("files, family", TRACES, ids=lambda v: v[0].split("/")[-1][:48] if isinstance(v, tuple)
                          else v)
+@pytest.mark.slow
 def test_each_steps_path_adds_up_to_its_wall_time_in_the_file(files, family):
     walls = step_walls([DATA / f for f in files], family)
     path = critical_path_of(files)
@@ -141,6 +142,7 @@ def test_device_segments_lie_inside_their_kernels():
     assert ((body["start_ns"] >= body["s"]) & (body["start_ns"] + body["dur_ns"] <= body["e"])).all()
 
 
+@pytest.mark.slow
 def test_the_steps_of_a_rocprofv3_recording_tile_its_kernels_span():
     """A rocprofv3 JSON output (kernel dispatches only): the inferred steps' paths add up to the span of the
     dispatches the file holds, first start to last end, read with json alone."""

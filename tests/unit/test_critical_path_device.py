@@ -30,6 +30,7 @@ def test_the_script_loads_no_torch_to_compare():
     assert ("torch" in sys.modules) == before
 
 
+@pytest.mark.slow
 def test_the_comparison_on_a_trace_with_spins(tmp_path):
     check = _check_module()
     spins = [e["dur"] * 1000.0 for e in _document(TRACE)["traceEvents"]
@@ -57,6 +58,7 @@ CAPTURED = ROOT / "tests" / "data" / "foreign" / "captured"
 
 @pytest.mark.parametrize("name, expect_on_path", [("spin_on_path_interleaved", True),
                                                   ("spin_side_stream_interleaved", False)])
+@pytest.mark.slow
 def test_re_timing_against_the_measured_change_of_interleaved_steps(tmp_path, name, expect_on_path):
     """The device check as recorded on an H200: steps alternate spins ten times shorter and at full length. The
     measured change (the file's odd steps against its even ones, step times from the file in plain Python) is what

@@ -109,6 +109,7 @@ def test_ncu_and_ops_views(capsys):
                    if pl.read_parquet(d / "ops.parquet").height}
 
 
+@pytest.mark.slow
 def test_runs_of_every_source_in_one_query(capsys, sources):
     rows = _json_rows(capsys, "select k.run_id, r.source, r.ranks, count(*) as n, count(distinct k.rank) as ranks_seen,"
                               " sum(k.instances) as launches from kernels k join runs r using (run_id) group by all",

@@ -92,6 +92,7 @@ def _prefill_device_ns(path: Path) -> float:
     return sum(e["dur"] for e in inside) * 1e3
 
 
+@pytest.mark.slow
 def test_the_layer_breakdown_gives_one_ranks_share(tmp_path):
     out = tmp_path / "run"
     assert main(["-q", "import", *map(str, RANKS), "--out", str(out), "--lang", "en"]) == 0

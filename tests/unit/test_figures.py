@@ -151,6 +151,7 @@ def _all_jobs(tables, directory: Path) -> tuple[list, list]:
     return histograms, render._chart_jobs(tables, directory, "NVIDIA H200", "en", words)
 
 
+@pytest.mark.slow
 def test_helpers_draw_every_job_once_with_the_names_one_process_gives(tables, tmp_path):
     """Jobs submitted in two rounds (histograms first, charts once the tables exist) to two helper processes: each
     job's own files, every file once, named as this process alone names them."""
@@ -190,6 +191,7 @@ def test_a_job_that_fails_in_a_helper_raises_its_own_error_here(tmp_path):
         drawing.collect()
 
 
+@pytest.mark.slow
 def test_the_report_process_itself_never_loads_matplotlib(tmp_path):
     """Where helper processes draw the figures, the process that writes the report computes tables and text only:
     matplotlib (a third of a second to import) is loaded by the fork server the helpers start from."""
@@ -210,6 +212,7 @@ def test_the_report_process_itself_never_loads_matplotlib(tmp_path):
     assert sorted(p.name for p in figures_dir.iterdir()) and all(p.stat().st_size for p in figures_dir.iterdir())
 
 
+@pytest.mark.slow
 def test_the_files_a_job_expects_are_the_files_it_writes(tables, tmp_path):
     """The report links each figure before it is drawn (FigureDrawing.expected): every job of the real run names
     beforehand exactly the files its drawing writes."""
@@ -222,6 +225,7 @@ def test_the_files_a_job_expects_are_the_files_it_writes(tables, tmp_path):
     assert all(drawn[key] and expected[key] == drawn[key] for key in drawn)
 
 
+@pytest.mark.slow
 def test_a_chinese_report_written_before_its_figures_links_the_english_ones_when_no_font_draws_them(tmp_path,
                                                                                                    monkeypatch):
     """Written while the figures are drawn, report.zh.md first links the Chinese figures it expects; with no CJK
@@ -284,6 +288,7 @@ def test_the_drawing_functions_that_draw_versions_are_the_ones_the_planner_names
     assert set(figures.VERSIONED) == figure_jobs.VERSIONED
 
 
+@pytest.mark.slow
 def test_a_figure_drawn_in_two_languages_at_once_is_byte_for_byte_each_drawn_alone(tables, tmp_path):
     """Shapes and ticks made once, words and fonts switched per language: the files are exactly the ones each
     language's job writes on its own, for every figure of the real run's report (both phases, Nsight Compute
@@ -314,6 +319,7 @@ def _svg_texts(path: Path) -> list[str]:
     return re.findall(r">([^<>]+)</text>", path.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_in_a_set_the_language_without_a_font_is_not_drawn_and_the_other_is(tables, tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "cjk_font", lambda families: None)
     jobs = figure_jobs.job_sets(_report_jobs(tables, tmp_path))[0]
@@ -324,6 +330,7 @@ def test_in_a_set_the_language_without_a_font_is_not_drawn_and_the_other_is(tabl
     assert not list(tmp_path.glob("*.zh.*"))
 
 
+@pytest.mark.slow
 def test_helpers_draw_both_languages_as_this_process_draws_them(tables, tmp_path):
     _needs_cjk_font()
     jobs = _report_jobs(tables, tmp_path / "helpers")
@@ -367,6 +374,7 @@ def _pixels(path: Path):
     return np.asarray(Image.open(path).convert("RGBA"))
 
 
+@pytest.mark.slow
 def test_png_versions_drawn_over_one_drawing_are_each_version_drawn_whole(tables, tmp_path):
     """PNG only: the languages of a figure share one drawing of what they have in common and paint only their
     words over it. For every figure of the real run's report, a second version whose every word is other (marked,

@@ -58,6 +58,7 @@ PUBLIC = Path(__file__).resolve().parents[1] / "data" / "public" / "tracelens"
     ("traces__b200__eager_trace.json.gz", "prefill-waits-for-host", "prefill"),
     ("inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz", "decode-one-idle-gap", "decode"),
 ])
+@pytest.mark.slow
 def test_idle_gap_findings_on_public_traces_hold_the_files_numbers(tmp_path, trace, rule, phase):
     """An eager vLLM prefill on a B200 whose GPU mostly waits for the host's launches, and an SGLang decode window
     whose idle time is one long stretch: each gets its finding, with numbers the file itself gives

@@ -260,6 +260,7 @@ def test_a_replay_without_its_capture_says_how_much_is_unattributed(tmp_path):
     (TRACELENS / "traces__b200__eager_trace.json.gz", ["prefill"],
      {"prefill_requests": 1, "prefill_tokens": 888, "decode_requests": 0, "decode_tokens": 0}),
 ], ids=["sglang-extend", "vllm-mixed", "vllm-older"])
+@pytest.mark.slow
 def test_serving_step_annotations_give_phases(tmp_path, path, phases, counts):
     info, kernels = _run(_import(tmp_path, str(path)))
     steps = info["attribution"]["steps"]
@@ -299,6 +300,7 @@ def test_tensor_parallel_ranks_each_get_steps_and_layers(tmp_path):
 
 
 # ---------------------------------------------------------------- the report of an imported trace
+@pytest.mark.slow
 def test_imported_report_has_steps_source_lines_and_attribution_sources(tmp_path):
     out = tmp_path / "run"
     assert main(["-q", "import", str(CAPTURED / "hf_generate_stack.json.gz"), "--out", str(out), "--lang", "en"]) == 0

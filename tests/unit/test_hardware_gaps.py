@@ -62,6 +62,7 @@ def test_unknown_device_report_keeps_figures_and_names_missing_roofs(tmp_path):
     assert not list((out / "report" / "figures").glob("roofline_*"))
 
 
+@pytest.mark.slow
 def test_import_device_supplies_the_spec(tmp_path):
     out = tmp_path / "run"
     assert main(["import", str(RADEON), "--out", str(out), "--lang", "en", "--device", "mi250"]) == 0
@@ -83,6 +84,7 @@ def _properties(path: Path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))["deviceProperties"][0]
 
 
+@pytest.mark.slow
 def test_an_unnamed_device_is_identified_by_its_properties(tmp_path):
     props = _properties(UNNAMED)
     assert props["name"] == ""
@@ -119,6 +121,7 @@ def test_a_named_device_is_not_second_guessed(tmp_path):
     assert hardware["name"] == "AMD Radeon Graphics" and "spec" not in hardware and "identified_by" not in hardware
 
 
+@pytest.mark.slow
 def test_import_device_names_an_unnamed_device(tmp_path):
     out = tmp_path / "run"
     assert main(["import", str(UNNAMED), "--out", str(out), "--lang", "en", "--device", "mi325x"]) == 0

@@ -24,6 +24,7 @@ def _counts(path: Path) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("path", GPU_TRACES, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_real_gpu_traces_load_completely(path):
     tables = load_kineto(path)
     expected = _counts(path)

@@ -83,6 +83,7 @@ def _is_kineto(path: Path) -> bool:
 
 @needs_native
 @pytest.mark.parametrize("path", [p for p in TRACES if _is_kineto(p)], ids=lambda p: str(p.relative_to(DATA)))
+@pytest.mark.slow
 def test_every_committed_trace_reads_the_same_both_ways(path):
     try:
         texts = _array_texts(path)
@@ -209,6 +210,7 @@ _events = st.fixed_dictionaries(
 @needs_native
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_events.flatmap(lambda e: st.permutations(list(e.items()))), min_size=1, max_size=6))
+@pytest.mark.slow
 def test_random_events_are_declined_or_read_the_same(generated):
     # Keys in any order: args before cat are read from their text once the category is known.
     _equal_or_declined(("[" + ", ".join(json.dumps(dict(items)) for items in generated) + "]").encode())

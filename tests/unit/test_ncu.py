@@ -125,6 +125,7 @@ def test_bad_ncu_files(tmp_path, content, message):
         read_ncu_csv(path)
 
 
+@pytest.mark.slow
 def test_report_of_the_real_run_shows_measurements(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(RUN, run)

@@ -83,6 +83,7 @@ def emit_nvtx_export(tmp_path_factory) -> Path:
     return write_nsys_sqlite(trace, tmp_path_factory.mktemp("emit") / "emit_nvtx.sqlite")
 
 
+@pytest.mark.slow
 def test_emit_nvtx_ranges_are_ops_not_modules(emit_nvtx_export):
     rank = read_rank(str(emit_nvtx_export), workers=1)
     kernels = rank.kernels.filter(pl.col("kind") == "kernel").sort("start_ns", "kernel_id")

@@ -48,6 +48,7 @@ def four_ranks(tmp_path_factory) -> list[Path]:
     return files
 
 
+@pytest.mark.slow
 def test_parallel_import_equals_one_process(tmp_path, four_ranks):
     serial = _import(tmp_path, "serial", four_ranks, "--jobs", "1")
     parallel = _import(tmp_path, "parallel", four_ranks, "--jobs", "2")
@@ -120,6 +121,7 @@ def test_cluster_without_ray_is_one_line(capsys, tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")
+@pytest.mark.slow
 def test_ray_tasks_give_the_same_run(tmp_path, four_ranks, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a local instance for this test: no token in the home folder
     serial = _import(tmp_path, "serial", four_ranks, "--jobs", "1")

@@ -76,6 +76,7 @@ def _sharded_categories() -> list[str]:
     return [category for category, group in groups.items() if group in sharded]
 
 
+@pytest.mark.slow
 def test_the_same_ranks_on_the_same_device_change_nothing(tp2_run, tmp_path):
     phases, figures = _study(tp2_run, tmp_path / "same", "ranks=2")
     assert figures["source_ranks"] == figures["target_ranks"] == 2
@@ -84,6 +85,7 @@ def test_the_same_ranks_on_the_same_device_change_nothing(tp2_run, tmp_path):
         assert row["speedup"] == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_more_ranks_split_matrix_products_and_attention_only(tp2_run, tmp_path):
     phases, figures = _study(tp2_run, tmp_path / "eight", "ranks=8,link=900GB/s")
     assert figures["target_ranks"] == 8 and figures["target_link"] == 900e9
@@ -102,6 +104,7 @@ def test_more_ranks_split_matrix_products_and_attention_only(tp2_run, tmp_path):
         assert row["projected_comm_ns"] > row["baseline_comm_ns"] > 0  # more ring steps
 
 
+@pytest.mark.slow
 def test_the_link_model_reproduces_the_measured_collectives(tp2_run, tmp_path):
     _study(tp2_run, tmp_path / "check", "ranks=4")
     table = pl.read_csv(tmp_path / "check" / "tables" / "parallel_collectives.csv")
@@ -121,6 +124,7 @@ def test_the_link_model_reproduces_the_measured_collectives(tp2_run, tmp_path):
 
 @pytest.mark.parametrize("settings, names", [("ranks=0", "--set ranks"), ("ranks=x", "--set ranks"),
                                               ("link=fast", "--set link"), ("link_latency=3", "link_latency")])
+@pytest.mark.slow
 def test_bad_parallel_settings_are_one_line(tp2_run, tmp_path, settings, names):
     result = kernelscope("whatif", str(tp2_run), "--set", settings, "--out", str(tmp_path / "w"))
     assert result.returncode == 2 and names in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -17,6 +17,7 @@ import pytest
 from kernelscope.commands.export import export_run
 from kernelscope.commands.importers.traces import import_traces
 from kernelscope.errors import UserError
+from tests.tiers import large_files_slow
 from tests.trace_reference import audit_reference, crossing_slices
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -31,7 +32,7 @@ def _export(path: Path, tmp_path: Path) -> tuple[Path, Path] | None:
     return run, export_run(run, "perfetto", tmp_path / "trace.json.gz")
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:60])
+@pytest.mark.parametrize("path", large_files_slow(TRACES), ids=lambda p: p.name[:60])
 def test_slices_nest_on_every_track_and_none_is_lost(path, tmp_path):
     exported = _export(path, tmp_path)
     if exported is None:

@@ -19,6 +19,7 @@ from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.sources import read_trace
+from tests.tiers import large_files_slow
 from tests.trace_reference import audit_reference, read_events, reference
 
 PUBLIC = Path(__file__).resolve().parents[1] / "data" / "public"
@@ -33,6 +34,7 @@ def _device_totals(kernels: pl.DataFrame) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:60])
+@pytest.mark.slow
 def test_every_launch_as_the_file_holds_it(path):
     kernels, _ = attribute(read_trace(path))
     expected = reference(path)
@@ -45,7 +47,7 @@ def test_every_launch_as_the_file_holds_it(path):
 AUDITED = TRACES + sorted((Path(__file__).resolve().parents[1] / "data" / "kineto").glob("*.trace.json.gz"))
 
 
-@pytest.mark.parametrize("path", AUDITED, ids=lambda p: p.name[:60])
+@pytest.mark.parametrize("path", large_files_slow(AUDITED), ids=lambda p: p.name[:60])
 def test_the_integrity_audit_counts_what_the_file_holds(path):
     import msgspec
 
@@ -57,6 +59,7 @@ def test_the_integrity_audit_counts_what_the_file_holds(path):
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:60])
+@pytest.mark.slow
 def test_busy_time_is_the_union_the_file_holds(path):
     """Busy time (the phase table's, over the whole trace) against the union of the file's own intervals per device,
     or of its CPU ops' whole calls per thread in a file without device activity (tests/trace_reference.py). The
@@ -71,6 +74,7 @@ def test_busy_time_is_the_union_the_file_holds(path):
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:60])
+@pytest.mark.slow
 def test_launch_calls_are_the_files_kernel_launches_each_once(path):
     """The phase table's launch calls (over the whole trace) against the file's runtime calls that launched kernels,
     each once (tests/trace_reference.py): a graph launch is one call, a synchronous copy's call is none."""
@@ -88,6 +92,7 @@ def test_launch_calls_are_the_files_kernel_launches_each_once(path):
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:60])
+@pytest.mark.slow
 def test_idle_gaps_are_the_gaps_between_the_files_busy_stretches(path):
     """Idle gaps (over the whole trace) against the gaps between the union of the file's intervals per device
     (tests/trace_reference.py). The file's times are µs with fractions and each gap's two ends are rounded to ns, so
@@ -153,6 +158,7 @@ LAYOUTS = ["compact", "indented", "lists_after_events", "events_first", "bare_ar
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.slow
 def test_every_layout_reads_the_same(layout, tmp_path, qwen_gpu_trace):
     original = load_kineto(qwen_gpu_trace)
     # Small chunks: many split points, each proven by decoding (chunks.py).
@@ -167,6 +173,7 @@ def test_every_layout_reads_the_same(layout, tmp_path, qwen_gpu_trace):
             [json.loads(v) if v else v for v in original.ops[column]]
 
 
+@pytest.mark.slow
 def test_separators_inside_strings_never_split_an_event(tmp_path, qwen_gpu_trace):
     """Names holding `}, {`, `},{`, `]` and "traceEvents": a cut there would leave a string open, so the reader
     must fall back to whole-array decoding and still read every event exactly."""
@@ -210,6 +217,7 @@ def test_ranks_keep_their_own_costs():
         assert part["flops"].fill_null(0).sum() == pytest.approx(single["flops"].fill_null(0).sum(), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_old_torch_traces_tie_kernels_to_their_operators():
     """torch 1.8: tids as strings, capitalised categories, `external id`; every kernel's external id names the
     operator open at its launch, and attribution must find that same operator."""
@@ -239,6 +247,7 @@ def test_traces_without_device_activity_are_cpu_runs():
     assert profiler.meta.unread_device_activity == {"cuda_profiler_range": ranges}
 
 
+@pytest.mark.slow
 def test_mtia_device_activity_is_read():
     path = PUBLIC / "hta" / "data__mtia_inference_trace__mtia_inference_rank_0.json.gz"
     kernels, _ = attribute(read_trace(path))
@@ -246,6 +255,7 @@ def test_mtia_device_activity_is_read():
     assert kernels.filter(pl.col("kind") == "kernel").height == len(ccp) > 0
 
 
+@pytest.mark.slow
 def test_report_words_follow_the_trace_one_kernel_and_no_phase_markers(tmp_path):
     """A public trace with a single kernel reads "1 kernel"; one whose run has no phase markers (run.json says
     where phases came from: "none") says so in the methodology, in each language, instead of "(here: none)"."""
@@ -269,6 +279,7 @@ def test_report_words_follow_the_trace_one_kernel_and_no_phase_markers(tmp_path)
     assert "没有任何此类标记" in zh and "none" not in zh.split("## 附录：方法说明")[1].split("\n- 时延")[0]
 
 
+@pytest.mark.slow
 def test_the_chinese_report_names_where_steps_came_from_in_chinese(tmp_path):
     """The source of a foreign trace's steps (run.json) is one of kernelscope's names; the Chinese report says it in
     Chinese wherever it names it (the steps' introduction and the attribution table), not in English."""

@@ -75,6 +75,7 @@ def test_invalid_utf8_in_a_name_is_repaired_not_refused(tmp_path):
     assert tables.kernels.height == len(_kernels(kineto_seed()))
 
 
+@pytest.mark.slow
 def test_long_names_are_cut_with_a_hash_and_stay_distinct(tmp_path):
     doc = copy.deepcopy(kineto_seed())
     kernels = _kernels(doc)
@@ -209,6 +210,7 @@ def test_seed_is_a_real_capture():
 
 
 @pytest.mark.parametrize("tid", ["²", "9" * 30, "-12", "stream 7"])
+@pytest.mark.slow
 def test_string_thread_ids_are_numbers_only_when_they_are_ascii_int64(tmp_path, tid):
     doc = copy.deepcopy(kineto_seed())
     launch = next(e for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime")

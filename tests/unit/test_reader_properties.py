@@ -93,6 +93,7 @@ sql_values = (st.none() | st.integers(min_value=-(2**63), max_value=2**63 - 1) |
 
 @SETTINGS
 @given(column=st.sampled_from(NSYS_COLUMNS), value=sql_values, rows=st.integers(min_value=1, max_value=4))
+@pytest.mark.slow
 def test_nsys_any_kernel_column_any_value(nsys_export, column, value, rows):
     from kernelscope.load.nsys_sqlite import load_nsys_sqlite
 
@@ -116,6 +117,7 @@ def ncu_rows() -> list[list[str]]:
 @SETTINGS
 @given(row=st.integers(min_value=0, max_value=6), column=st.integers(min_value=0, max_value=400),
        value=st.text(max_size=30))
+@pytest.mark.slow
 def test_ncu_any_cell_any_text(ncu_rows, row, column, value):
     from kernelscope.load.ncu import read_ncu_csv
 

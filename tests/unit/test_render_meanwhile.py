@@ -29,6 +29,7 @@ def _render(run, out: Path, meanwhile) -> list[Path]:
                          meanwhile=meanwhile)
 
 
+@pytest.mark.slow
 def test_the_work_runs_on_another_thread_and_is_done_when_the_report_returns(run, tmp_path):
     seen: list[threading.Thread] = []
     finished = threading.Event()

@@ -28,6 +28,7 @@ def _by_name(kernels: pl.DataFrame) -> dict[str, tuple[int, int]]:
     return {n: (c, t) for n, c, t in kernels.group_by("name").agg(pl.len(), pl.col("dur_ns").sum()).iter_rows()}
 
 
+@pytest.mark.slow
 def test_json_output_every_dispatch_and_its_gpu():
     with gzip.open(ROCPROF_JSON, "rt") as f:
         process = json.load(f)["rocprofiler-sdk-tool"][0]
@@ -49,6 +50,7 @@ def test_json_output_every_dispatch_and_its_gpu():
     assert row["grid_x"] == -(-info["grid_size"]["x"] // info["workgroup_size"]["x"])
 
 
+@pytest.mark.slow
 def test_json_output_is_a_training_run_named_by_the_catalog(tmp_path):
     """No CPU op in the file: forward, backward and optimizer from the kernels' names; and the catalog names at
     least 99% of its kernel time (ROCm's own blit kernels included)."""

@@ -97,6 +97,7 @@ def test_classification_rule():
     assert math.isclose(table["time_pct"].sum(), 100.0)
 
 
+@pytest.mark.slow
 def test_real_trace_roofline_and_figures(tmp_path, qwen_gpu_trace):
     kernels, ops = attribute(load_kineto(qwen_gpu_trace))
     costed = kernel_costs(kernels, ops)

@@ -113,6 +113,7 @@ KS_PHASE = re.compile(r"^ks\.phase:(prefill|decode:\d+)$")
     ("h200-deepseek-v3-p16-n3", "ranges"),
     ("h200-deepseek-v3-p16-n3", "ops"),
 ])
+@pytest.mark.slow
 def test_passes_phases_and_layers_of_a_trace_without_its_ranges(tmp_path, trace, drop):
     source = KINETO / f"{trace}.trace.json.gz"
     events = _load(source)["traceEvents"]
@@ -137,6 +138,7 @@ def test_passes_phases_and_layers_of_a_trace_without_its_ranges(tmp_path, trace,
     assert info.module.source == "inferred from the trace's regularities"
 
 
+@pytest.mark.slow
 def test_parts_of_a_layer_follow_its_modules(tmp_path):
     """The parts named by position (attention, norms, MLP) match the module ranges' names for most kernels; the
     residual addition after the attention is the one kernel of a layer read into the norm after it."""
@@ -186,6 +188,7 @@ def test_record_function_layers_removed(tmp_path):
     assert set(kernels["phase"]) == {"unknown"}
 
 
+@pytest.mark.slow
 def test_module_frames_removed(tmp_path):
     """HF generate recorded with stacks and modules: without its Python frames, each kernel's layer is the one its
     Qwen2DecoderLayer frame gave, and its steps those of its top-level forwards."""
@@ -199,6 +202,7 @@ def test_module_frames_removed(tmp_path):
     assert summary.forward_passes == len(forwards) and (summary.prefill_steps, summary.decode_steps) == (1, 5)
 
 
+@pytest.mark.slow
 def test_counts_that_differ_leave_layers_unknown(tmp_path):
     """Passes that repeat their layer unit a different number of times (the last decode pass cut short by the end of
     the capture, here made so by dropping its last layers' kernels) are two readings: layers stay unknown, said why."""

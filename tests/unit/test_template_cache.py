@@ -30,6 +30,7 @@ def _render(tmp_path: Path, name: str) -> dict[str, str]:
     return {page: (run / "report" / page).read_text(encoding="utf-8") for page in PAGES}
 
 
+@pytest.mark.slow
 def test_reports_from_cached_templates_are_the_reports_compiled_afresh(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELSCOPE_NO_CACHE", "1")
     afresh = _render(tmp_path, "afresh")
@@ -67,6 +68,7 @@ def test_a_cache_folder_others_can_write_is_not_used(tmp_path, monkeypatch):
         template_cache.bytecode_cache.cache_clear()
 
 
+@pytest.mark.slow
 def test_an_unusable_cache_root_leaves_the_report_as_it_is(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELSCOPE_NO_CACHE", "1")
     afresh = _render(tmp_path, "afresh")

@@ -79,6 +79,7 @@ def test_processor_inputs_hold_the_image_tokens_of_each_page(pages, tiny):
     assert pages.prompt_len == pages.images[2].prompt_tokens + 288  # median: the 2-crop page
 
 
+@pytest.mark.slow
 def test_stage_ranges_are_phases_and_change_no_token(tiny, pages):
     model, config = tiny
     stages = stage_modules(model, vision_spec(config))
@@ -105,6 +106,7 @@ def test_stage_layers_have_their_own_types(tiny):
     assert info.layer_types[0] == "DeepseekOcr2TextDecoderLayer (DeepseekOcr2TextMLP)"
 
 
+@pytest.mark.slow
 def test_sampling_is_seeded_and_greedy_is_the_default(tiny, pages):
     model, _ = tiny
     inputs = pages.generations[2]

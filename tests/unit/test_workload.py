@@ -47,6 +47,7 @@ def test_layer_types_tell_dense_from_moe(tiny):
     assert info.num_layers == 3 and info.parameters == sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.slow
 def test_annotation_changes_no_token_and_marks_every_step(tiny):
     model, config = tiny
     settings = GenerationSettings(batch_size=2, prompt_len=12, new_tokens=5)

@@ -70,8 +70,9 @@ def write_json(path: Path, data: Any) -> None:
 
 def _write_table(table: pl.DataFrame, path: Path) -> None:
     """One row group: Polars reads each row group as a chunk of its own, and a table in several chunks is copied
-    into one when a run is read (contracts.tables.conform): at 1.5 M kernels 0.2 s and 0.9 GB more for every
-    report, against 0.13 s more for this write (measured 2026-11-27)."""
+    into one when a run is read (contracts.tables.conform). A 4 GB trace's run (1.55 M kernels) reports in 3.81 s
+    at a 1.86 GB peak from one row group, 3.98 s and 1.99 GB from 13 (2 cores, 2026-11-27,
+    benchmarks/results/report-speed-2026-11-27-i.json)."""
     table.write_parquet(path, compression="zstd", row_group_size=max(table.height, 1),
                         metadata=footer_metadata(table) or None)
 

@@ -75,6 +75,7 @@ def test_rope_on_views_of_qkv(triton_ops, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("tokens", [1, 3, 8, 37])
+@pytest.mark.slow
 def test_linear(triton_ops, dtype, tokens):
     x = rand(tokens, 80, dtype=dtype)[:, :72]  # strided rows
     w, b = rand(50, 72, dtype=dtype, scale=0.1), rand(50, dtype=dtype)
@@ -94,6 +95,7 @@ def test_gate_up_swiglu(triton_ops, dtype, tokens):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("tokens", "k"), [(37, 2048), (200, 1024)])
+@pytest.mark.slow
 def test_linear_split_k(triton_ops, dtype, tokens, k):
     """Few output tiles and a long K: the GEMM splits K (4 and 2 splits here) and its last split sums them."""
     from kernelscope.engine.kernels.gemm import gemm_splits
@@ -121,6 +123,7 @@ def test_argmax_first_maximum(triton_ops, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(("temperature", "top_k", "top_p"),
                          [(0.0, 0, 1.0), (0.8, 0, 1.0), (0.7, 20, 1.0), (1.0, 0, 0.9), (0.6, 50, 0.8)])
+@pytest.mark.slow
 def test_sample_matches_reference_draws(triton_ops, dtype, temperature, top_k, top_p):
     logits = rand(3, 1000, dtype=dtype, scale=3.0)
     got = triton_ops.sample(logits, temperature, top_k, top_p, torch.Generator().manual_seed(3))
@@ -168,6 +171,7 @@ def test_attention_decode(triton_ops, dtype, batch, group):
 
 
 @pytest.mark.parametrize(("batch", "group"), [(1, 1), (1, 4), (3, 1), (3, 4)])
+@pytest.mark.slow
 def test_attention_decode_back_to_back(triton_ops, batch, group):
     """The last split of each (sequence, KV head) combines and resets its counter: calls in a row, with other
     lengths (other numbers of non-empty splits) and the same output buffer, each write the full right answer."""
@@ -214,7 +218,7 @@ def test_decode_plan_at_model_shapes():
         (64, 4), (64, 32), (64, 33), (128, 17), (128, 18)]
 
 
-@pytest.mark.parametrize("group", [1, 4])
+@pytest.mark.parametrize("group", [1, pytest.param(4, marks=pytest.mark.slow)])
 def test_attention_decode_combine_in_chunks(triton_ops, monkeypatch, group):
     """More active splits than one combine chunk holds (as 17–36 at the model shapes, 16 a chunk): the combine
     loops over chunks and merges them by the running log-sum-exp. Here a chunk of 2 splits, 5 splits of 64."""
@@ -267,6 +271,7 @@ def test_kv_cache_write(triton_ops, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("batch", "group", "bias"), [(1, 1, True), (3, 4, False)])
+@pytest.mark.slow
 def test_norm_qkv_rope_cache(triton_ops, dtype, batch, group, bias):
     dim, kv_heads, head_dim, slots = 72, 2, 16, 20
     heads = kv_heads * group
@@ -292,6 +297,7 @@ def _check_norm_qkv_rope_cache(triton_ops, dtype, h, norm_w, w_qkv, b_qkv, slots
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.slow
 def test_fused_decode_gemvs(triton_ops, dtype, batch):
     dim, ffn, vocab = 72, 40, 130
     h, norm_w, residual = rand(batch, dim, dtype=dtype), rand(dim, dtype=dtype) + 1, rand(batch, dim, dtype=dtype)
@@ -305,6 +311,7 @@ def test_fused_decode_gemvs(triton_ops, dtype, batch):
           ref.linear(ref.rms_norm(h, norm_w, EPS), w_head), dtype, roundings=2)
 
 
+@pytest.mark.slow
 def test_one_token_gemvs_on_the_k_4096_and_qkv_tiles(triton_ops, monkeypatch):
     """One token over a K of 2,049–4,096 (one 4,096-wide tile, 1,096 lanes masked), and q/k/v with 4 row pairs a
     program (the rule gives it from 2,048 pairs; forced here on a small shape to keep the interpreter quick): the
@@ -387,6 +394,7 @@ def test_one_token_gemv_plans_by_k_and_kind():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.slow
 def test_split_k_decode_gemvs(triton_ops, dtype):
     """2–8 tokens over a long K: the decode GEMVs split K across programs (the interpreter counts an H100's 132
     SMs), the last split of each row block sums the parts in order and runs the fused epilogue; a second call

@@ -3,6 +3,7 @@ declarations against hand-written formulas (docs/engine.md, "Kernel costs")."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -114,6 +115,7 @@ def test_fused_decode_costs(triton_ops):
         ("ks_gemv_qkv", flops, nbytes, "bf16")]
 
 
+@pytest.mark.slow
 def test_split_decode_gemv_costs(triton_ops):
     """A split GEMV (K = 2,048 at 3 tokens on the interpreter's 132 SMs) adds its fp32 partial sums, written by
     every split and read back by the last: 2 · row blocks · splits · 16 padded tokens · BLOCK_N · 4 bytes, twice for

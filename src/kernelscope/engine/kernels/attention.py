@@ -239,20 +239,20 @@ class DecodePlan:
 
 
 # Decode attention's plan, from H100 sweeps at llama-3-8b and qwen2-1.5b head shapes, batch 1 and 8, contexts
-# 201–2,200 in a 2,304-slot cache (benchmarks/engine/decode_attention_sweep.py; results/engine-attention-h100-
-# 2026-11-26). Launch-bound at these contexts (a 201-token llama-3-8b context is 0.8 MB, 0.3 µs at the copy
+# 201–2,200 in a 2,304-slot cache (benchmarks/engine/decode_attention_sweep.py;
+# results/engine-attention-h100-2026-11-26). Launch-bound at these contexts (a 201-token llama-3-8b context is 0.8 MB, 0.3 µs at the copy
 # rate), so what counts is the serial path of one program: one 64-slot step per program while the context allows
 # (the K/V loop is not software-pipelined: each further step is another DRAM round trip), and a combine that
 # reads the active splits' partials in as few chunks as it can (each further chunk is another L2 round trip; a
 # chunk wider than needed costs ~0.25 µs per doubling, hence three chunk widths). µs per launch at 201 / 1,000 /
-# 2,048 tokens, 3d1bb7d's static split (split length from the capacity: 33 splits of 128 slots at llama-3-8b
+# 2,048 tokens, the static split this plan replaced (split length from the capacity: 33 splits of 128 slots at llama-3-8b
 # batch 1; call 3 of that folder) → this plan (call 4, "Cap validation"; one pass per tree, and the same plan
 # moved by up to 0.5 µs between calls): llama-3-8b batch 1 6.95 / 8.10 / 11.43 → 4.43 / 7.11 / 9.87, batch 8
 # 11.93 / 23.89 / 30.48 → 7.46 / 16.73 / 29.03; qwen2-1.5b batch 1 5.02 / 6.38 / 8.31 → 4.83 / 5.82 / 7.37,
 # batch 8 8.83 / 10.94 / 13.78 → 5.53 / 9.04 / 11.77.
 DECODE_BLOCK = 64  # slots: the split granule and one loop step
 DECODE_PROGRAMS = 264  # programs aimed for: about 2 per SM of an H100
-# Splits per (sequence, KV head), at most (3d1bb7d's cap): the splits are also bounded by the cache's 64-slot
+# Splits per (sequence, KV head), at most (the static split's cap): the splits are also bounded by the cache's 64-slot
 # pieces and by DECODE_PROGRAMS, so qwen2-1.5b batch 1 gets 36 (its whole 2,304-slot cache in one step per
 # program), llama-3-8b batch 1 33 (one step up to 2,112 tokens, two beyond), qwen2-1.5b batch 8 17, llama-3-8b
 # batch 8 5. A cap of 16 (every active split in one combine chunk) left qwen2-1.5b batch 1 three serial steps

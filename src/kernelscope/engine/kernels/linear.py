@@ -58,8 +58,8 @@ def gemv_tiles(kind: str, batch: int, rows: int, k: int, splits: int) -> tuple[i
     matter there. Loading each weight tile one iteration ahead in registers was slower in 40 of 50 tiles at
     llama-3-8b and in both decode steps tried, 5.717 → 6.290 ms: results/engine-llama-b1-h100-2026-11-26.)
 
-    One token at llama-3-8b shapes (K 4,096; benchmarks/engine/gemv_b1_sweep.py, results/engine-llama-b1-h100-
-    2026-11-26, back-to-back launches from a CUDA graph, copy 2,945 GB/s), two changes to the rule above:
+    One token at llama-3-8b shapes (K 4,096; benchmarks/engine/gemv_b1_sweep.py,
+    results/engine-llama-b1-h100-2026-11-26, back-to-back launches from a CUDA graph, copy 2,945 GB/s), two changes to the rule above:
     - a K of 2,049–4,096 streams each row as one 4,096-wide tile, with half the rows per program (the tile stays
       at ≤ 8,192 elements for 4 warps' registers): gate/up 80.6 → 78.2 µs (99% → 102% of copy), lm_head 337.2 →
       331.2 µs, o_proj 14.75 → 14.44 µs. K ≤ 2,048 (qwen2-1.5b) and longer K are unchanged: down (K 14,336) ran
