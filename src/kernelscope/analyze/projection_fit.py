@@ -32,6 +32,7 @@ class FitRun:
     inputs: pl.DataFrame
     target: Target
     l2_bytes: float | None
+    family: str | None = None  # the device's architecture (data/hardware.toml)
 
 
 def work_at_full_efficiency(run: FitRun) -> pl.DataFrame:
@@ -40,9 +41,11 @@ def work_at_full_efficiency(run: FitRun) -> pl.DataFrame:
     unit = ProjectionModel(groups={}, factors={"other": GroupFactors(0.0, 1.0, 1.0)}, fusable=(),
                            weight_bound=(), onchip_bandwidth_ratio=1.0)
     projected = project(run.inputs, run.target.changed(latency_scale=1.0), unit, Options(), run.l2_bytes)
-    return projected.filter(pl.col("bound") != "carried").select(
+    # Each phase's measured device time (every kernel, modelled or not): a relative fit weighs its kernels by it.
+    phase_total = pl.col("dur_ns").cast(pl.Float64).sum().over("phase")
+    return projected.with_columns(phase_total.alias("phase_ns")).filter(pl.col("bound") != "carried").select(
         "group", pl.col("dur_ns").cast(pl.Float64), "memory_ns", "compute_ns",
-        pl.col("instances").cast(pl.Float64), pl.lit(run.target.name).alias("device"))
+        pl.col("instances").cast(pl.Float64), pl.lit(run.target.name).alias("device"), "phase_ns")
 
 
 @dataclass
@@ -52,11 +55,14 @@ class Fit:
 
 
 def fit_factors(runs: list[FitRun], grid_points: int = 40, efficiency_min: float = 0.05,
-                efficiency_max: float = 1.5, rounds: int = 4) -> Fit:
+                efficiency_max: float = 1.5, rounds: int = 4, relative: bool = False, device_scales: bool = True) -> Fit:
     """Group factors, and per device a latency scale (GPUs of one architecture differ by some percent in how
     long a tiny kernel takes). Alternates: groups with the devices' scales fixed, then each device's scale in
-    closed form; the scales are normalised to a geometric mean of 1."""
-    samples = pl.concat([work_at_full_efficiency(r) for r in runs], how="vertical_relaxed")
+    closed form; the scales are normalised to a geometric mean of 1. relative: each kernel's error counts as a
+    share of its phase's measured time (its run's prefill, decode, forward pass), so that every phase of every run
+    weighs alike; otherwise in nanoseconds, where the longest runs decide the fit."""
+    samples = _merged_samples(pl.concat([work_at_full_efficiency(r) for r in runs], how="vertical_relaxed"),
+                              relative)
     grid = np.geomspace(efficiency_min, efficiency_max, grid_points)
     devices = sorted(set(samples["device"]))
     scales = dict.fromkeys(devices, 1.0)
@@ -65,10 +71,25 @@ def fit_factors(runs: list[FitRun], grid_points: int = 40, efficiency_min: float
         scaled = samples.with_columns(
             (pl.col("instances") * pl.col("device").replace_strict(scales, return_dtype=pl.Float64)).alias("_lat"))
         factors = {group: _fit_group(rows["dur_ns"].to_numpy(), rows["memory_ns"].to_numpy(),
-                                     rows["compute_ns"].to_numpy(), rows["_lat"].to_numpy(), grid)
+                                     rows["compute_ns"].to_numpy(), rows["_lat"].to_numpy(), grid,
+                                     rows["_w"].to_numpy())
                    for (group,), rows in scaled.group_by("group")}
+        if not device_scales:
+            break
         scales = _device_scales(samples, factors, devices)
     return Fit(factors=factors, device_latency={d: round(v, 4) for d, v in scales.items()})
+
+
+def _merged_samples(samples: pl.DataFrame, relative: bool) -> pl.DataFrame:
+    """Kernels equal in everything but their measured duration as one row: the mean duration, weighted by how many
+    they are (`_w`; relative: over their phase's measured time squared). The weighted squared error of the means
+    differs from the squared error over every kernel by a constant (the spread within each row), so the fit is the
+    same, from a few hundred rows instead of 10⁵."""
+    norm = (1.0 / pl.col("phase_ns") ** 2) if relative else pl.lit(1.0)
+    keys = ["group", "memory_ns", "compute_ns", "instances", "device", "_norm"]
+    return (samples.with_columns(norm.alias("_norm")).group_by(keys)
+            .agg(pl.col("dur_ns").mean(), pl.len().cast(pl.Float64).alias("_n"))
+            .with_columns((pl.col("_n") * pl.col("_norm")).alias("_w")).sort(keys))
 
 
 def _device_scales(samples: pl.DataFrame, factors: dict[str, GroupFactors], devices: list[str]) -> dict[str, float]:
@@ -81,24 +102,26 @@ def _device_scales(samples: pl.DataFrame, factors: dict[str, GroupFactors], devi
     raw = {}
     for device in devices:
         d = k.filter(pl.col("device") == device)
-        denominator = float((d["_L"] ** 2).sum())
-        raw[device] = float((d["_L"] * (d["dur_ns"] - d["_W"])).sum()) / denominator if denominator else 1.0
+        denominator = float((d["_w"] * d["_L"] ** 2).sum())
+        raw[device] = float((d["_w"] * d["_L"] * (d["dur_ns"] - d["_W"])).sum()) / denominator if denominator else 1.0
     positive = [v for v in raw.values() if v > 0]
     mean = float(np.exp(np.mean(np.log(positive)))) if positive else 1.0
     return {d: (v / mean if v > 0 else 1.0) for d, v in raw.items()}
 
 
 def _fit_group(y: np.ndarray, memory: np.ndarray, compute: np.ndarray, launches: np.ndarray,
-               grid: np.ndarray) -> GroupFactors:
+               grid: np.ndarray, weights: np.ndarray | None = None) -> GroupFactors:
+    w = np.ones_like(y) if weights is None else weights
     best: tuple[float, float, float, float] | None = None
     memory_grid = grid if memory.any() else np.array([1.0])
     compute_grid = grid if compute.any() else np.array([1.0])
     for e_mem in memory_grid:
         # All compute efficiencies at once: work has shape (kernels, grid).
         work = np.maximum((memory / e_mem)[:, None], compute[:, None] / compute_grid[None, :])
-        # Least-squares latency per launch for each column: Σ L (y − W) / Σ L², floored at zero.
-        latency = np.maximum((launches[:, None] * (y[:, None] - work)).sum(axis=0) / (launches ** 2).sum(), 0.0)
-        error = ((y[:, None] - work - latency[None, :] * launches[:, None]) ** 2).sum(axis=0)
+        # Least-squares latency per launch for each column: Σ w L (y − W) / Σ w L², floored at zero.
+        latency = np.maximum(((w * launches)[:, None] * (y[:, None] - work)).sum(axis=0) / (w * launches ** 2).sum(),
+                             0.0)
+        error = (w[:, None] * (y[:, None] - work - latency[None, :] * launches[:, None]) ** 2).sum(axis=0)
         i = int(np.argmin(error))
         if best is None or error[i] < best[0]:
             best = (float(error[i]), float(latency[i]), float(e_mem), float(compute_grid[i]))
@@ -107,10 +130,42 @@ def _fit_group(y: np.ndarray, memory: np.ndarray, compute: np.ndarray, launches:
                         compute_efficiency=round(best[3], 4))
 
 
+def fit_model(runs: list[FitRun], model: ProjectionModel, settings: dict, families: bool = True) -> ProjectionModel:
+    """`model` with factors fitted on `runs` (the search bounds from `settings`, data/projection.toml [fit]). With
+    `families`: every device family with at least `min_family_runs` runs (default 2) also gets factors fitted on its
+    runs alone, and its devices the latency scales of that fit; a family's factors cover the kinds of work its runs
+    had, the others come from the fit on every run."""
+    grid = {"grid_points": int(settings.get("grid_points", 40)),
+            "efficiency_min": float(settings.get("efficiency_min", 0.05)),
+            "efficiency_max": float(settings.get("efficiency_max", 1.5)),
+            "relative": bool(settings.get("relative", False)),
+            "device_scales": bool(settings.get("device_scales", True))}
+    fitted = with_fit(model, fit_factors(runs, **grid))
+    if not families:
+        return replace(fitted, families={})
+    by_family: dict[str, list[FitRun]] = {}
+    for run in runs:
+        if run.family:
+            by_family.setdefault(run.family, []).append(run)
+    fitted_families, scales = {}, dict(fitted.device_latency)
+    for family, members in sorted(by_family.items()):
+        if len(members) < int(settings.get("min_family_runs", 2)):
+            continue
+        fit = fit_factors(members, **grid)
+        fitted_families[family] = fit.factors
+        scales.update(fit.device_latency)
+    return replace(fitted, families=fitted_families, device_latency=scales)
+
+
 def with_fit(model: ProjectionModel, fit: Fit) -> ProjectionModel:
     """The model with the fitted factors (kinds of work not in the fitting runs keep theirs) and the fitted
     devices' latency scales."""
     return replace(model, factors={**model.factors, **fit.factors}, device_latency=dict(fit.device_latency))
+
+
+def fitted_target(run: FitRun, model: ProjectionModel) -> Target:
+    """The run's device as the model sees it: its fitted latency scale and family."""
+    return run.target.changed(latency_scale=model.device_latency.get(run.target.name, 1.0), family=run.family)
 
 
 def calibration_table(runs: list[FitRun], model: ProjectionModel) -> pl.DataFrame:

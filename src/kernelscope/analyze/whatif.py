@@ -34,6 +34,7 @@ from kernelscope.analyze.projection import (
     requirement_solver,
     sweep,
 )
+from kernelscope.analyze.projection_model import estimate_spread
 from kernelscope.analyze.wide_tables import as_codes, as_text
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load import knowledge
@@ -84,7 +85,8 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
     same = target == source and options == Options()
     on_target = on_source if same else project(merged, target, model, options, source_l2_bytes, steps)
     calibration = phase_projection(on_source, steps)
-    phases = _phase_table(calibration, calibration if same else phase_projection(on_target, steps))
+    phases = _with_range(_phase_table(calibration, calibration if same else phase_projection(on_target, steps)),
+                         estimate_spread(model, source, target))
     timings = _timings(info, calibration)
     alike = merge_alike(merged, steps)  # scenarios, requirements and sweeps project the run many times
     requirements = _requirements(alike, target, model, options, source_l2_bytes, phases, settings)
@@ -135,6 +137,15 @@ def _phase_table(calibration: pl.DataFrame, target: pl.DataFrame) -> pl.DataFram
         (pl.col("measured_per_step_ns") * pl.col("target_model_ns") / pl.col("source_model_ns")).alias("estimate_ns"),
         (pl.col("source_model_ns") / pl.col("target_model_ns")).alias("speedup"),
     )
+
+
+def _with_range(phases: pl.DataFrame, spread: float | None) -> pl.DataFrame:
+    """The estimate's range: estimate × e^∓spread, the spread of the model's held-out projections (None: no range
+    shipped, the columns are null)."""
+    factor = math.exp(spread) if spread is not None else None
+    low = pl.col("estimate_ns") / factor if factor else pl.lit(None, dtype=pl.Float64)
+    high = pl.col("estimate_ns") * factor if factor else pl.lit(None, dtype=pl.Float64)
+    return phases.with_columns(low.alias("estimate_low_ns"), high.alias("estimate_high_ns"))
 
 
 AS_IS, HARDWARE, OPTIONS, BOTH = "as is", "hardware", "options", "hardware and options"
