@@ -70,6 +70,9 @@ class WhatIf:
     headline: pl.DataFrame = field(default_factory=pl.DataFrame)
     timings: MeasuredLatency = field(default_factory=lambda: MeasuredLatency())
     parallel: ParallelProjection | None = None  # --set ranks=N / link=…: the run on N ranks
+    # Relative width of the estimates' range (projection_model.estimate_spread): 0 on the measuring device, None
+    # where the model ships no held-out spread.
+    spread: float | None = None
 
 
 def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: ProjectionModel, options: Options,
@@ -85,8 +88,8 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
     same = target == source and options == Options()
     on_target = on_source if same else project(merged, target, model, options, source_l2_bytes, steps)
     calibration = phase_projection(on_source, steps)
-    phases = _with_range(_phase_table(calibration, calibration if same else phase_projection(on_target, steps)),
-                         estimate_spread(model, source, target))
+    spread = estimate_spread(model, source, target)
+    phases = _with_range(_phase_table(calibration, calibration if same else phase_projection(on_target, steps)), spread)
     timings = _timings(info, calibration)
     alike = merge_alike(merged, steps)  # scenarios, requirements and sweeps project the run many times
     requirements = _requirements(alike, target, model, options, source_l2_bytes, phases, settings)
@@ -100,7 +103,7 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
         scenarios=_scenarios(alike, target, model, options, source_l2_bytes, settings),
         requirements=requirements,
         sweeps=pl.concat(sweep_tables, how="vertical_relaxed") if sweep_tables else pl.DataFrame(),
-        timings=timings,
+        timings=timings, spread=spread,
         headline=_headline(merged, source, target, model, options, source_l2_bytes, steps, calibration,
                            on_target if not same else on_source),
         parallel=(_parallel(inputs, source, target, model, options, source_l2_bytes, steps, parallel, settings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,18 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
         "fit": model.fit, "device_latency": model.device_latency, "parallel": s.parallel,
         "efficiency_above_one": _efficiency_above_one(s.kernels),
         "bounds": bounds_shown(s.groups),
+        "spread": _spread_context(s),
     }
+
+
+def _spread_context(s: WhatIf) -> dict[str, Any] | None:
+    """The estimate's range as the study words it: its relative width and which held-out projections it comes
+    from (targets of the measuring device's family, or of another); None on the measuring device or without one."""
+    spread = s.spread
+    if not spread:
+        return None
+    same = s.source.family is not None and s.source.family == s.target.family
+    return {"factor": f"{math.exp(spread):.2f}", "same_family": same, "family": s.source.family or ""}
 
 
 def _efficiency_above_one(kernels: pl.DataFrame) -> dict[str, Any] | None:
@@ -211,7 +223,9 @@ def _overview_tables(s: WhatIf, model: ProjectionModel, h: dict[str, str], term:
             (h["measured_on"].format(device=s.source.name), lambda r: fmt.duration(r["measured_per_step_ns"])),
             (h["model_on"].format(device=s.source.name), lambda r: fmt.duration(r["source_model_ns"])),
             (h["model_on"].format(device=s.target.name), lambda r: fmt.duration(r["target_model_ns"])),
-            (h["estimate"], lambda r: fmt.duration(r["estimate_ns"])), (h["speedup"], lambda r: times(r["speedup"]))],
+            (h["estimate"], lambda r: fmt.duration(r["estimate_ns"])),
+            (h["estimate_range"], lambda r: _range(r["estimate_low_ns"], r["estimate_high_ns"])),
+            (h["speedup"], lambda r: times(r["speedup"]))],
             numeric_from=1),
         "factors": _table(pl.DataFrame([(g, f.latency_ns, f.memory_efficiency, f.compute_efficiency)
                                         for g, f in model.factors.items()],
@@ -221,6 +235,10 @@ def _overview_tables(s: WhatIf, model: ProjectionModel, h: dict[str, str], term:
             (h["memory_efficiency"], lambda r: fmt.number(r["memory_efficiency"], 3)),
             (h["compute_efficiency"], lambda r: fmt.number(r["compute_efficiency"], 3))], numeric_from=1),
     }
+
+
+def _range(low: float | None, high: float | None) -> str:
+    return "–" if low is None or high is None else f"{fmt.duration(low)} – {fmt.duration(high)}"
 
 
 def bounds_shown(groups: pl.DataFrame) -> list[str]:
@@ -363,8 +381,12 @@ def _key_figures(s: WhatIf, run_path: Path) -> dict[str, Any]:
         "options": {"fuse": s.options.fuse, "weight_bits": s.options.weight_bits},
         "calibration_holds": calibration_holds(s.calibration), "calibration_bound": CALIBRATION_BOUND,
         "carried_phases": carried_phases(s.calibration),
+        # Relative width of the estimates' range (ln of estimate ÷ measured, RMS over held-out projections; 0 on the
+        # measuring device, null where the model ships none).
+        "estimate_spread": s.spread,
         "phases": {r["phase"]: {k: r[k] for k in ("steps", "measured_per_step_ns", "source_model_ns",
-                                                  "target_model_ns", "estimate_ns", "speedup", "calibration_ratio")}
+                                                  "target_model_ns", "estimate_ns", "estimate_low_ns",
+                                                  "estimate_high_ns", "speedup", "calibration_ratio")}
                    for r in s.phases.iter_rows(named=True)},
         "timings": dataclasses.asdict(s.timings),
         # As is, the target's hardware alone, the options alone, both (whatif_headline.py).
