@@ -4,8 +4,8 @@ PAIRS below are runs of one workload measured on two devices. Each pair is held 
 FIT_ONLY (runs without a counterpart on another device) and every other pair, then each side of the held-out pair
 is projected onto the other side's device and compared with that device's measurement, per phase (device time per
 step) and per kind of work. The errors of every fold together are the held-out table. The same is done for the model
-of the shipped procedure (`after`: data/projection.toml [fit], refitted on each fold's own runs), for variants of the
-fit (ABLATIONS) and for assuming the time does not change (`unchanged`).
+of the shipped procedure (`after`: data/projection.toml [fit], refitted on each fold's own runs), of variants of it
+(ABLATIONS) and for assuming the time does not change (`unchanged`).
 
     python3 benchmarks/whatif/held_out.py [--corpus /work/corpus] [--out benchmarks/results/whatif-held-out-DATE.json]
         [--markdown FILE] [--work DIR]
@@ -35,7 +35,7 @@ from held_out_table import markdown_table, summarise, uncertainty  # noqa: E402
 from kernelscope.analyze.kernel_costs import with_costs_and_names  # noqa: E402
 from kernelscope.analyze.projection import default_model, projection_inputs, target_from_ceilings  # noqa: E402
 from kernelscope.analyze.projection_check import compare, cross_estimate, measured_per_step  # noqa: E402
-from kernelscope.analyze.projection_fit import FitRun, fit_model, fitted_target  # noqa: E402
+from kernelscope.analyze.projection_fit import FitRun, fit_model, fitted_target, with_run_latency  # noqa: E402
 from kernelscope.load.rundir import read_run  # noqa: E402
 from kernelscope.pipeline import run_ceilings  # noqa: E402
 
@@ -66,13 +66,20 @@ PAIRS = [
 FIT_ONLY = ["kineto/h200-llama-3-8b-p16-n3.trace.json.gz", "kineto/h200-qwen2-1.5b-b8-p16-n3.trace.json.gz",
             "kineto/h200-deepseek-v3-p16-n3.trace.json.gz", "kineto/h200-qwen2-4l-b4-p128-n3.trace.json.gz",
             "kineto/h200-qwen3moe-2l-b4-p128-n3.trace.json.gz", "runs/h100-qwen2-1.5b-b8-slim"]
-# Variants of the fit the table compares with the shipped procedure (absolute errors in ns, a latency scale per
-# device, one set of factors, our own runs): each also fitted on the public pairs of the fold (cross-vendor data);
-# relative errors (each phase of each run weighs alike); without device scales; factors per device family.
-ABLATIONS = [("+ public pairs", {}, False, True),
-             ("+ public, relative", {"relative": True}, False, True),
-             ("+ public, relative, no device scales", {"relative": True, "device_scales": False}, False, True),
-             ("+ public, relative, per family", {"relative": True, "device_scales": False}, True, True)]
+# The shipped fit: absolute errors (ns), a latency scale per device, one set of factors, our own runs only. The
+# variants change it one way or several.
+BEFORE = {"grid_points": 40, "efficiency_min": 0.25, "efficiency_max": 1.5, "relative": False, "device_scales": True,
+          "scale_by": "device", "roofs": False}
+ABLATIONS = [  # (name, changes to BEFORE, factors per family, public pairs in the fit)
+    ("+ public pairs", {}, False, True),
+    ("+ public, relative", {"relative": True}, False, True),
+    ("+ public, relative, no device scales", {"relative": True, "device_scales": False}, False, True),
+    ("+ public, relative, per family", {"relative": True, "device_scales": False}, True, True),
+    ("run scales, own runs", {"relative": True, "scale_by": "run"}, False, False),
+    ("+ public, run scales, absolute", {"scale_by": "run"}, False, True),
+    ("+ public, relative, run scales", {"relative": True, "scale_by": "run"}, False, True),
+    ("+ public, relative, run scales, roofs", {"relative": True, "scale_by": "run", "roofs": True}, False, True),
+]
 MIN_SHARE = 0.03  # kinds of work under 3% of their phase are left out of the per-kind table
 
 
@@ -102,14 +109,16 @@ def load(ref: str, corpus: Path, work: Path) -> FitRun | None:
     ceilings = run_ceilings(run.info)
     target = target_from_ceilings(ceilings)
     return FitRun(ref, projection_inputs(run.kernels, run.ncu, default_model()), target, target.l2_bytes,
-                  ceilings.spec.architecture if ceilings.spec else None)
+                  target.family, ceilings.spec.name if ceilings.spec else None)
 
 
 def project_pair(a: FitRun, b: FitRun, model, pair: Pair, variant: str) -> list[dict]:
     rows = []
     for source, other in ((a, b), (b, a)):
-        estimate = cross_estimate(source.inputs, fitted_target(source, model), fitted_target(other, model), model,
-                                  source.l2_bytes)
+        # As the study does: the run's own per-kernel latency, moved by the devices' scales (with_run_latency).
+        source_target, other_target = with_run_latency(source.inputs, fitted_target(source, model),
+                                                        fitted_target(other, model), model)
+        estimate = cross_estimate(source.inputs, source_target, other_target, model, source.l2_bytes)
         if variant == "unchanged":
             estimate = estimate.with_columns(pl.col("measured_ns").alias("estimate_ns"))
         table = compare(estimate, measured_per_step(other.inputs), MIN_SHARE).filter(pl.col("phase") != "unknown")
@@ -151,12 +160,14 @@ def main() -> None:
     rows = []
     for i, (pair, a, b) in enumerate(pairs):
         fitting = fit_only + [r for j, (_, x, y) in enumerate(pairs) if j != i for r in (x, y)]
-        # The shipped procedure (data/projection.toml [fit]) on our own fitting runs, as fit.sh fits it.
         own = [r for r in fitting if not r.label.startswith("corpus/")]
-        shipped = fit_model(own, default_model(), settings, families=bool(settings.get("families", False)))
+        fitting_pairs = [(x.label, y.label) for j, (_, x, y) in enumerate(pairs) if j != i]
+        # The shipped procedure (data/projection.toml [fit]) on the fold's own runs, as fit.sh fits it.
+        shipped = fit_model(own, default_model(), settings, bool(settings.get("families", False)), fitting_pairs)
         rows += project_pair(a, b, shipped, pair, "after") + project_pair(a, b, shipped, pair, "unchanged")
         for variant, changes, families, public in ABLATIONS:
-            model = fit_model(fitting if public else own, default_model(), {**settings, **changes}, families)
+            model = fit_model(fitting if public else own, default_model(), {**BEFORE, **changes}, families,
+                              fitting_pairs)
             rows += project_pair(a, b, model, pair, variant)
     result = {
         "date": datetime.now(UTC).date().isoformat(),

@@ -131,3 +131,29 @@ def test_estimate_spread_by_family(pair):
     assert estimate_spread(model, h200.target, accelerator) == shipped["other"]["*"]
     amd = h100.target.changed(name="AMD Instinct MI300X", family="CDNA 3")
     assert estimate_spread(model, h200.target, amd) == shipped["other"]["*"]
+
+
+def test_device_scales_from_pairs(pair):
+    """Runs fitted with a latency scale each: the devices' ratio is the pairs' ratio of their runs' scales."""
+    from kernelscope.analyze.projection_pairs import scales_from_pairs
+
+    h200, h100 = pair
+    other = (_fit_run("h200-qwen2-1.5b-slim"), _fit_run("h100-qwen2-1.5b-b1-slim"))
+    runs = [h200, h100, *other]
+    fit = fit_factors(runs, grid_points=12, efficiency_min=0.25, efficiency_max=1.5, relative=True, scale_by="run")
+    assert set(fit.run_latency) == {r.label for r in runs}
+    device_of = {r.label: r.target.name for r in runs}
+    scales = scales_from_pairs(fit.run_latency, device_of, [(h200.label, h100.label), (other[0].label, other[1].label)])
+    ratios = [fit.run_latency[h100.label] / fit.run_latency[h200.label],
+              fit.run_latency[other[1].label] / fit.run_latency[other[0].label]]
+    expected = float(np.exp(np.mean(np.log(ratios))))  # the two pairs' ratios, equally weighted in ln
+    assert scales[h100.target.name] / scales[h200.target.name] == pytest.approx(expected, rel=0.02)
+
+
+def test_fit_pair_must_name_given_runs(tmp_path):
+    from kernelscope.commands.hw import fit_projection
+    from kernelscope.errors import UserError
+
+    runs = [RUNS / "h200-qwen2-0.5b-ncu", RUNS / "h100-qwen2-0.5b-ncu"]
+    with pytest.raises(UserError, match="is not one of the runs given"):
+        fit_projection(runs, None, [[runs[0], RUNS / "h200-qwen2-1.5b-slim"]])

@@ -34,6 +34,9 @@ class ProjectionModel:
     # Kind of work ("*": a phase) → relative width of the range around an estimate (ln of estimate ÷ measured,
     # root mean square over held-out projections): "same" when source and target are of one family, "other" else.
     uncertainty: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Device (its spec's name) → the shares of its datasheet bandwidth and compute peaks that runs of one workload on
+    # it and on a measured device show it reaches (projection_pairs.roof_shares); only for datasheet ceilings.
+    device_roofs: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def factors_of(self, group: str) -> GroupFactors:
         return self.factors.get(group) or self.factors["other"]
@@ -61,6 +64,8 @@ def parse_model(data: dict[str, Any]) -> ProjectionModel:
         onchip_bandwidth_ratio=float(what_if.get("onchip_bandwidth_ratio", 8.0)),
         fit=dict(data.get("fit") or {}),
         device_latency={name: float(v) for name, v in (data.get("device_latency") or {}).items()},
+        device_roofs={name: (float(v["memory"]), float(v["compute"]))
+                      for name, v in (data.get("device_roofs") or {}).items()},
     )
 
 
@@ -98,13 +103,26 @@ def target_from_ceilings(ceilings: Ceilings, model: ProjectionModel | None = Non
     """A device's ceilings as a target; its per-kernel latency scale when the model was fitted on it."""
     spec = ceilings.spec
     name = ceilings.device or (spec.name if spec else "device")
-    scale = (model.device_latency.get(name) if model else None)
+    keys = [k for k in (spec.name if spec else None, name) if k]  # the model's tables name devices by their spec
+    scale = next((model.device_latency[k] for k in keys if k in model.device_latency), None) if model else None
     source = dict(ceilings.source, latency="fitted for this device" if scale else "mean of the fitted devices")
     family = spec.architecture if spec else None
     if model and family in model.families:
         source["factors"] = f"fitted on {family} devices"
-    return Target(name=name, bandwidth=ceilings.bandwidth, flops=dict(ceilings.flops),
-                  l2_bytes=spec.l2_bytes if spec else None, latency_scale=scale or 1.0, source=source, family=family)
+    bandwidth, flops = ceilings.bandwidth, dict(ceilings.flops)
+    roofs = next((model.device_roofs[k] for k in keys if k in model.device_roofs), None) if model else None
+    if roofs:
+        # A datasheet ceiling times the share of it that runs of one workload here and on a measured device show.
+        memory, compute = roofs
+        if source.get("bandwidth") == "datasheet":
+            bandwidth *= memory
+            source["bandwidth"] = f"datasheet × {memory:.2f} (fitted on pairs of runs)"
+        for key in flops:
+            if source.get(key) == "datasheet":
+                flops[key] *= compute
+                source[key] = f"datasheet × {compute:.2f} (fitted on pairs of runs)"
+    return Target(name=name, bandwidth=bandwidth, flops=flops, l2_bytes=spec.l2_bytes if spec else None,
+                  latency_scale=scale or 1.0, source=source, family=family)
 
 
 @dataclass(frozen=True)

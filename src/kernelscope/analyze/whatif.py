@@ -34,6 +34,7 @@ from kernelscope.analyze.projection import (
     requirement_solver,
     sweep,
 )
+from kernelscope.analyze.projection_fit import with_run_latency
 from kernelscope.analyze.projection_model import estimate_spread
 from kernelscope.analyze.wide_tables import as_codes, as_text
 from kernelscope.contracts.run_info import RunInfo
@@ -83,6 +84,7 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
     # Every table below is a sum per phase, kind of work or kernel name: projected from the launches of each name
     # that project alike, one row each.
     merged = merge_kernel_launches(inputs)
+    source, target = with_run_latency(merged, source, target, model, steps)
     on_source = project(merged, source, model, Options(), source_l2_bytes, steps)
     # The run on its own device (the report's what-if) is projected once.
     same = target == source and options == Options()

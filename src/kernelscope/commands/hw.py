@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     fit.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="GPU run directories")
     fit.add_argument("--out", type=Path, help="where to write the model (default: print the calibration only)")
+    fit.add_argument("--pair", nargs=2, action="append", type=Path, metavar=("RUN_A", "RUN_B"), default=[],
+                     help="two of the RUNs that measured one workload on two devices (repeatable): with [fit] "
+                          "scale_by = \"run\", each device's latency scale comes from these pairs")
 
 
 def run(args: argparse.Namespace, steps) -> int:
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace, steps) -> int:
         print(show_spec(args.name))
     elif args.hw_command == "fit":
         with steps.step(f"Fitting the projection model on {len(args.runs)} runs"):
-            text, written = fit_projection(args.runs, args.out)
+            text, written = fit_projection(args.runs, args.out, args.pair)
         print(text)
         if written:
             print(written)
@@ -133,20 +136,30 @@ def describe_calibration(result: Calibration) -> str:
     return "\n".join(lines)
 
 
-def fit_projection(runs: list[Path], out: Path | None) -> tuple[str, Path | None]:
+def fit_projection(runs: list[Path], out: Path | None, pairs: list[list[Path]] | None = None
+                   ) -> tuple[str, Path | None]:
     """Fit the what-if projection model on GPU runs; the calibration table as text, and the model file written."""
     from kernelscope.analyze.projection import default_model
-    from kernelscope.analyze.projection_fit import FitRun, fit_model, fitted_target
+    from kernelscope.analyze.projection_fit import FitRun, fit_model, fitted_target, with_run_latency
 
     model = default_model()
     settings = model.fit
+    labels = {path.resolve(): str(path) for path in runs}
+    pair_labels = []
+    for a, b in pairs or []:
+        missing = [str(x) for x in (a, b) if x.resolve() not in labels]
+        if missing:
+            raise UserError(f"--pair {a} {b}: {', '.join(missing)} is not one of the runs given")
+        pair_labels.append((labels[a.resolve()], labels[b.resolve()]))
     fit_runs = [_fit_run(path, model) for path in runs]
-    fitted = fit_model(fit_runs, model, settings, families=bool(settings.get("families", False)))
-    scaled = [FitRun(r.label, r.inputs, fitted_target(r, fitted), r.l2_bytes, r.family) for r in fit_runs]
+    fitted = fit_model(fit_runs, model, settings, families=bool(settings.get("families", False)), pairs=pair_labels)
+    own = [with_run_latency(r.inputs, fitted_target(r, fitted), fitted_target(r, fitted), fitted)[0] for r in fit_runs]
+    scaled = [FitRun(r.label, r.inputs, target, r.l2_bytes, r.family, r.device) for r, target in zip(fit_runs, own,
+                                                                                                       strict=True)]
     text = _calibration_text(scaled, fitted)
     if out is None:
         return text, None
-    return text, _write_model(out, fitted, settings, runs)
+    return text, _write_model(out, fitted, settings, runs, pair_labels)
 
 
 def _fit_run(path: Path, model):
@@ -162,7 +175,8 @@ def _fit_run(path: Path, model):
         raise UserError(f"{path}: not a GPU run with known ceilings; cannot fit on it")
     target = target_from_ceilings(ceilings)
     run = with_costs_and_names(run)
-    return FitRun(str(path), projection_inputs(run.kernels, run.ncu, model), target, target.l2_bytes, target.family)
+    return FitRun(str(path), projection_inputs(run.kernels, run.ncu, model), target, target.l2_bytes, target.family,
+                  ceilings.spec.name if ceilings.spec else None)
 
 
 def _calibration_text(scaled, fitted) -> str:
@@ -199,7 +213,7 @@ def _factor_table(f) -> dict[str, float]:
             "compute_efficiency": f.compute_efficiency}
 
 
-def _write_model(out: Path, fitted, settings: dict, runs: list[Path]) -> Path:
+def _write_model(out: Path, fitted, settings: dict, runs: list[Path], pair_labels: list[tuple[str, str]]) -> Path:
     from kernelscope.load.whatif_inputs import model_toml
 
     try:
@@ -211,12 +225,15 @@ def _write_model(out: Path, fitted, settings: dict, runs: list[Path]) -> Path:
         "groups": fitted.groups,
         "what_if": {"fusable": list(fitted.fusable), "weight_bound": list(fitted.weight_bound),
                     "onchip_bandwidth_ratio": fitted.onchip_bandwidth_ratio},
-        "fit": {**settings, "runs": [p.resolve().name for p in runs], "date": datetime.now(UTC).date().isoformat(),
+        "fit": {**settings, "runs": [p.resolve().name for p in runs],
+                "pairs": [f"{Path(a).resolve().name} {Path(b).resolve().name}" for a, b in pair_labels],
+                "date": datetime.now(UTC).date().isoformat(),
                 "commit": commit},
         "device_latency": fitted.device_latency,
         "factors": {g: _factor_table(f) for g, f in fitted.factors.items()},
         "families": {name: {g: _factor_table(f) for g, f in table.items()} for name, table in fitted.families.items()},
         "uncertainty": fitted.uncertainty,
+        "device_roofs": {name: {"memory": m, "compute": c} for name, (m, c) in fitted.device_roofs.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(model_toml(data, MODEL_HEADER), encoding="utf-8")
