@@ -4,8 +4,9 @@ PAIRS below are runs of one workload measured on two devices. Each pair is held 
 FIT_ONLY (runs without a counterpart on another device) and every other pair, then each side of the held-out pair
 is projected onto the other side's device and compared with that device's measurement, per phase (device time per
 step) and per kind of work. The errors of every fold together are the held-out table. The same is done for the model
-of the shipped procedure (`after`: data/projection.toml [fit], refitted on each fold's own runs), of variants of it
-(ABLATIONS) and for assuming the time does not change (`unchanged`).
+of the shipped procedure (`after`: data/projection.toml [fit] as fit.sh runs it, refitted on each fold), of the fit
+shipped before (`before`), of variants (ABLATIONS, SCALE_ONLY) and for assuming the time does not change
+(`unchanged`).
 
     python3 benchmarks/whatif/held_out.py [--corpus /work/corpus] [--out benchmarks/results/whatif-held-out-DATE.json]
         [--markdown FILE] [--work DIR]
@@ -66,8 +67,8 @@ PAIRS = [
 FIT_ONLY = ["kineto/h200-llama-3-8b-p16-n3.trace.json.gz", "kineto/h200-qwen2-1.5b-b8-p16-n3.trace.json.gz",
             "kineto/h200-deepseek-v3-p16-n3.trace.json.gz", "kineto/h200-qwen2-4l-b4-p128-n3.trace.json.gz",
             "kineto/h200-qwen3moe-2l-b4-p128-n3.trace.json.gz", "runs/h100-qwen2-1.5b-b8-slim"]
-# The shipped fit: absolute errors (ns), a latency scale per device, one set of factors, our own runs only. The
-# variants change it one way or several.
+# The fit shipped until 2026-12-02 (`before`): absolute errors (ns), a latency scale per device, one set of factors,
+# our own runs only. The variants change it one way or several.
 BEFORE = {"grid_points": 40, "efficiency_min": 0.25, "efficiency_max": 1.5, "relative": False, "device_scales": True,
           "scale_by": "device", "roofs": False}
 ABLATIONS = [  # (name, changes to BEFORE, factors per family, public pairs in the fit)
@@ -80,6 +81,8 @@ ABLATIONS = [  # (name, changes to BEFORE, factors per family, public pairs in t
     ("+ public, relative, run scales", {"relative": True, "scale_by": "run"}, False, True),
     ("+ public, relative, run scales, roofs", {"relative": True, "scale_by": "run", "roofs": True}, False, True),
 ]
+# Factors fitted on our own runs, every run's latency scale with them, each device's from the pairs (public ones too).
+SCALE_ONLY = [("relative, run scales, public pairs for device scales only", {"relative": True, "scale_by": "run"})]
 MIN_SHARE = 0.03  # kinds of work under 3% of their phase are left out of the per-kind table
 
 
@@ -162,12 +165,19 @@ def main() -> None:
         fitting = fit_only + [r for j, (_, x, y) in enumerate(pairs) if j != i for r in (x, y)]
         own = [r for r in fitting if not r.label.startswith("corpus/")]
         fitting_pairs = [(x.label, y.label) for j, (_, x, y) in enumerate(pairs) if j != i]
-        # The shipped procedure (data/projection.toml [fit]) on the fold's own runs, as fit.sh fits it.
-        shipped = fit_model(own, default_model(), settings, bool(settings.get("families", False)), fitting_pairs)
+        # The shipped procedure (data/projection.toml [fit]) as fit.sh fits it: factors on the fold's own runs, device
+        # scales from its pairs, the public runs giving their scales only.
+        public_runs = {r.label for r in fitting if r.label.startswith("corpus/")}
+        shipped = fit_model(fitting, default_model(), settings, bool(settings.get("families", False)), fitting_pairs,
+                            public_runs)
         rows += project_pair(a, b, shipped, pair, "after") + project_pair(a, b, shipped, pair, "unchanged")
         for variant, changes, families, public in ABLATIONS:
             model = fit_model(fitting if public else own, default_model(), {**BEFORE, **changes}, families,
                               fitting_pairs)
+            rows += project_pair(a, b, model, pair, variant)
+        rows += project_pair(a, b, fit_model(own, default_model(), BEFORE, False), pair, "before")
+        for variant, changes in SCALE_ONLY:
+            model = fit_model(fitting, default_model(), {**BEFORE, **changes}, False, fitting_pairs, public_runs)
             rows += project_pair(a, b, model, pair, variant)
     result = {
         "date": datetime.now(UTC).date().isoformat(),

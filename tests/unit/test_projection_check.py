@@ -150,10 +150,10 @@ def test_device_scales_from_pairs(pair):
     assert scales[h100.target.name] / scales[h200.target.name] == pytest.approx(expected, rel=0.02)
 
 
-def test_fit_pair_must_name_given_runs(tmp_path):
+def test_fit_pair_names_each_run_once(tmp_path):
     from kernelscope.commands.hw import fit_projection
     from kernelscope.errors import UserError
 
     runs = [RUNS / "h200-qwen2-0.5b-ncu", RUNS / "h100-qwen2-0.5b-ncu"]
-    with pytest.raises(UserError, match="is not one of the runs given"):
-        fit_projection(runs, None, [[runs[0], RUNS / "h200-qwen2-1.5b-slim"]])
+    with pytest.raises(UserError, match="more than one pair"):
+        fit_projection(runs, None, [[runs[0], runs[1]], [runs[0], RUNS / "h200-qwen2-1.5b-slim"]])

@@ -145,12 +145,13 @@ def _fit_group(y: np.ndarray, memory: np.ndarray, compute: np.ndarray, launches:
 
 
 def fit_model(runs: list[FitRun], model: ProjectionModel, settings: dict, families: bool = True,
-              pairs: list[tuple[str, str]] | None = None) -> ProjectionModel:
+              pairs: list[tuple[str, str]] | None = None, scale_only: set[str] | None = None) -> ProjectionModel:
     """`model` with factors fitted on `runs` (the search bounds from `settings`, data/projection.toml [fit]). With
     `families`: every device family with at least `min_family_runs` runs (default 2) also gets factors fitted on its
     runs alone, and its devices the latency scales of that fit; a family's factors cover the kinds of work its runs
     had, the others come from the fit on every run. With `[fit] scale_by = "run"`, each run gets a latency scale of
-    its own and each device the one `pairs` (labels of runs of one workload on two devices) give it."""
+    its own and each device the one `pairs` (labels of runs of one workload on two devices) give it; runs named in
+    `scale_only` then give their latency scale (for the pairs) without fitting the factors."""
     grid = {"grid_points": int(settings.get("grid_points", 40)),
             "efficiency_min": float(settings.get("efficiency_min", 0.05)),
             "efficiency_max": float(settings.get("efficiency_max", 1.5)),
@@ -158,7 +159,7 @@ def fit_model(runs: list[FitRun], model: ProjectionModel, settings: dict, famili
             "device_scales": bool(settings.get("device_scales", True))}
     model = replace(model, fit={**model.fit, **settings})  # the model says how it was fitted (with_run_latency reads it)
     if settings.get("scale_by") == "run":
-        fitted = _fit_with_pairs(runs, model, grid, pairs or [], bool(settings.get("roofs", False)))
+        fitted = _fit_with_pairs(runs, model, grid, pairs or [], bool(settings.get("roofs", False)), scale_only or set())
     else:
         fitted = with_fit(model, fit_factors(runs, **grid))
     if not families:
@@ -178,7 +179,7 @@ def fit_model(runs: list[FitRun], model: ProjectionModel, settings: dict, famili
 
 
 def _fit_with_pairs(runs: list[FitRun], model: ProjectionModel, grid: dict, pairs: list[tuple[str, str]],
-                    roofs: bool) -> ProjectionModel:
+                    roofs: bool, scale_only: set[str]) -> ProjectionModel:
     """Factors with a latency scale per run, each device's scale from the pairs; with `roofs`, the devices whose
     ceilings are datasheet values also get the shares of their roofs the pairs show (projection_pairs), and the
     factors are fitted again on the runs' devices as those shares make them."""
@@ -188,8 +189,11 @@ def _fit_with_pairs(runs: list[FitRun], model: ProjectionModel, grid: dict, pair
     fitted = model
     for _ in range(2 if roofs else 1):
         scaled = [replace(r, target=with_roofs(r.target, shares[r.key])) if r.key in shares else r for r in runs]
-        fit = fit_factors(scaled, **grid, scale_by="run")
-        fitted = replace(with_fit(model, Fit(fit.factors, scales_from_pairs(fit.run_latency, device_of, pairs))),
+        fit = fit_factors([r for r in scaled if r.label not in scale_only], **grid, scale_by="run")
+        run_scales = fit.run_latency
+        if scale_only:  # every run's scale with those factors: the pairs' ratios need both sides
+            run_scales = _run_scales(scaled, fit.factors, bool(grid.get("relative")))
+        fitted = replace(with_fit(model, Fit(fit.factors, scales_from_pairs(run_scales, device_of, pairs))),
                          device_roofs=dict(shares))
         if not roofs:
             break
@@ -198,6 +202,13 @@ def _fit_with_pairs(runs: list[FitRun], model: ProjectionModel, grid: dict, pair
         shares = roof_shares(fitted, [(sides[a], sides[b]) for a, b in pairs if a in by_label and b in by_label],
                              datasheet, {r.target.name: r.key for r in runs})
     return replace(fitted, device_roofs=dict(shares))
+
+
+def _run_scales(runs: list[FitRun], factors: dict[str, GroupFactors], relative: bool) -> dict[str, float]:
+    samples = _merged_samples(pl.concat([work_at_full_efficiency(r) for r in runs], how="vertical_relaxed"),
+                              relative)
+    labels = sorted(set(samples["run"]))
+    return _device_scales(samples, factors, labels, "run")
 
 
 def with_fit(model: ProjectionModel, fit: Fit) -> ProjectionModel:
@@ -213,10 +224,12 @@ def fitted_target(run: FitRun, model: ProjectionModel) -> Target:
 
 
 def calibration_table(runs: list[FitRun], model: ProjectionModel) -> pl.DataFrame:
-    """Each run projected onto its own device: per phase, measured and projected time per step and the ratio."""
+    """Each run projected onto its own device (with its own per-kernel latency where the model is fitted so, as the
+    study does): per phase, measured and projected time per step and the ratio."""
     parts = []
     for run in runs:
-        table = phase_projection(project(run.inputs, run.target, model, Options(), run.l2_bytes))
+        target = with_run_latency(run.inputs, run.target, run.target, model)[0]
+        table = phase_projection(project(run.inputs, target, model, Options(), run.l2_bytes))
         parts.append(table.with_columns(pl.lit(run.label).alias("run"), pl.lit(run.target.name).alias("device")))
     return pl.concat(parts, how="vertical_relaxed").select("run", "device", "phase", "steps", "measured_per_step_ns",
                                                             "projected_per_step_ns", "ratio", "carried_pct")
@@ -224,21 +237,23 @@ def calibration_table(runs: list[FitRun], model: ProjectionModel) -> pl.DataFram
 
 def run_latency_scale(inputs: pl.DataFrame, source: Target, model: ProjectionModel,
                       steps: dict[str, int] | None = None) -> float:
-    """The per-kernel latency scale of one measured run on its own device, least squares over its kernels with the
-    model's factors (each kernel's error a share of its phase's measured time, as the fit weighs it). A run carries
-    its software's per-kernel latency (eager or compiled, library versions) to any target: the model's device
-    scales (from pairs) say only how devices differ. 1 where the run has no latency-bearing kernel."""
+    """The per-kernel latency scale of one measured run on its own device: the one that best reproduces each phase's
+    measured time with the model's factors (least squares over the phases' relative errors, each phase alike). A run
+    carries its software's per-kernel latency (eager or compiled, library versions) to any target; the model's
+    device scales (from pairs) say only how devices differ. 1 where no phase has a latency term."""
     projected = project(inputs, source.changed(latency_scale=1.0), model, Options(), source.l2_bytes, steps)
-    phase_ns = pl.col("dur_ns").cast(pl.Float64).sum().over("phase")
-    rows = projected.with_columns(phase_ns.alias("_t")).filter(pl.col("bound") != "carried")
-    if rows.is_empty():
+    modelled = pl.col("bound") != "carried"
+    totals = projected.group_by("phase").agg(
+        pl.col("dur_ns").cast(pl.Float64).sum().alias("y"),
+        pl.col("projected_ns").filter(~modelled).sum().alias("carried"),
+        pl.col("latency_ns").filter(modelled).sum().alias("lat"),
+        pl.max_horizontal("memory_ns", "compute_ns").filter(modelled).sum().alias("work"))
+    totals = totals.filter((pl.col("y") > 0) & (pl.col("lat") > 0))
+    if totals.is_empty():
         return 1.0
-    y = rows["dur_ns"].cast(pl.Float64).to_numpy()
-    work = np.maximum(rows["memory_ns"].to_numpy(), rows["compute_ns"].to_numpy())
-    latency = rows["latency_ns"].to_numpy()
-    w = 1.0 / rows["_t"].to_numpy() ** 2
-    denominator = float((w * latency ** 2).sum())
-    scale = float((w * latency * (y - work)).sum()) / denominator if denominator else 1.0
+    y, lat = totals["y"].to_numpy(), totals["lat"].to_numpy()
+    rest = totals["work"].to_numpy() + totals["carried"].to_numpy()
+    scale = float((lat * (y - rest) / y ** 2).sum() / (lat ** 2 / y ** 2).sum())
     return max(scale, 0.05)  # floored: a run whose kernels all beat their roofs still has some latency
 
 

@@ -45,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="GPU run directories")
     fit.add_argument("--out", type=Path, help="where to write the model (default: print the calibration only)")
     fit.add_argument("--pair", nargs=2, action="append", type=Path, metavar=("RUN_A", "RUN_B"), default=[],
-                     help="two of the RUNs that measured one workload on two devices (repeatable): with [fit] "
-                          "scale_by = \"run\", each device's latency scale comes from these pairs")
+                     help="two runs of one workload on two devices (repeatable): with [fit] scale_by = \"run\", each "
+                          "device's latency scale comes from these pairs; a run not among RUN gives its scale only "
+                          "(it fits no factor)")
 
 
 def run(args: argparse.Namespace, steps) -> int:
@@ -140,22 +141,22 @@ def fit_projection(runs: list[Path], out: Path | None, pairs: list[list[Path]] |
                    ) -> tuple[str, Path | None]:
     """Fit the what-if projection model on GPU runs; the calibration table as text, and the model file written."""
     from kernelscope.analyze.projection import default_model
-    from kernelscope.analyze.projection_fit import FitRun, fit_model, fitted_target, with_run_latency
+    from kernelscope.analyze.projection_fit import FitRun, fit_model, fitted_target
 
     model = default_model()
     settings = model.fit
     labels = {path.resolve(): str(path) for path in runs}
-    pair_labels = []
-    for a, b in pairs or []:
-        missing = [str(x) for x in (a, b) if x.resolve() not in labels]
-        if missing:
-            raise UserError(f"--pair {a} {b}: {', '.join(missing)} is not one of the runs given")
-        pair_labels.append((labels[a.resolve()], labels[b.resolve()]))
-    fit_runs = [_fit_run(path, model) for path in runs]
-    fitted = fit_model(fit_runs, model, settings, families=bool(settings.get("families", False)), pairs=pair_labels)
-    own = [with_run_latency(r.inputs, fitted_target(r, fitted), fitted_target(r, fitted), fitted)[0] for r in fit_runs]
-    scaled = [FitRun(r.label, r.inputs, target, r.l2_bytes, r.family, r.device) for r, target in zip(fit_runs, own,
-                                                                                                       strict=True)]
+    # A run named only in --pair gives its latency scale (for its pair's ratio) without fitting the factors.
+    scale_only = {x.resolve(): str(x) for pair in pairs or [] for x in pair if x.resolve() not in labels}
+    labels.update(scale_only)
+    if len({labels[x.resolve()] for pair in pairs or [] for x in pair}) < 2 * len(pairs or []):
+        raise UserError("--pair: a run appears in more than one pair, or twice in one")
+    pair_labels = [(labels[a.resolve()], labels[b.resolve()]) for a, b in pairs or []]
+    fit_runs = [_fit_run(path, model) for path in [*runs, *(Path(p) for p in scale_only.values())]]
+    fitted = fit_model(fit_runs, model, settings, families=bool(settings.get("families", False)), pairs=pair_labels,
+                       scale_only=set(scale_only.values()))
+    scaled = [FitRun(r.label, r.inputs, fitted_target(r, fitted), r.l2_bytes, r.family, r.device) for r in fit_runs
+              if r.label not in scale_only.values()]
     text = _calibration_text(scaled, fitted)
     if out is None:
         return text, None
