@@ -271,5 +271,4 @@ def with_run_latency(inputs: pl.DataFrame, source: Target, target: Target, model
     if same:
         return measured, measured
     return measured, target.changed(latency_scale=scale * ratio,
-                                    source={**target.source, "latency": target.source.get(
-                                        "latency", "") + " × this run's own"})
+                                    source={**target.source, "latency": "this run's, times the devices' ratio"})

@@ -313,7 +313,17 @@ def projection_section(study: WhatIf, lang: str) -> dict[str, Any]:
     return {"calibration": tables["calibration"], "scenarios": tables["scenarios"],
             "requirements": tables["requirements"], "holds": calibration_holds(study.calibration),
             "bound_pct": 100 * CALIBRATION_BOUND, "carried": carried_phases(study.calibration),
-            "max_carried_pct": MAX_CARRIED_PCT}
+            "max_carried_pct": MAX_CARRIED_PCT, "held_out": _held_out(default_model())}
+
+
+def _held_out(model: ProjectionModel) -> dict[str, str] | None:
+    """The model's held-out spread as the report words it: ± percent onto a GPU of the same family, a factor onto
+    another family (data/projection.toml [uncertainty]); None where the model ships none."""
+    same = (model.uncertainty.get("same") or {}).get("*")
+    other = (model.uncertainty.get("other") or {}).get("*")
+    if same is None or other is None:
+        return None
+    return {"same_pct": f"{100 * (math.exp(same) - 1):.0f}", "other_factor": f"{math.exp(other):.2f}"}
 
 
 def _target_rows(source: Target, target: Target) -> list[dict[str, str]]:
