@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from kernelscope.report.templating import (
     write_csv_tables,
 )
 from kernelscope.report.whatif_headline import headline_table
+from kernelscope.report.whatif_range import estimate_range, held_out, spread_context
 
 MARKDOWN_FILES = {"en": "whatif.md", "zh": "whatif.zh.md"}
 HTML_FILES = {"en": "whatif.html", "zh": "whatif.zh.html"}
@@ -133,18 +133,10 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
         "fit": model.fit, "device_latency": model.device_latency, "parallel": s.parallel,
         "efficiency_above_one": _efficiency_above_one(s.kernels),
         "bounds": bounds_shown(s.groups),
-        "spread": _spread_context(s),
+        "spread": spread_context(s),
     }
 
 
-def _spread_context(s: WhatIf) -> dict[str, Any] | None:
-    """The estimate's range as the study words it: its relative width and which held-out projections it comes
-    from (targets of the measuring device's family, or of another); None on the measuring device or without one."""
-    spread = s.spread
-    if not spread:
-        return None
-    same = s.source.family is not None and s.source.family == s.target.family
-    return {"factor": f"{math.exp(spread):.2f}", "same_family": same, "family": s.source.family or ""}
 
 
 def _efficiency_above_one(kernels: pl.DataFrame) -> dict[str, Any] | None:
@@ -224,7 +216,7 @@ def _overview_tables(s: WhatIf, model: ProjectionModel, h: dict[str, str], term:
             (h["model_on"].format(device=s.source.name), lambda r: fmt.duration(r["source_model_ns"])),
             (h["model_on"].format(device=s.target.name), lambda r: fmt.duration(r["target_model_ns"])),
             (h["estimate"], lambda r: fmt.duration(r["estimate_ns"])),
-            (h["estimate_range"], lambda r: _range(r["estimate_low_ns"], r["estimate_high_ns"])),
+            (h["estimate_range"], lambda r: estimate_range(r["estimate_low_ns"], r["estimate_high_ns"])),
             (h["speedup"], lambda r: times(r["speedup"]))],
             numeric_from=1),
         "factors": _table(pl.DataFrame([(g, f.latency_ns, f.memory_efficiency, f.compute_efficiency)
@@ -235,10 +227,6 @@ def _overview_tables(s: WhatIf, model: ProjectionModel, h: dict[str, str], term:
             (h["memory_efficiency"], lambda r: fmt.number(r["memory_efficiency"], 3)),
             (h["compute_efficiency"], lambda r: fmt.number(r["compute_efficiency"], 3))], numeric_from=1),
     }
-
-
-def _range(low: float | None, high: float | None) -> str:
-    return "–" if low is None or high is None else f"{fmt.duration(low)} – {fmt.duration(high)}"
 
 
 def bounds_shown(groups: pl.DataFrame) -> list[str]:
@@ -313,17 +301,9 @@ def projection_section(study: WhatIf, lang: str) -> dict[str, Any]:
     return {"calibration": tables["calibration"], "scenarios": tables["scenarios"],
             "requirements": tables["requirements"], "holds": calibration_holds(study.calibration),
             "bound_pct": 100 * CALIBRATION_BOUND, "carried": carried_phases(study.calibration),
-            "max_carried_pct": MAX_CARRIED_PCT, "held_out": _held_out(default_model())}
+            "max_carried_pct": MAX_CARRIED_PCT, "held_out": held_out(default_model())}
 
 
-def _held_out(model: ProjectionModel) -> dict[str, str] | None:
-    """The model's held-out spread as the report words it: ± percent onto a GPU of the same family, a factor onto
-    another family (data/projection.toml [uncertainty]); None where the model ships none."""
-    same = (model.uncertainty.get("same") or {}).get("*")
-    other = (model.uncertainty.get("other") or {}).get("*")
-    if same is None or other is None:
-        return None
-    return {"same_pct": f"{100 * (math.exp(same) - 1):.0f}", "other_factor": f"{math.exp(other):.2f}"}
 
 
 def _target_rows(source: Target, target: Target) -> list[dict[str, str]]:
