@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Device run for the what-if's held-out set (benchmarks/whatif/held_out.py): H200 runs of the workloads the committed
 # H100 runs measured, so that each becomes a pair (same model, batch, prompt and new tokens on two GPUs), and more
-# H200 runs across models, batch sizes and prompt lengths for the fit. One H200, about 6 minutes; writes under $OUT:
+# H200 runs across models, batch sizes and prompt lengths for the fit. One H200, about 5 minutes; writes under $OUT:
 #   runs/<name>/         run directories (kernelscope profile --no-report), to be trimmed like tests/data/runs
 #   calibration.json     the H200's measured ceilings
 #   steps.txt, env.txt   what ran, how long, the GPU and driver
 # Pairs it makes with committed H100 runs: qwen2-1.5b batch 8 prompt 128 new 64 (h100-qwen2-1.5b-b8-slim).
-# The other runs (qwen2-0.5b and qwen2-1.5b at batch 4 / prompt 512, llama-3-8b batch 1 prompt 128) pair with
+# The other runs (qwen2-0.5b and qwen2-1.5b at batch 4, prompt 512) pair with
 # nothing we hold: an H100 (or another generation) is not available here, so further pairs need public traces.
 set -u -o pipefail
 OUT=${OUT:-device-out}
@@ -34,7 +34,6 @@ done <<'EOF'
 h200-qwen2-1.5b-b8-slim qwen2-1.5b 8 128 64
 h200-qwen2-0.5b-b4-p512 qwen2-0.5b 4 512 16
 h200-qwen2-1.5b-b4-p512 qwen2-1.5b 4 512 16
-h200-llama-3-8b-b1-p128 llama-3-8b 1 128 16
 EOF
 # Trace files are large; the run directories' tables are what the held-out set reads.
 find "$OUT/runs" -name '*.trace.json*' -size +20M -delete
