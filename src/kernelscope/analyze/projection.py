@@ -14,101 +14,25 @@ weights and KV cache a decode step re-reads, a smaller per-kernel latency (graph
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from functools import cache
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.hardware import Ceilings
 from kernelscope.analyze.phases import ordered_phases, step_counts
+from kernelscope.analyze.projection_model import (  # noqa: F401 (the model's names, imported from here too)
+    GroupFactors,
+    Options,
+    ProjectionModel,
+    Target,
+    default_model,
+    parse_model,
+    target_from_ceilings,
+)
 from kernelscope.analyze.wide_tables import as_codes, as_text, text_columns
-from kernelscope.load import knowledge
 
 BOUNDS = ["memory", "compute", "latency", "carried", "fused"]
-
-
-@dataclass(frozen=True)
-class GroupFactors:
-    latency_ns: float
-    memory_efficiency: float
-    compute_efficiency: float
-
-
-@dataclass(frozen=True)
-class ProjectionModel:
-    groups: dict[str, str]  # catalog category → kind of work
-    factors: dict[str, GroupFactors]
-    fusable: tuple[str, ...]
-    weight_bound: tuple[str, ...]
-    onchip_bandwidth_ratio: float
-    fit: dict[str, Any] = field(default_factory=dict)
-    device_latency: dict[str, float] = field(default_factory=dict)  # fitted device → its latency scale
-
-    def factors_of(self, group: str) -> GroupFactors:
-        return self.factors.get(group) or self.factors["other"]
-
-
-def parse_model(data: dict[str, Any]) -> ProjectionModel:
-    what_if = data.get("what_if") or {}
-    return ProjectionModel(
-        groups=dict(data.get("groups") or {}),
-        factors={name: GroupFactors(float(f["latency_ns"]), float(f["memory_efficiency"]),
-                                    float(f["compute_efficiency"]))
-                 for name, f in (data.get("factors") or {}).items()},
-        fusable=tuple(what_if.get("fusable", ())),
-        weight_bound=tuple(what_if.get("weight_bound", ())),
-        onchip_bandwidth_ratio=float(what_if.get("onchip_bandwidth_ratio", 8.0)),
-        fit=dict(data.get("fit") or {}),
-        device_latency={name: float(v) for name, v in (data.get("device_latency") or {}).items()},
-    )
-
-
-@cache
-def default_model() -> ProjectionModel:
-    """The shipped model (data/projection.toml), parsed once."""
-    return parse_model(knowledge.projection_model())
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the projection needs of a device. `source` says per quantity where it came from (measured,
-    datasheet, spec file, --set)."""
-
-    name: str
-    bandwidth: float  # bytes/s
-    flops: dict[str, float]  # FLOP/s per precision
-    l2_bytes: float | None = None
-    sram_bytes: float = 0.0  # on-chip capacity beyond the L2 (weights and KV kept resident)
-    onchip_bandwidth: float | None = None  # bytes/s of that capacity; default: ratio × bandwidth
-    latency_scale: float = 1.0  # per-kernel latency relative to the fitted GPUs (graphs, megakernel < 1)
-    source: dict[str, str] = field(default_factory=dict)
-
-    def peak(self, precision: str | None) -> float | None:
-        if precision is None:
-            return None
-        return self.flops.get(precision) or (self.flops.get("fp32") if precision == "tf32" else None)
-
-    def changed(self, **values: Any) -> Target:
-        return replace(self, **values)
-
-
-def target_from_ceilings(ceilings: Ceilings, model: ProjectionModel | None = None) -> Target:
-    """A device's ceilings as a target; its per-kernel latency scale when the model was fitted on it."""
-    spec = ceilings.spec
-    name = ceilings.device or (spec.name if spec else "device")
-    scale = (model.device_latency.get(name) if model else None)
-    source = dict(ceilings.source, latency="fitted for this device" if scale else "mean of the fitted devices")
-    return Target(name=name, bandwidth=ceilings.bandwidth, flops=dict(ceilings.flops),
-                  l2_bytes=spec.l2_bytes if spec else None, latency_scale=scale or 1.0, source=source)
-
-
-@dataclass(frozen=True)
-class Options:
-    fuse: bool = False  # fold element-wise chains into their producers
-    weight_bits: int = 16  # bits per weight of the matrix products (8: int8 / fp8, 4: fp4)
 
 
 def projection_inputs(kernels: pl.DataFrame, ncu: pl.DataFrame | None, model: ProjectionModel) -> pl.DataFrame:
@@ -192,18 +116,21 @@ def merge_kernel_launches(inputs: pl.DataFrame) -> pl.DataFrame:
     return _merged(inputs, [*_ALIKE, "name"], *carried, pl.len().alias("launch_rows"), in_order=True)
 
 
-def project(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options = Options(),
+def project(inputs: pl.DataFrame, target: Target, model: ProjectionModel, options: Options | None = None,
             source_l2_bytes: float | None = None, steps: dict[str, int] | None = None) -> pl.DataFrame:
     """Per kernel: latency_ns, memory_ns, compute_ns, projected_ns and what bounds it (`bound`). `inputs` comes
     from projection_inputs. source_l2_bytes: the L2 of the measured device; a target with more L2 (or any
     SRAM) holds that much more of the weights and KV cache a decode step re-reads. steps: per phase, where
-    `inputs` are merged rows (merge_alike)."""
+    `inputs` are merged rows (merge_alike). The factors are those of the target's device family where the model
+    has them (ProjectionModel.factors_for)."""
+    options = options or Options()
     factors = pl.DataFrame(
-        [(g, f.latency_ns, f.memory_efficiency, f.compute_efficiency) for g, f in model.factors.items()],
+        [(g, f.latency_ns, f.memory_efficiency, f.compute_efficiency)
+         for g, f in model.factors_for(target.family).items()],
         schema={"group": pl.String, "_lat": pl.Float64, "_em": pl.Float64, "_ec": pl.Float64}, orient="row")
     peaks = pl.DataFrame({"precision": list(target.flops), "_peak": list(target.flops.values())},
                          schema={"precision": pl.String, "_peak": pl.Float64})
-    other = model.factors_of("other")
+    other = model.factors_for(target.family).get("other") or model.factors_of("other")
     k = (inputs.join(factors, on="group", how="left", maintain_order="left")
          .with_columns(pl.col("_lat").fill_null(other.latency_ns), pl.col("_em").fill_null(other.memory_efficiency),
                        pl.col("_ec").fill_null(other.compute_efficiency))

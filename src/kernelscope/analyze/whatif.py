@@ -34,6 +34,8 @@ from kernelscope.analyze.projection import (
     requirement_solver,
     sweep,
 )
+from kernelscope.analyze.projection_fit import with_run_latency
+from kernelscope.analyze.projection_model import estimate_spread
 from kernelscope.analyze.wide_tables import as_codes, as_text
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load import knowledge
@@ -69,6 +71,9 @@ class WhatIf:
     headline: pl.DataFrame = field(default_factory=pl.DataFrame)
     timings: MeasuredLatency = field(default_factory=lambda: MeasuredLatency())
     parallel: ParallelProjection | None = None  # --set ranks=N / link=…: the run on N ranks
+    # Relative width of the estimates' range (projection_model.estimate_spread): 0 on the measuring device, None
+    # where the model ships no held-out spread.
+    spread: float | None = None
 
 
 def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: ProjectionModel, options: Options,
@@ -79,12 +84,14 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
     # Every table below is a sum per phase, kind of work or kernel name: projected from the launches of each name
     # that project alike, one row each.
     merged = merge_kernel_launches(inputs)
+    source, target = with_run_latency(merged, source, target, model, steps)
     on_source = project(merged, source, model, Options(), source_l2_bytes, steps)
     # The run on its own device (the report's what-if) is projected once.
     same = target == source and options == Options()
     on_target = on_source if same else project(merged, target, model, options, source_l2_bytes, steps)
     calibration = phase_projection(on_source, steps)
-    phases = _phase_table(calibration, calibration if same else phase_projection(on_target, steps))
+    spread = estimate_spread(model, source, target)
+    phases = _with_range(_phase_table(calibration, calibration if same else phase_projection(on_target, steps)), spread)
     timings = _timings(info, calibration)
     alike = merge_alike(merged, steps)  # scenarios, requirements and sweeps project the run many times
     requirements = _requirements(alike, target, model, options, source_l2_bytes, phases, settings)
@@ -98,7 +105,7 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
         scenarios=_scenarios(alike, target, model, options, source_l2_bytes, settings),
         requirements=requirements,
         sweeps=pl.concat(sweep_tables, how="vertical_relaxed") if sweep_tables else pl.DataFrame(),
-        timings=timings,
+        timings=timings, spread=spread,
         headline=_headline(merged, source, target, model, options, source_l2_bytes, steps, calibration,
                            on_target if not same else on_source),
         parallel=(_parallel(inputs, source, target, model, options, source_l2_bytes, steps, parallel, settings)
@@ -135,6 +142,15 @@ def _phase_table(calibration: pl.DataFrame, target: pl.DataFrame) -> pl.DataFram
         (pl.col("measured_per_step_ns") * pl.col("target_model_ns") / pl.col("source_model_ns")).alias("estimate_ns"),
         (pl.col("source_model_ns") / pl.col("target_model_ns")).alias("speedup"),
     )
+
+
+def _with_range(phases: pl.DataFrame, spread: float | None) -> pl.DataFrame:
+    """The estimate's range: estimate × e^∓spread, the spread of the model's held-out projections (None: no range
+    shipped, the columns are null)."""
+    factor = math.exp(spread) if spread is not None else None
+    low = pl.col("estimate_ns") / factor if factor else pl.lit(None, dtype=pl.Float64)
+    high = pl.col("estimate_ns") * factor if factor else pl.lit(None, dtype=pl.Float64)
+    return phases.with_columns(low.alias("estimate_low_ns"), high.alias("estimate_high_ns"))
 
 
 AS_IS, HARDWARE, OPTIONS, BOTH = "as is", "hardware", "options", "hardware and options"

@@ -44,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     fit.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="GPU run directories")
     fit.add_argument("--out", type=Path, help="where to write the model (default: print the calibration only)")
+    fit.add_argument("--pair", nargs=2, action="append", type=Path, metavar=("RUN_A", "RUN_B"), default=[],
+                     help="two runs of one workload on two devices (repeatable): with [fit] scale_by = \"run\", each "
+                          "device's latency scale comes from these pairs; a run not among RUN gives its scale only "
+                          "(it fits no factor)")
 
 
 def run(args: argparse.Namespace, steps) -> int:
@@ -53,7 +57,7 @@ def run(args: argparse.Namespace, steps) -> int:
         print(show_spec(args.name))
     elif args.hw_command == "fit":
         with steps.step(f"Fitting the projection model on {len(args.runs)} runs"):
-            text, written = fit_projection(args.runs, args.out)
+            text, written = fit_projection(args.runs, args.out, args.pair)
         print(text)
         if written:
             print(written)
@@ -133,24 +137,30 @@ def describe_calibration(result: Calibration) -> str:
     return "\n".join(lines)
 
 
-def fit_projection(runs: list[Path], out: Path | None) -> tuple[str, Path | None]:
+def fit_projection(runs: list[Path], out: Path | None, pairs: list[list[Path]] | None = None
+                   ) -> tuple[str, Path | None]:
     """Fit the what-if projection model on GPU runs; the calibration table as text, and the model file written."""
     from kernelscope.analyze.projection import default_model
-    from kernelscope.analyze.projection_fit import FitRun, fit_factors, with_fit
+    from kernelscope.analyze.projection_fit import FitRun, fit_model, fitted_target
 
     model = default_model()
     settings = model.fit
-    fit_runs = [_fit_run(path, model) for path in runs]
-    fit = fit_factors(fit_runs, grid_points=int(settings.get("grid_points", 40)),
-                      efficiency_min=float(settings.get("efficiency_min", 0.05)),
-                      efficiency_max=float(settings.get("efficiency_max", 1.5)))
-    fitted = with_fit(model, fit)
-    scaled = [FitRun(r.label, r.inputs, r.target.changed(latency_scale=fit.device_latency.get(r.target.name, 1.0)),
-                     r.l2_bytes) for r in fit_runs]
-    text = _calibration_text(scaled, fitted, fit)
+    labels = {path.resolve(): str(path) for path in runs}
+    # A run named only in --pair gives its latency scale (for its pair's ratio) without fitting the factors.
+    scale_only = {x.resolve(): str(x) for pair in pairs or [] for x in pair if x.resolve() not in labels}
+    labels.update(scale_only)
+    if len({labels[x.resolve()] for pair in pairs or [] for x in pair}) < 2 * len(pairs or []):
+        raise UserError("--pair: a run appears in more than one pair, or twice in one")
+    pair_labels = [(labels[a.resolve()], labels[b.resolve()]) for a, b in pairs or []]
+    fit_runs = [_fit_run(path, model) for path in [*runs, *(Path(p) for p in scale_only.values())]]
+    fitted = fit_model(fit_runs, model, settings, families=bool(settings.get("families", False)), pairs=pair_labels,
+                       scale_only=set(scale_only.values()))
+    scaled = [FitRun(r.label, r.inputs, fitted_target(r, fitted), r.l2_bytes, r.family, r.device) for r in fit_runs
+              if r.label not in scale_only.values()]
+    text = _calibration_text(scaled, fitted)
     if out is None:
         return text, None
-    return text, _write_model(out, fitted, fit, settings, runs)
+    return text, _write_model(out, fitted, settings, runs, pair_labels)
 
 
 def _fit_run(path: Path, model):
@@ -166,10 +176,11 @@ def _fit_run(path: Path, model):
         raise UserError(f"{path}: not a GPU run with known ceilings; cannot fit on it")
     target = target_from_ceilings(ceilings)
     run = with_costs_and_names(run)
-    return FitRun(str(path), projection_inputs(run.kernels, run.ncu, model), target, target.l2_bytes)
+    return FitRun(str(path), projection_inputs(run.kernels, run.ncu, model), target, target.l2_bytes, target.family,
+                  ceilings.spec.name if ceilings.spec else None)
 
 
-def _calibration_text(scaled, fitted, fit) -> str:
+def _calibration_text(scaled, fitted) -> str:
     import polars as pl
 
     from kernelscope.analyze.projection_fit import calibration_table
@@ -179,7 +190,7 @@ def _calibration_text(scaled, fitted, fit) -> str:
     for row in table.filter(pl.col("phase") != "unknown").iter_rows(named=True):
         lines.append(f"{row['run'][-60:]:60s} {row['phase']:8s} {row['measured_per_step_ns'] / 1e3:11.1f} µs "
                      f"{row['projected_per_step_ns'] / 1e3:9.1f} µs {row['ratio']:6.3f}")
-    for group, f in sorted(fit.factors.items()):
+    for group, f in sorted(fitted.factors.items()):
         lines.append(f"{group:12s} latency {f.latency_ns:8.1f} ns  memory efficiency {f.memory_efficiency:.3f}  "
                      f"compute efficiency {f.compute_efficiency:.3f}")
     return "\n".join(lines)
@@ -192,11 +203,18 @@ MODEL_HEADER = (
     "[groups]: catalog category → kind of work (others: \"other\"). [what_if]: kinds folded away by fusion,\n"
     "kinds whose bytes a decode step re-reads (weights, KV cache), on-chip bandwidth ÷ DRAM bandwidth.\n"
     "[fit]: the search bounds and the runs fitted. [device_latency]: per fitted device, its per-kernel\n"
-    "latency relative to the factors' (geometric mean 1). [factors.*]: per kind of work."
+    "latency relative to the factors' (geometric mean 1). [factors.*]: per kind of work. [families.*.*]: factors\n"
+    "fitted per device family (with [fit] families = true). [uncertainty.same|other]: per kind of work and per\n"
+    "phase (\"*\"), RMS of ln(estimate / measured) over held-out projections (benchmarks/whatif/held_out.py)."
 )
 
 
-def _write_model(out: Path, fitted, fit, settings: dict, runs: list[Path]) -> Path:
+def _factor_table(f) -> dict[str, float]:
+    return {"latency_ns": f.latency_ns, "memory_efficiency": f.memory_efficiency,
+            "compute_efficiency": f.compute_efficiency}
+
+
+def _write_model(out: Path, fitted, settings: dict, runs: list[Path], pair_labels: list[tuple[str, str]]) -> Path:
     from kernelscope.load.whatif_inputs import model_toml
 
     try:
@@ -208,11 +226,15 @@ def _write_model(out: Path, fitted, fit, settings: dict, runs: list[Path]) -> Pa
         "groups": fitted.groups,
         "what_if": {"fusable": list(fitted.fusable), "weight_bound": list(fitted.weight_bound),
                     "onchip_bandwidth_ratio": fitted.onchip_bandwidth_ratio},
-        "fit": {**settings, "runs": [p.resolve().name for p in runs], "date": datetime.now(UTC).date().isoformat(),
+        "fit": {**settings, "runs": [p.resolve().name for p in runs],
+                "pairs": [f"{Path(a).resolve().name} {Path(b).resolve().name}" for a, b in pair_labels],
+                "date": datetime.now(UTC).date().isoformat(),
                 "commit": commit},
-        "device_latency": fit.device_latency,
-        "factors": {g: {"latency_ns": f.latency_ns, "memory_efficiency": f.memory_efficiency,
-                        "compute_efficiency": f.compute_efficiency} for g, f in fitted.factors.items()},
+        "device_latency": fitted.device_latency,
+        "factors": {g: _factor_table(f) for g, f in fitted.factors.items()},
+        "families": {name: {g: _factor_table(f) for g, f in table.items()} for name, table in fitted.families.items()},
+        "uncertainty": fitted.uncertainty,
+        "device_roofs": {name: {"memory": m, "compute": c} for name, (m, c) in fitted.device_roofs.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(model_toml(data, MODEL_HEADER), encoding="utf-8")

@@ -19,6 +19,7 @@ from kernelscope.commands.arguments import positive_int
 from kernelscope.errors import UserError
 
 if TYPE_CHECKING:
+    from kernelscope.analyze.ncu_coverage import CoveragePlan
     from kernelscope.contracts.run import Run
 
 HELP = "measure the top kernels of a run with Nsight Compute"
@@ -42,12 +43,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "MemoryWorkloadAnalysis, Occupancy, SpeedOfLight_RooflineChart, SchedulerStats, LaunchStats)")
     parser.add_argument("--timeout", type=positive_int, default=1800,
                         help="seconds before ncu is stopped (default 1800)")
+    parser.add_argument("--coverage", type=_fraction, metavar="F",
+                        help="instead of --top: every distinct (kernel, launch configuration) in descending device "
+                             "time until F of the phase's kernel time is covered (e.g. 0.95), each profiled once, "
+                             "its counters joined to every launch of it")
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number between 0 and 1") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not above 0 and at most 1")
+    return value
 
 
 def run(args: argparse.Namespace, steps) -> int:
     sections = [x.strip() for x in args.sections.split(",") if x.strip()] if args.sections else None
     path = run_ncu(args.run, top=args.top, phase=args.phase, launches=args.launches, sections=sections,
-                   timeout=args.timeout, steps=steps)
+                   timeout=args.timeout, steps=steps, coverage=args.coverage)
     print(path.resolve())
     return 0
 
@@ -60,17 +75,20 @@ class Plan:
     kernels: list[str]
     include: list[str]
     exclude: list[str]
+    coverage: CoveragePlan | None = None
 
 
 def run_ncu(run_path: Path, top: int = 20, phase: str = ranges.DECODE, launches: int = 3,
-            sections: list[str] | None = None, timeout: float = 1800, steps=None) -> Path:
+            sections: list[str] | None = None, timeout: float = 1800, steps=None, coverage: float | None = None
+            ) -> Path:
     from kernelscope.capture import nsight_compute as nc
     from kernelscope.load import rundir
     from kernelscope.progress import SILENT
 
     steps = steps or SILENT
     run = rundir.read_run(run_path, ops=False)
-    plan = _plan(run_path, run, top, phase, launches)
+    plan = _plan(run_path, run, top, phase, launches, coverage)
+    launches = 1 if coverage else launches  # one launch per configuration stands for all of them
     ncu = nc.find_ncu()
     metrics = nc.choose_metrics(nc.available_metrics(ncu))
     sections = sections or nc.DEFAULT_SECTIONS
@@ -78,8 +96,9 @@ def run_ncu(run_path: Path, top: int = 20, phase: str = ranges.DECODE, launches:
         staging = Path(tmp)
         report = staging / "profile.ncu-rep"
         started = time.perf_counter()
-        with steps.step(f"Nsight Compute: top {len(plan.kernels)} {phase} kernels, {launches} launch(es) per "
-                        "configuration"):
+        what = (f"{plan.coverage.configs.height} launch configurations ({plan.coverage.share:.1%} of {phase})"
+                if plan.coverage else f"top {len(plan.kernels)} {phase} kernels")
+        with steps.step(f"Nsight Compute: {what}, {launches} launch(es) per configuration"):
             nc.profile_command(
                 ncu, report, [sys.executable, "-m", "kernelscope.commands.replay", str(run_path.resolve())],
                 nvtx_include=plan.include, nvtx_exclude=plan.exclude, kernel_regex=_kernel_regex(plan.kernels),
@@ -89,14 +108,16 @@ def run_ncu(run_path: Path, top: int = 20, phase: str = ranges.DECODE, launches:
         if not report.exists():
             raise UserError("ncu profiled no kernel: the NVTX or kernel-name filters matched nothing")
         _install(run_path, run, plan, staging, report, ncu,
-                 dict(top=top, launches_per_config=launches, sections=sections, metrics=metrics, wall_s=wall))
+                 dict(top=None if coverage else top, launches_per_config=launches, sections=sections, metrics=metrics,
+                      wall_s=wall, coverage=coverage))
     return run_path
 
 
-def _plan(run_path: Path, run: Run, top: int, phase: str, launches: int) -> Plan:
+def _plan(run_path: Path, run: Run, top: int, phase: str, launches: int, coverage: float | None = None) -> Plan:
     import polars as pl
 
     from kernelscope.analyze.kernel_stats import kernel_summary
+    from kernelscope.analyze.ncu_coverage import coverage_plan
     from kernelscope.analyze.phases import ordered_phases
 
     if run.info.source != "profile":
@@ -114,16 +135,19 @@ def _plan(run_path: Path, run: Run, top: int, phase: str, launches: int) -> Plan
     kernels = run.kernels.filter((pl.col("phase") == phase) & (pl.col("kind") == "kernel"))
     if kernels.height == 0:
         raise UserError(f"{run_path}: no kernels in phase '{phase}'")
-    chosen = kernel_summary(kernels).head(top)["name"].to_list()
+    chosen_plan = coverage_plan(kernels, phase, coverage) if coverage else None
+    chosen = chosen_plan.names if chosen_plan else kernel_summary(kernels).head(top)["name"].to_list()
     if phase == ranges.DECODE:
         step_count = kernels["step"].n_unique()
-        include = [f"{ranges.phase_range(phase, i)}/" for i in range(min(step_count, launches))]
+        # With --coverage every decode step is open: a configuration first seen in a later step is profiled there.
+        include = [f"{ranges.phase_range(phase, i)}/" for i in range(step_count if coverage else
+                                                                     min(step_count, launches))]
     else:
         include = [f"{ranges.phase_range(phase)}/"]
     # Model stages (vision encoders) run inside prefill's range, each in its own: leave them out of prefill.
     exclude = [f"{ranges.phase_range(p)}/" for p in present if p not in ranges.STEP_PHASES] \
         if phase == ranges.PREFILL else []
-    return Plan(phase=phase, kernels=chosen, include=include, exclude=exclude)
+    return Plan(phase=phase, kernels=chosen, include=include, exclude=exclude, coverage=chosen_plan)
 
 
 def _kernel_regex(names: list[str]) -> str:
@@ -136,6 +160,7 @@ def _install(run_path: Path, run: Run, plan: Plan, staging: Path, report: Path, 
     """Join the measurements with the run's kernels and add them, the settings and ncu's files to the run."""
     import polars as pl
 
+    from kernelscope.analyze.ncu_coverage import every_launch, measured_share
     from kernelscope.analyze.ncu_measurements import join_measurements
     from kernelscope.capture import nsight_compute as nc
     from kernelscope.contracts.run_info import NcuInfo
@@ -147,8 +172,15 @@ def _install(run_path: Path, run: Run, plan: Plan, staging: Path, report: Path, 
     tables = read_ncu_csv(raw)
     joined = join_measurements(run.kernels, tables.launches, plan.phase).with_columns(
         pl.col("name").is_in(plan.kernels).alias("top_kernel"))
+    extra = {}
+    if plan.coverage is not None:
+        extra = dict(coverage=settings.pop("coverage"), configurations=plan.coverage.configs.height,
+                     planned_share=plan.coverage.share,
+                     measured_share=measured_share(every_launch(run.kernels, tables.launches, plan.phase)))
+    else:
+        settings.pop("coverage", None)
     info = NcuInfo(phase=plan.phase, kernels=plan.kernels, nvtx_include=plan.include, nvtx_exclude=plan.exclude,
                    profiled_launches=tables.launches.height, matched_launches=int(joined["name"].is_not_null().sum()),
-                   ncu=ncu, **settings)
+                   ncu=ncu, **settings, **extra)
     add_measurements(run_path, joined, tables.metrics, info,
                      files={"profile.ncu-rep": report, "raw.csv": raw, "details.csv": details})

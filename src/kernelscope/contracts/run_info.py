@@ -293,6 +293,12 @@ class NcuInfo(_Record, kw_only=True):
     matched_launches: int | None = None
     ncu: str | None = None
     imported_from: list[str] | msgspec.UnsetType = msgspec.UNSET
+    # `--coverage F`: the goal, the distinct (kernel, launch configuration) chosen, the share of the phase's kernel
+    # time they hold, and the share whose configuration ncu measured (every launch of a measured configuration).
+    coverage: float | msgspec.UnsetType = msgspec.UNSET
+    configurations: int | msgspec.UnsetType = msgspec.UNSET
+    planned_share: float | msgspec.UnsetType = msgspec.UNSET
+    measured_share: float | msgspec.UnsetType = msgspec.UNSET
 
 
 class UnattributedReplays(_Record, kw_only=True):

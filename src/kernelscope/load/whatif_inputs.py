@@ -233,6 +233,14 @@ def model_toml(data: dict[str, Any], header: str) -> str:
         lines += ["", f"[{section}]"] + [f"{_key(k)} = {_toml_value(v)}" for k, v in table.items()]
     for name, values in (data.get("factors") or {}).items():
         lines += ["", f"[factors.{_key(name)}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+    for family, table in (data.get("families") or {}).items():
+        for name, values in table.items():
+            lines += ["", f"[families.{_key(family)}.{_key(name)}]"] + [f"{k} = {_toml_value(v)}"
+                                                                       for k, v in values.items()]
+    for name, values in (data.get("device_roofs") or {}).items():
+        lines += ["", f"[device_roofs.{_key(name)}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+    for case, values in (data.get("uncertainty") or {}).items():
+        lines += ["", f"[uncertainty.{_key(case)}]"] + [f"{_key(k)} = {_toml_value(v)}" for k, v in values.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -29,6 +29,7 @@ from kernelscope.report.templating import (
     write_csv_tables,
 )
 from kernelscope.report.whatif_headline import headline_table
+from kernelscope.report.whatif_range import estimate_range, held_out, spread_context
 
 MARKDOWN_FILES = {"en": "whatif.md", "zh": "whatif.zh.md"}
 HTML_FILES = {"en": "whatif.html", "zh": "whatif.zh.html"}
@@ -132,7 +133,10 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
         "fit": model.fit, "device_latency": model.device_latency, "parallel": s.parallel,
         "efficiency_above_one": _efficiency_above_one(s.kernels),
         "bounds": bounds_shown(s.groups),
+        "spread": spread_context(s),
     }
+
+
 
 
 def _efficiency_above_one(kernels: pl.DataFrame) -> dict[str, Any] | None:
@@ -211,7 +215,9 @@ def _overview_tables(s: WhatIf, model: ProjectionModel, h: dict[str, str], term:
             (h["measured_on"].format(device=s.source.name), lambda r: fmt.duration(r["measured_per_step_ns"])),
             (h["model_on"].format(device=s.source.name), lambda r: fmt.duration(r["source_model_ns"])),
             (h["model_on"].format(device=s.target.name), lambda r: fmt.duration(r["target_model_ns"])),
-            (h["estimate"], lambda r: fmt.duration(r["estimate_ns"])), (h["speedup"], lambda r: times(r["speedup"]))],
+            (h["estimate"], lambda r: fmt.duration(r["estimate_ns"])),
+            (h["estimate_range"], lambda r: estimate_range(r["estimate_low_ns"], r["estimate_high_ns"])),
+            (h["speedup"], lambda r: times(r["speedup"]))],
             numeric_from=1),
         "factors": _table(pl.DataFrame([(g, f.latency_ns, f.memory_efficiency, f.compute_efficiency)
                                         for g, f in model.factors.items()],
@@ -295,7 +301,9 @@ def projection_section(study: WhatIf, lang: str) -> dict[str, Any]:
     return {"calibration": tables["calibration"], "scenarios": tables["scenarios"],
             "requirements": tables["requirements"], "holds": calibration_holds(study.calibration),
             "bound_pct": 100 * CALIBRATION_BOUND, "carried": carried_phases(study.calibration),
-            "max_carried_pct": MAX_CARRIED_PCT}
+            "max_carried_pct": MAX_CARRIED_PCT, "held_out": held_out(default_model())}
+
+
 
 
 def _target_rows(source: Target, target: Target) -> list[dict[str, str]]:
@@ -363,8 +371,12 @@ def _key_figures(s: WhatIf, run_path: Path) -> dict[str, Any]:
         "options": {"fuse": s.options.fuse, "weight_bits": s.options.weight_bits},
         "calibration_holds": calibration_holds(s.calibration), "calibration_bound": CALIBRATION_BOUND,
         "carried_phases": carried_phases(s.calibration),
+        # Relative width of the estimates' range (ln of estimate ÷ measured, RMS over held-out projections; 0 on the
+        # measuring device, null where the model ships none).
+        "estimate_spread": s.spread,
         "phases": {r["phase"]: {k: r[k] for k in ("steps", "measured_per_step_ns", "source_model_ns",
-                                                  "target_model_ns", "estimate_ns", "speedup", "calibration_ratio")}
+                                                  "target_model_ns", "estimate_ns", "estimate_low_ns",
+                                                  "estimate_high_ns", "speedup", "calibration_ratio")}
                    for r in s.phases.iter_rows(named=True)},
         "timings": dataclasses.asdict(s.timings),
         # As is, the target's hardware alone, the options alone, both (whatif_headline.py).
