@@ -30,7 +30,9 @@ import polars as pl
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks" / "whatif"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _provenance import commit  # noqa: E402
 from held_out_table import markdown_table, summarise, uncertainty  # noqa: E402
 
 from kernelscope.analyze.kernel_costs import with_costs_and_names  # noqa: E402
@@ -83,6 +85,7 @@ ABLATIONS = [  # (name, changes to BEFORE, factors per family, public pairs in t
 ]
 # Factors fitted on our own runs, every run's latency scale with them, each device's from the pairs (public ones too).
 SCALE_ONLY = [("relative, run scales, public pairs for device scales only", {"relative": True, "scale_by": "run"})]
+RECORDED_VARIANTS = ("after", "before", "unchanged")  # the shipped model and its baselines: their rows in the record
 MIN_SHARE = 0.03  # kinds of work under 3% of their phase are left out of the per-kind table
 
 
@@ -180,13 +183,17 @@ def main() -> None:
             model = fit_model(fitting, default_model(), {**BEFORE, **changes}, False, fitting_pairs, public_runs)
             rows += project_pair(a, b, model, pair, variant)
     result = {
-        "date": datetime.now(UTC).date().isoformat(),
+        "date": datetime.now(UTC).date().isoformat(), "commit": commit(), "device": "CPU (projections only)",
+        "command": "python3 benchmarks/whatif/held_out.py " + " ".join(sys.argv[1:]),
         "fit_only": FIT_ONLY, "pairs": [p.__dict__ for p, _, _ in pairs], "missing": missing,
         "min_share": MIN_SHARE, "summary": summarise(rows), "uncertainty": uncertainty(rows), "projections": rows,
     }
-    # One projection a line: the record stays readable in a diff at a third of the size.
-    head = json.dumps({k: v for k, v in result.items() if k != "projections"}, indent=1, default=float)
-    rows_text = ",\n".join("  " + json.dumps(r, default=float) for r in result["projections"])
+    # Every variant's summary, but the projections themselves only of the shipped model and its two baselines (the
+    # other variants' rows would make the record several times larger); one projection a line, readable in a diff.
+    kept = [r for r in result["projections"] if r["variant"] in RECORDED_VARIANTS]
+    head = json.dumps({k: v for k, v in result.items() if k != "projections"}
+                      | {"projections_of": list(RECORDED_VARIANTS)}, indent=1, default=float)
+    rows_text = ",\n".join("  " + json.dumps(r, default=float) for r in kept)
     text = head[:-2] + ',\n "projections": [\n' + rows_text + "\n ]\n}"
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

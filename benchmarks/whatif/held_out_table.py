@@ -66,7 +66,7 @@ def _pct(value: float | None) -> str:
 def markdown_table(result: dict) -> str:
     s = result["summary"]
     variants = ["unchanged", "before", "after", *(v for v in s if v not in ("unchanged", "before", "after"))]
-    names = {"unchanged": "time unchanged", "before": "before (fit of 2026-11-22)", "after": "**now**"}
+    names = {"unchanged": "time unchanged", "before": "one scale per device", "after": "**now**"}
     lines = [f"Held-out projections, {result['date']} (benchmarks/results/whatif-held-out-{result['date']}.json): "
              "mean absolute error of the estimate's device time per step against the other device's measurement "
              "(largest in brackets).", "",
