@@ -7,9 +7,9 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.attribution import attribution_coverage
+from kernelscope.analyze.comparison.metrics import noise_summary
 from kernelscope.analyze.critical_path import CriticalPath, phase_summary, several_ranks
 from kernelscope.analyze.integrity import integrity_summary
-from kernelscope.analyze.metrics import noise_summary
 from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.structure_summary import structure_summary
 from kernelscope.analyze.wide_tables import time_where

@@ -15,8 +15,8 @@ import msgspec
 import polars as pl
 from jinja2 import Environment
 
-from kernelscope.analyze import metrics
 from kernelscope.analyze.accelerator import costs_cover
+from kernelscope.analyze.comparison import metrics
 from kernelscope.analyze.cost_coverage import costs_hint
 from kernelscope.analyze.critical_path import CriticalPath
 from kernelscope.analyze.hardware import Ceilings, amd_architecture, classification_rule
@@ -346,7 +346,7 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
 
 def _timing_spread(run: Run, lang: str) -> dict[str, Any]:
     """The spread of the unprofiled timings over their repeats (a table when some metric has two values or
-    more), and the verdict on the ranges' effect on the end-to-end time (analyze/metrics.py: the one rule)."""
+    more), and the verdict on the ranges' effect on the end-to-end time (analyze/comparison/metrics.py: the one rule)."""
     timings = run.info.timings
     if timings is None:
         return {"spread_table": None, "overhead": None, "e2e_spread": None}

@@ -17,13 +17,13 @@ import msgspec
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze import metrics
-from kernelscope.analyze.compare_verdicts import verdict_columns
+from kernelscope.analyze.comparison import metrics
+from kernelscope.analyze.comparison.compare_verdicts import verdict_columns
+from kernelscope.analyze.comparison.metrics import Difference, Estimate
 from kernelscope.analyze.hardware import amd_architecture
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.layers import OUTSIDE, layer_breakdown, with_layer_columns
-from kernelscope.analyze.metrics import Difference, Estimate
 from kernelscope.analyze.phases import PHASE_ORDER, phase_table
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
@@ -48,7 +48,7 @@ class RunView:
     phases: pl.DataFrame
     steps: dict[str, int]
     has_modules: bool
-    timing_estimates: dict[str, Estimate] = field(default_factory=dict)  # analyze/metrics: the one definition
+    timing_estimates: dict[str, Estimate] = field(default_factory=dict)  # analyze/comparison/metrics: the one definition
     step_estimates: dict[str, Estimate] = field(default_factory=dict)  # per phase: mean device time per step
 
 
@@ -264,7 +264,7 @@ TIMING_METRICS = [
 
 def timings_table(views: list[RunView]) -> pl.DataFrame:
     """metric, one value per run (null: not available), ratio of each run to the baseline, and the verdict on
-    that change (analyze/metrics.py: held to the floor or the noise of the metric's own repeats in either run)."""
+    that change (analyze/comparison/metrics.py: held to the floor or the noise of the metric's own repeats in either run)."""
     rows = []
     for metric, where, key in TIMING_METRICS:
         values: list[float | None] = []
@@ -301,7 +301,7 @@ def phases_table(views: list[RunView], phase_names: list[str]) -> pl.DataFrame:
     table = _side_by_side(keys, ["phase"], parts, [v.label for v in views], PHASE_METRICS)
     table = _with_ratios(table, [v.label for v in views], "device_time_per_step_ns")
     table = _with_deltas(table, [v.label for v in views], "device_time_per_step_ns")
-    # The verdict on each run's mean device time per step against the baseline's (analyze/metrics.py).
+    # The verdict on each run's mean device time per step against the baseline's (analyze/comparison/metrics.py).
     base = views[0].step_estimates
     verdicts = {v.label: [metrics.judge(base[p], v.step_estimates[p])
                           if p in base and p in v.step_estimates else None for p in table["phase"].to_list()]

@@ -1,7 +1,7 @@
 """A regression gate: does a run's device time per step, TPOT or TTFT, or the time of its top kernels, exceed a
 baseline's by more than the runs' noise? (docs/dataset.md, "kernelscope check", states the rule.)
 
-Every figure is a metric of analyze/metrics.py, judged by its one verdict rule: the change against
+Every figure is a metric of analyze/comparison/metrics.py, judged by its one verdict rule: the change against
 max(floor, the noise of either run), each run's noise from that metric's own repeats (a phase's steps, a kernel's
 time in each step, TPOT's and TTFT's timed repeats); a baseline of several runs also allows their own spread.
 --max-slowdown replaces the threshold. Device time per step is the mean over the phase's steps, as in the report
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from kernelscope.analyze import metrics
-from kernelscope.analyze.metrics import Estimate, Verdict
+from kernelscope.analyze.comparison import metrics
+from kernelscope.analyze.comparison.metrics import Estimate, Verdict
 from kernelscope.contracts.run import Run
 
 TOP_KERNELS = 10  # kernels of each phase gated (by baseline time per step)

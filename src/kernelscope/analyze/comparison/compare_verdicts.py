@@ -1,4 +1,4 @@
-"""The columns a comparison's tables carry per compared run to say what the one verdict rule (analyze/metrics.py)
+"""The columns a comparison's tables carry per compared run to say what the one verdict rule (analyze/comparison/metrics.py)
 made of its change against the baseline: significant, verdict (its words), threshold and whether the runs' noise
 set it (docs/compare.md, "Noise")."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from kernelscope.analyze import metrics
-from kernelscope.analyze.metrics import Verdict
+from kernelscope.analyze.comparison import metrics
+from kernelscope.analyze.comparison.metrics import Verdict
 
 
 def significant_col(label: str, base: str) -> str:
     """Name of the column that says whether a run's change from the baseline exceeds its threshold (the verdict
-    rule of analyze/metrics.py); null where it cannot be judged."""
+    rule of analyze/comparison/metrics.py); null where it cannot be judged."""
     return f"significant[{label}/{base}]"
 
 
