@@ -11,7 +11,6 @@ from kernelscope import ranges
 from kernelscope.analyze.accelerator import AcceleratorNeeds, accelerator_needs
 from kernelscope.analyze.communication import Communication, communication
 from kernelscope.analyze.cost_coverage import cost_sources
-from kernelscope.analyze.critical_path import CriticalPath
 from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
 from kernelscope.analyze.gemm_table import gemm_shape_table
 from kernelscope.analyze.generations import generation_table
@@ -29,7 +28,8 @@ from kernelscope.analyze.ncu_measurements import (
     measured_class_table,
 )
 from kernelscope.analyze.op_groups import op_group_table
-from kernelscope.analyze.path_tables import PathTables, path_tables
+from kernelscope.analyze.paths.critical_path import CriticalPath
+from kernelscope.analyze.paths.path_tables import PathTables, path_tables
 from kernelscope.analyze.phases import phase_table, step_table, steps_of_every_phase
 from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
 from kernelscope.analyze.ranks import rank_table, with_waiting

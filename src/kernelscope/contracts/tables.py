@@ -93,7 +93,7 @@ CALL_COLUMNS: dict[str, pl.DataType] = {
     "correlation": pl.Int64(), "external_id": pl.Int64(), "rank": pl.Int64(),
 }
 
-# critical_path.parquet: every segment of every step's critical path (analyze/critical_path, docs/critical-path.md).
+# critical_path.parquet: every segment of every step's critical path (analyze/paths/critical_path, docs/critical-path.md).
 PATH_SEGMENT_COLUMNS: dict[str, pl.DataType] = {
     "phase": pl.String(), "generation": pl.Int64(), "step": pl.Int64(), "rank": pl.Int64(), "start_ns": pl.Int64(),
     "dur_ns": pl.Int64(), "class": pl.String(), "kind": pl.String(), "name": pl.String(), "module": pl.String(),

@@ -78,7 +78,7 @@ def _write_table(table: pl.DataFrame, path: Path) -> None:
 
 def write_run(directory: Path, run: Run, summary: Summary, critical_path: pl.DataFrame | None = None) -> None:
     """run.json, summary.json and the tables of `run` into `directory` (a staging directory); critical_path: the
-    segments of every step's critical path (analyze/critical_path), written as critical_path.parquet."""
+    segments of every step's critical path (analyze/paths/critical_path), written as critical_path.parquet."""
     write_json(directory / RUN_JSON, run.info.replace(schema_version=SCHEMA_VERSION))
     write_json(directory / SUMMARY_JSON, summary)
     write_critical_path(directory, critical_path)

@@ -18,9 +18,9 @@ from jinja2 import Environment
 from kernelscope.analyze.accelerator import costs_cover
 from kernelscope.analyze.comparison import metrics
 from kernelscope.analyze.cost_coverage import costs_hint
-from kernelscope.analyze.critical_path import CriticalPath
 from kernelscope.analyze.hardware import Ceilings, amd_architecture, classification_rule
 from kernelscope.analyze.naming import kernel_labels
+from kernelscope.analyze.paths.critical_path import CriticalPath
 from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.report_tables import (
     ReportTables,
@@ -103,7 +103,7 @@ def render_report(
     (made once the first figures are being drawn). `phases`: phase_table(run.kernels), where the caller has it (the
     summary's; computed here otherwise, once for the summary and the report). `meanwhile`: the caller's own work
     (writing the run's tables), done on a thread of its own once the first figures are being drawn, while the tables
-    are computed. `critical`: the run's critical paths (analyze/path_tables), where the caller has them."""
+    are computed. `critical`: the run's critical paths (analyze/paths/path_tables), where the caller has them."""
     figure_dir = out_dir / "figures"
     device = run.info.hardware.name or (ceilings.device if ceilings else "")
     figure_words = {lang: _figure_words(lang) for lang in dict.fromkeys(("en", *languages))}

@@ -1,5 +1,5 @@
 """The critical path of every step (docs/critical-path.md): the chain of work, waits and host time through the
-dependency graph (analyze/dependency_graph) whose durations add up to the step's wall time, each segment classed
+dependency graph (analyze/paths/dependency_graph) whose durations add up to the step's wall time, each segment classed
 `compute`, `communication`, `wait`, `launch` or `host` and attributed to rank, module, layer and kernel or op.
 
 A step is a (phase, generation, step) of the kernels table — a prefill, a decode step, an inferred step of a
@@ -16,8 +16,8 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.dependency_graph import EDGES, DependencyGraph, dependency_graph
-from kernelscope.analyze.path_walk import (
+from kernelscope.analyze.paths.dependency_graph import EDGES, DependencyGraph, dependency_graph
+from kernelscope.analyze.paths.path_walk import (
     BETWEEN,
     BODY,
     CLASSES,

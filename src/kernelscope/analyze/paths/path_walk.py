@@ -1,4 +1,4 @@
-"""The critical path through a dependency graph (analyze/dependency_graph), walked back from the end of a window to
+"""The critical path through a dependency graph (analyze/paths/dependency_graph), walked back from the end of a window to
 its start: at each node the edge that decided its start (its binding edge) leads to the next, so the segments the
 walk emits tile the window exactly (each nanosecond of it once).
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernelscope.analyze.dependency_graph import COLLECTIVE, LAUNCH, NONE, SYNC, DependencyGraph
+from kernelscope.analyze.paths.dependency_graph import COLLECTIVE, LAUNCH, NONE, SYNC, DependencyGraph
 
 CLASSES = ("compute", "communication", "wait", "launch", "host")
 COMPUTE, COMMUNICATION, WAIT, LAUNCH_CLASS, HOST = range(len(CLASSES))

@@ -1,5 +1,5 @@
 """What shortening buys: each step of a run re-timed through its dependency graph with some work faster or slower
-(analyze/retime), against its measured wall time, with the new critical path; beside it what adding up the
+(analyze/paths/retime), against its measured wall time, with the new critical path; beside it what adding up the
 targets' device time alone would have said (the difference between "this kernel is 30% of device time" and
 "making it 2× faster saves 4% of the step")."""
 
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from kernelscope.analyze.critical_path import STEP_KEY, CriticalPath, in_steps, paths_of, step_phase
-from kernelscope.analyze.retime import Factors, Speedup, retime, speedup_factors
+from kernelscope.analyze.paths.critical_path import STEP_KEY, CriticalPath, in_steps, paths_of, step_phase
+from kernelscope.analyze.paths.retime import Factors, Speedup, retime, speedup_factors
 
 
 @dataclass

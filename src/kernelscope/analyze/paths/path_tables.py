@@ -1,4 +1,4 @@
-"""The critical path of a run's steps (analyze/critical_path) from a Run, and the tables a report shows of it:
+"""The critical path of a run's steps (analyze/paths/critical_path) from a Run, and the tables a report shows of it:
 per phase its steps and the share of each class; per phase what on the path takes the most time."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from kernelscope.analyze.critical_path import CriticalPath, critical_paths, several_ranks
 from kernelscope.analyze.gemm_table import module_pattern
-from kernelscope.analyze.path_walk import CLASSES
+from kernelscope.analyze.paths.critical_path import CriticalPath, critical_paths, several_ranks
+from kernelscope.analyze.paths.path_walk import CLASSES
 from kernelscope.contracts.run import Run
 
 TOP = 15  # rows of a phase's table of what is on the path

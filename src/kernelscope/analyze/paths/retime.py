@@ -1,4 +1,4 @@
-"""Re-timing a dependency graph (analyze/dependency_graph) when some work gets faster or slower: what
+"""Re-timing a dependency graph (analyze/paths/dependency_graph) when some work gets faster or slower: what
 `kernelscope whatif RUN --speedup TARGET=FACTOR` computes (docs/whatif.md, "What shortening buys").
 
 Every node starts as soon as all its edges allow, in the order the trace saw them: a device node at the latest of
@@ -21,8 +21,8 @@ from fnmatch import fnmatchcase
 import numpy as np
 import polars as pl
 
-from kernelscope.analyze.dependency_graph import EVENT, INFERRED, LAUNCH, NONE, STREAM, DependencyGraph
-from kernelscope.analyze.path_walk import CLASSES
+from kernelscope.analyze.paths.dependency_graph import EVENT, INFERRED, LAUNCH, NONE, STREAM, DependencyGraph
+from kernelscope.analyze.paths.path_walk import CLASSES
 from kernelscope.load import knowledge
 
 _DEVICE_TEXT = ("name", "friendly_name")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from kernelscope.analyze.graph_edges import (
+from kernelscope.analyze.paths.graph_edges import (
     covered_between,
     dense_codes,
     latest_before,
@@ -76,7 +76,7 @@ class DependencyGraph:
     usual_lag: np.ndarray  # per device node: the typical lag of its binding edge's kind
     pinned: np.ndarray  # per device node: started later than anything recorded explains (held when re-timed)
     excess_edge: np.ndarray  # per device node: what the unexplained part waited for (EVENT: a wait call before it)
-    retimed: bool = False  # times re-computed by analyze/retime (host time no longer where the CPU ops were)
+    retimed: bool = False  # times re-computed by analyze/paths/retime (host time no longer where the CPU ops were)
 
     @property
     def n_device(self) -> int:
