@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.accelerator import AcceleratorNeeds, accelerator_needs
 from kernelscope.analyze.communication import Communication, communication
 from kernelscope.analyze.cost_coverage import cost_sources
 from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
@@ -31,7 +30,14 @@ from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.analyze.paths.critical_path import CriticalPath
 from kernelscope.analyze.paths.path_tables import PathTables, path_tables
 from kernelscope.analyze.phases import phase_table, step_table, steps_of_every_phase
-from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
+from kernelscope.analyze.projection.accelerator import AcceleratorNeeds, accelerator_needs
+from kernelscope.analyze.projection.projection import (
+    Options,
+    default_model,
+    projection_inputs,
+    target_from_ceilings,
+)
+from kernelscope.analyze.projection.whatif import WhatIf, what_if
 from kernelscope.analyze.ranks import rank_table, with_waiting
 from kernelscope.analyze.roofline import (
     MissingCeiling,
@@ -43,7 +49,6 @@ from kernelscope.analyze.roofline import (
     place_on_roofline,
 )
 from kernelscope.analyze.source_lines import source_line_table
-from kernelscope.analyze.whatif import WhatIf, what_if
 from kernelscope.contracts.run import Run
 
 

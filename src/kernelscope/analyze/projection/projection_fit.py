@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from kernelscope.analyze.projection import (
+from kernelscope.analyze.projection.projection import (
     GroupFactors,
     Options,
     ProjectionModel,

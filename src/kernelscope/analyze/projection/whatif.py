@@ -13,14 +13,14 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.communication import communication
 from kernelscope.analyze.naming import kernel_labels
-from kernelscope.analyze.parallel_projection import (
+from kernelscope.analyze.phases import step_counts
+from kernelscope.analyze.projection.parallel_projection import (
     ParallelProjection,
     ParallelRequest,
     parallel_settings,
     project_parallel,
 )
-from kernelscope.analyze.phases import step_counts
-from kernelscope.analyze.projection import (
+from kernelscope.analyze.projection.projection import (
     AlikeRows,
     Options,
     ProjectionModel,
