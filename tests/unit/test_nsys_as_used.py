@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from kernelscope.analyze.attribution_sources import attribution_info
-from kernelscope.analyze.communication import communication
+from kernelscope.analyze.ranks.communication import communication
 from kernelscope.cli import main
 from kernelscope.commands.importers.rank_files import read_rank
 from kernelscope.load.kineto import load_kineto

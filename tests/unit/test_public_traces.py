@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.ranks import combine_ranks
+from kernelscope.analyze.ranks.ranks import combine_ranks
 from kernelscope.analyze.summary import summarize
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo

@@ -146,7 +146,7 @@ def test_gpu_busy_of_several_ranks_is_each_gpu_share_of_the_span():
     from pathlib import Path
 
     from kernelscope.analyze.attribution import attribute
-    from kernelscope.analyze.ranks import combine_ranks
+    from kernelscope.analyze.ranks.ranks import combine_ranks
     from kernelscope.load.sources import read_trace
 
     public = Path(__file__).parent.parent / "data" / "public" / "hta"

@@ -8,7 +8,7 @@ from functools import cache
 
 import polars as pl
 
-from kernelscope.analyze.communication import DTYPE_BYTES as MESSAGE_DTYPE_BYTES
+from kernelscope.analyze.ranks.communication import DTYPE_BYTES as MESSAGE_DTYPE_BYTES
 from kernelscope.load import knowledge
 
 _GEOMETRY = ["name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope.analyze.launch_counts import launch_count
-from kernelscope.analyze.ranks import rank_count
+from kernelscope.analyze.ranks.ranks import rank_count
 from kernelscope.analyze.wide_tables import as_codes, as_text, beside
 from kernelscope.contracts.tables import INSTANCES
 

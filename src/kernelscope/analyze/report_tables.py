@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.communication import Communication, communication
 from kernelscope.analyze.cost_coverage import cost_sources
 from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
 from kernelscope.analyze.gemm_table import gemm_shape_table
@@ -38,7 +37,8 @@ from kernelscope.analyze.projection.projection import (
     target_from_ceilings,
 )
 from kernelscope.analyze.projection.whatif import WhatIf, what_if
-from kernelscope.analyze.ranks import rank_table, with_waiting
+from kernelscope.analyze.ranks.communication import Communication, communication
+from kernelscope.analyze.ranks.ranks import rank_table, with_waiting
 from kernelscope.analyze.roofline import (
     MissingCeiling,
     class_table,

@@ -234,9 +234,9 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
     from kernelscope.analyze.attribution import attribute
     from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
     from kernelscope.analyze.graph_replays import attribute_graph_replays
-    from kernelscope.analyze.host_calls import host_calls
     from kernelscope.analyze.integrity import audit_trace
-    from kernelscope.analyze.ranks import combine_calls, combine_ranks, rank_clock_offsets
+    from kernelscope.analyze.ranks.host_calls import host_calls
+    from kernelscope.analyze.ranks.ranks import combine_calls, combine_ranks, rank_clock_offsets
     from kernelscope.capture.torch_profiler import BackgroundGzip, trace_gzip_level
     from kernelscope.contracts.run import Run
     from kernelscope.contracts.run_info import SCHEMA_VERSION, ParallelInfo, RankInfo, RunInfo, TraceInfo

@@ -9,10 +9,10 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
-from kernelscope.analyze.communication import communication
 from kernelscope.analyze.idle_gaps import idle_gaps
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.naming import kernel_labels
+from kernelscope.analyze.ranks.communication import communication
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import GraphReplays
 from kernelscope.load import rundir

@@ -13,7 +13,7 @@ without device activity the host nodes are the outermost CPU ops. Edges, each wi
   time inside outermost CPU ops that launched device work (`launch`) and the rest (`host`);
 - sync: a blocking call (synchronisations, copies) returns after the device work of its rank that ended while it
   waited (the last such work: Kineto records no stream for the call);
-- collective: a matched collective (analyze/communication) moves data only once the last rank has entered it.
+- collective: a matched collective (analyze/ranks/communication) moves data only once the last rank has entered it.
 Which edge decided a node's start (its `binding` edge) is the one whose anchor plus the typical lag of its kind is
 latest; typical lags are medians of the trace's clear cases."""
 
@@ -91,7 +91,7 @@ def dependency_graph(kernels: pl.DataFrame, calls: pl.DataFrame | None = None,
                      ) -> DependencyGraph:
     """kernels: the run's kernels (attributed; catalog columns mark collectives); calls: calls.parquet; host_ops:
     the outermost CPU ops (depth 0) with op_id, name, rank, pid, tid, start_ns, dur_ns; collectives: the matched
-    instances of analyze/communication (kernel_id, group, kind, seq)."""
+    instances of analyze/ranks/communication (kernel_id, group, kind, seq)."""
     rules = knowledge.critical_path_rules()
     devices = _device_nodes(kernels)
     cpu_only = devices.height == 0 and kernels.height > 0 and bool((kernels["kind"] == CPU_OP).all())
@@ -161,7 +161,7 @@ def _any(patterns: list[str]) -> str:
 
 
 def _device_nodes(kernels: pl.DataFrame) -> pl.DataFrame:
-    from kernelscope.analyze.communication import is_collective
+    from kernelscope.analyze.ranks.communication import is_collective
 
     timed = kernels.filter(pl.col("kind").is_in(DEVICE_KINDS) & pl.col("start_ns").is_not_null())
     keep = [c for c in DEVICE_COLUMNS if c in timed.columns]

@@ -24,9 +24,9 @@ def host_ops_of(ops: pl.DataFrame) -> pl.DataFrame | None:
 
 def run_critical_paths(run: Run, host_ops: pl.DataFrame | None = None) -> CriticalPath | None:
     """The critical path of every step of `run` (its kernels with costs and catalog names: collectives are
-    matched across ranks by analyze/communication). host_ops: the outermost CPU ops, where run.ops was read
+    matched across ranks by analyze/ranks/communication). host_ops: the outermost CPU ops, where run.ops was read
     without rows (load/rundir.read_host_ops); by default those of run.ops."""
-    from kernelscope.analyze.communication import communication
+    from kernelscope.analyze.ranks.communication import communication
 
     kernels = run.kernels
     if kernels.height == 0 or kernels["start_ns"].is_null().all() or _profiled_one_by_one(run):

@@ -11,7 +11,6 @@ from typing import Any
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.communication import communication
 from kernelscope.analyze.naming import kernel_labels
 from kernelscope.analyze.phases import step_counts
 from kernelscope.analyze.projection.parallel_projection import (
@@ -34,6 +33,7 @@ from kernelscope.analyze.projection.projection import (
     requirement_solver,
     sweep,
 )
+from kernelscope.analyze.ranks.communication import communication
 from kernelscope.analyze.wide_tables import as_codes, as_text
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load import knowledge

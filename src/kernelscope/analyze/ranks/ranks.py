@@ -74,7 +74,7 @@ def combine_ranks(parts: list[tuple[pl.DataFrame, pl.DataFrame]],
 
 def combine_calls(parts: list[pl.DataFrame | None], clock_offsets_ns: list[int] | None = None,
                   ranks: list[int] | None = None) -> pl.DataFrame | None:
-    """Each rank's calls (analyze/host_calls) → one table with a rank column, on the run's clock as combine_ranks
+    """Each rank's calls (analyze/ranks/host_calls) → one table with a rank column, on the run's clock as combine_ranks
     puts the kernels. None when a part has none (a source without calls)."""
     if not parts or any(part is None for part in parts):
         return None
@@ -115,7 +115,7 @@ def rank_table(kernels: pl.DataFrame, timed: list | None = None) -> pl.DataFrame
 
 def with_waiting(ranks: pl.DataFrame | None, instances: pl.DataFrame | None) -> pl.DataFrame | None:
     """The rank table with each rank's device time less the time it waited inside collectives for the other ranks
-    (`working_ns`: its own work, where collectives were matched across the ranks; analyze/communication)."""
+    (`working_ns`: its own work, where collectives were matched across the ranks; analyze/ranks/communication)."""
     if ranks is None or instances is None or instances.height == 0:
         return ranks
     waited = instances.group_by("rank").agg(pl.col("wait_ns").sum().alias("_waited"))

@@ -2,7 +2,7 @@
 torchrun …`, `mpirun`) holds every process's kernels, runtime calls and ranges in one file, each tagged with its
 process id. Each process that ran kernels is a rank of its own, attributed on its own and numbered by process id,
 as the files of a multi-file import are; their collectives are then matched like any multi-rank run's
-(analyze/communication.py). Their times share one clock already (one capture), so no offset is applied."""
+(analyze/ranks/communication.py). Their times share one clock already (one capture), so no offset is applied."""
 
 from __future__ import annotations
 
