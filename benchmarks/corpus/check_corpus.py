@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelscope.analyze.attribution import attribute  # noqa: E402
+from kernelscope.analyze.attribution.attribution import attribute  # noqa: E402
 from kernelscope.analyze.idle_gaps import idle_gaps  # noqa: E402
 from kernelscope.analyze.integrity import audit_trace  # noqa: E402
 from kernelscope.analyze.naming import with_kernel_catalog  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.attribution.attribution import attribute
 from kernelscope.analyze.cost_rules import Signature
 from kernelscope.analyze.kernel_costs import has_model, op_costs, signature_cost
 from kernelscope.analyze.op_costs import op_cost

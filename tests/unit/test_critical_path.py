@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.graph_replays import attribute_graph_replays
+from kernelscope.analyze.attribution.graph_replays import attribute_graph_replays
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.paths.critical_path import CriticalPath
 from kernelscope.analyze.paths.path_tables import run_critical_paths

@@ -542,7 +542,7 @@ def test_small_multiples_have_axis_titles(tables, kept, tmp_path):
 
 
 def test_durations_above_ten_ms_read_in_ms():
-    from kernelscope.analyze.attribution import attribute
+    from kernelscope.analyze.attribution.attribution import attribute
     from kernelscope.load.sources import read_trace
     from kernelscope.report.figure_inputs import histogram_panels
     from tests.trace_reference import read_events

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.attribution.attribution import attribute
 from kernelscope.analyze.ranks.ranks import combine_ranks
 from kernelscope.analyze.summary import summarize
 from kernelscope.contracts.run import Run

@@ -4,7 +4,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.attribution.attribution import attribute
 from kernelscope.analyze.hardware import ceilings_for, load_specs, match_spec
 from kernelscope.analyze.kernel_costs import kernel_costs
 from kernelscope.analyze.roofline import class_table, cost_coverage, place_on_roofline

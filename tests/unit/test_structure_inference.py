@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.attribution_sources import attribution_info
+from kernelscope.analyze.attribution.attribution_sources import attribution_info
 from kernelscope.analyze.structure_summary import structure_summary
 from kernelscope.cli import main
 from kernelscope.commands.importers.rank_files import read_rank

@@ -145,7 +145,7 @@ def test_gpu_busy_of_several_ranks_is_each_gpu_share_of_the_span():
     Python."""
     from pathlib import Path
 
-    from kernelscope.analyze.attribution import attribute
+    from kernelscope.analyze.attribution.attribution import attribute
     from kernelscope.analyze.ranks.ranks import combine_ranks
     from kernelscope.load.sources import read_trace
 
@@ -175,7 +175,7 @@ def test_gpu_busy_of_several_ranks_is_each_gpu_share_of_the_span():
 def test_phase_table_is_the_same_whether_each_phases_rows_lie_together_or_not(qwen_gpu_trace):
     """A run in time order holds each phase's rows together (taken as slices); rows of phases that interleave are
     gathered per phase instead. Both give the same table: busy time, lanes, gaps, steps, spans."""
-    from kernelscope.analyze.attribution import attribute
+    from kernelscope.analyze.attribution.attribution import attribute
     from kernelscope.load.kineto import load_kineto
 
     kernels, _ = attribute(load_kineto(qwen_gpu_trace))

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from kernelscope.analyze.graph_replays import GRAPH_LAUNCH_APIS
+from kernelscope.analyze.attribution.graph_replays import GRAPH_LAUNCH_APIS
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.tables import COST_SOURCES

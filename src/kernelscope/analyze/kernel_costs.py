@@ -36,7 +36,7 @@ from kernelscope.contracts.tables import COST_COLUMNS, COST_SOURCES, conform_ker
 
 # cost_model of a kernel whose launch declared its own cost (the engine's kernels).
 DECLARED_MODEL = "declared"
-# Columns a CUDA-graph replay kernel carries from the op its capture recorded (analyze/graph_replays.py): the
+# Columns a CUDA-graph replay kernel carries from the op its capture recorded (analyze/attribution/graph_replays.py): the
 # op's name, inputs and inner summary, and which captured op it was (kernels of one replay and one captured op
 # share its cost). Used here, then dropped.
 SHAPE_COLUMNS: dict[str, pl.DataType] = {

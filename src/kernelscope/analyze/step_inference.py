@@ -27,8 +27,8 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.attribution.python_frames import MODULE_FRAME_PREFIX, Launches
 from kernelscope.analyze.intervals import NestedIntervals, gather_rows
-from kernelscope.analyze.python_frames import MODULE_FRAME_PREFIX, Launches
 from kernelscope.contracts.run_info import StepInfo
 from kernelscope.load import knowledge
 

@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.attribution.python_frames import Launches
 from kernelscope.analyze.inferred_passes import (
     Pass,
     numbered,
@@ -55,7 +56,6 @@ from kernelscope.analyze.layer_runs import (
 )
 from kernelscope.analyze.pass_phases import pass_phases, phase_level
 from kernelscope.analyze.periods import Repeat
-from kernelscope.analyze.python_frames import Launches
 from kernelscope.analyze.training_phases import TRAINING_PHASES, is_training, nullable, split_training
 from kernelscope.contracts.run_info import StepInfo, StructureLevel
 from kernelscope.contracts.tables import CPU_OP

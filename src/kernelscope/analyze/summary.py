@@ -6,7 +6,7 @@ import msgspec
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.attribution import attribution_coverage
+from kernelscope.analyze.attribution.attribution import attribution_coverage
 from kernelscope.analyze.comparison.metrics import noise_summary
 from kernelscope.analyze.integrity import integrity_summary
 from kernelscope.analyze.paths.critical_path import CriticalPath, phase_summary, several_ranks

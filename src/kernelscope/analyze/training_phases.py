@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from kernelscope.analyze.attribution.python_frames import Launches
 from kernelscope.analyze.intervals import NestedIntervals
-from kernelscope.analyze.python_frames import Launches
 
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
 TRAINING_PHASES = (FORWARD, BACKWARD, OPTIMIZER)

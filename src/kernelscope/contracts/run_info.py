@@ -314,7 +314,7 @@ class UnattributedReplays(_Record, kw_only=True):
 
 
 class ReplayMethod(_Record, kw_only=True):
-    """Replays attributed one way (analyze/graph_replays.py): exact, position, partial (capture traces) or eager
+    """Replays attributed one way (analyze/attribution/graph_replays.py): exact, position, partial (capture traces) or eager
     step; kernels and time count the kernels that got attribution."""
 
     method: str

@@ -45,7 +45,7 @@ TRACE_OP_COLUMNS: dict[str, pl.DataType] = {
     "input_types": RAW_ARGUMENT, "concrete_inputs": RAW_ARGUMENT,
 }
 
-# Added by attribution (analyze/attribution.py) and the run's assembly.
+# Added by attribution (analyze/attribution/attribution.py) and the run's assembly.
 ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
     "kernel_id": pl.Int64(), "rank": pl.Int64(), "instances": pl.Int64(),
     "launch_api": pl.String(), "pid": pl.Int64(), "tid": pl.Int64(), "launch_start_ns": pl.Int64(),
@@ -55,7 +55,7 @@ ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
     # CPU-only runs: the op's whole duration, its children's included (dur_ns is its self time); null elsewhere.
     "op_dur_ns": pl.Int64(),
     # Where the kernel's place in the structure (phase, step, layer, module) came from, the weakest source of those
-    # levels: annotation, module event, op shapes, capture trace, inferred (analyze/attribution_sources.py).
+    # levels: annotation, module event, op shapes, capture trace, inferred (analyze/attribution/attribution_sources.py).
     "attribution_source": pl.String(),
 }
 # Statistics of a summary row (nsys stats imports): the row stands for `instances` launches.

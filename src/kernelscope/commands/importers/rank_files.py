@@ -23,8 +23,8 @@ from typing import Any
 import polars as pl
 
 from kernelscope.allocator import trim_native_heap
-from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.attribution_sources import Sources, infer_attribution
+from kernelscope.analyze.attribution.attribution import attribute
+from kernelscope.analyze.attribution.attribution_sources import Sources, infer_attribution
 from kernelscope.analyze.integrity import audit_trace
 from kernelscope.analyze.ranks.host_calls import host_calls
 from kernelscope.analyze.ranks.processes import processes, split_processes

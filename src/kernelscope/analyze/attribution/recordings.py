@@ -4,17 +4,17 @@ any torch.profiler trace around `torch.cuda.graph(...)` is one).
 While a stream is captured its launch calls run no kernel, so the capture trace holds launch calls without device
 activity. Each Begin…EndCapture stretch of calls on a thread is one graph (the whole trace is one where the trace
 lacks those calls). Every captured launch is attributed like a kernel launched at that moment (the op, module
-frame, Python frame and step open at the call: analyze/attribution.py and attribution_sources.py), and becomes a
-row of a Recording that replays are matched against (analyze/graph_replays.py).
+frame, Python frame and step open at the call: analyze/attribution/attribution.py and attribution_sources.py), and becomes a
+row of a Recording that replays are matched against (analyze/attribution/graph_replays.py).
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.attribution_sources import infer_attribution
-from kernelscope.analyze.graph_replays import COPIED, SHAPES, Recording
+from kernelscope.analyze.attribution.attribution import attribute
+from kernelscope.analyze.attribution.attribution_sources import infer_attribution
+from kernelscope.analyze.attribution.graph_replays import COPIED, SHAPES, Recording
 from kernelscope.analyze.kernel_costs import captured_shapes
 from kernelscope.contracts.trace import TraceTables
 

@@ -19,8 +19,8 @@ from functools import cache
 import numpy as np
 import polars as pl
 
+from kernelscope.analyze.attribution.python_frames import Launches
 from kernelscope.analyze.intervals import NestedIntervals, gather_rows
-from kernelscope.analyze.python_frames import Launches
 from kernelscope.load import knowledge
 from kernelscope.ranges import LAYER_IN_MODULE
 
