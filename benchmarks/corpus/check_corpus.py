@@ -37,7 +37,7 @@ from kernelscope.analyze.attribution.attribution import attribute  # noqa: E402
 from kernelscope.analyze.idle_gaps import idle_gaps  # noqa: E402
 from kernelscope.analyze.integrity import audit_trace  # noqa: E402
 from kernelscope.analyze.naming import with_kernel_catalog  # noqa: E402
-from kernelscope.analyze.phases import busy_ns, launch_calls  # noqa: E402
+from kernelscope.analyze.structure.phases import busy_ns, launch_calls  # noqa: E402
 from kernelscope.commands.export import export_run  # noqa: E402
 from kernelscope.commands.importers.traces import import_traces  # noqa: E402
 from kernelscope.errors import UserError  # noqa: E402

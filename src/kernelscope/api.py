@@ -52,7 +52,7 @@ def estimates(run: RunData) -> dict[str, Estimate]:
     runs) and the mean device time per step of each phase (`step:decode`, `step:prefill`, …), each with its repeats
     and noise."""
     from kernelscope.analyze.comparison import metrics
-    from kernelscope.analyze.phases import phase_table
+    from kernelscope.analyze.structure.phases import phase_table
 
     per_step = {row["phase"]: row["device_time_per_step_ns"] for row in phase_table(run.kernels).iter_rows(named=True)}
     steps = metrics.step_estimates(run.kernels, per_step)

@@ -13,7 +13,7 @@ from kernelscope.analyze.hardware import Ceilings, ceilings_for
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.paths.critical_path import CriticalPath
 from kernelscope.analyze.paths.path_tables import run_critical_paths
-from kernelscope.analyze.phases import phase_table
+from kernelscope.analyze.structure.phases import phase_table
 from kernelscope.analyze.summary import summarize
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import NcuInfo, RunInfo

@@ -162,7 +162,7 @@ def test_rank_numbers_come_from_the_traces_when_each_names_a_different_one():
 
 
 def test_each_collective_row_says_where_in_the_model_it_runs(comm, tmp_path):
-    from kernelscope.analyze.layers import module_in_layer
+    from kernelscope.analyze.structure.layers import module_in_layer
 
     table = comm.by_collective
     # Tensor parallelism all-reduces after the row-parallel projections of every layer: one row each for

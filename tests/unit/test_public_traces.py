@@ -62,7 +62,7 @@ def test_busy_time_is_the_union_the_file_holds(path):
     or of its CPU ops' whole calls per thread in a file without device activity (tests/trace_reference.py). The
     file's times are µs with fractions: each busy stretch's ends are rounded to whole ns, so the two may differ by
     up to a ns per stretch."""
-    from kernelscope.analyze.phases import busy_ns
+    from kernelscope.analyze.structure.phases import busy_ns
 
     kernels, _ = attribute(read_trace(path))
     expected = reference(path)
@@ -74,7 +74,7 @@ def test_busy_time_is_the_union_the_file_holds(path):
 def test_launch_calls_are_the_files_kernel_launches_each_once(path):
     """The phase table's launch calls (over the whole trace) against the file's runtime calls that launched kernels,
     each once (tests/trace_reference.py): a graph launch is one call, a synchronous copy's call is none."""
-    from kernelscope.analyze.phases import launch_calls
+    from kernelscope.analyze.structure.phases import launch_calls
 
     kernels, _ = attribute(read_trace(path))
     calls = reference(path).kernel_launch_calls_ns
@@ -351,7 +351,7 @@ def test_cpu_busy_of_a_cpu_only_rank_is_the_time_its_ops_ran():
     """A real CPU-only rank (2,424 nested ops on one thread): busy is the union of the ops' whole calls and the
     span runs to the last call's end, computed from the file in plain Python. A row's dur_ns is its op's self time,
     which a parent spends around its children: intervals of start plus self time covered 26.1 of 28.2 ms."""
-    from kernelscope.analyze.phases import phase_table
+    from kernelscope.analyze.structure.phases import phase_table
 
     intervals = _cpu_op_intervals_us(CPU_RANK)
     busy_us, stretch = 0.0, None
@@ -415,8 +415,8 @@ def test_the_layer_breakdown_is_the_same_whatever_the_row_order(tmp_path):
     """A CPU-only rank whose ops start together with the ops they call (`aten::to` and `aten::_to_copy`): the
     breakdown's rows come in execution order with such ties broken by name, the same table from the rows in any
     order (the group-by's order had decided, so two runs wrote two files)."""
-    from kernelscope.analyze.layers import layer_breakdown
-    from kernelscope.analyze.phases import step_counts
+    from kernelscope.analyze.structure.layers import layer_breakdown
+    from kernelscope.analyze.structure.phases import step_counts
     from kernelscope.cli import main
     from kernelscope.load import rundir
 

@@ -11,13 +11,11 @@ from kernelscope import ranges
 from kernelscope.analyze.cost_coverage import cost_sources
 from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
 from kernelscope.analyze.gemm_table import gemm_shape_table
-from kernelscope.analyze.generations import generation_table
 from kernelscope.analyze.hardware import Ceilings, classification_rule
 from kernelscope.analyze.idle_gaps import IdleGaps, idle_gaps
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.kernel_stats import SUMMARY_INPUT_COLUMNS, kernel_summary
 from kernelscope.analyze.launch_counts import has_timeline
-from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
 from kernelscope.analyze.mix import longest_launches, mix_tables
 from kernelscope.analyze.naming import catalog_coverage, kernel_labels
 from kernelscope.analyze.ncu_measurements import (
@@ -28,7 +26,6 @@ from kernelscope.analyze.ncu_measurements import (
 from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.analyze.paths.critical_path import CriticalPath
 from kernelscope.analyze.paths.path_tables import PathTables, path_tables
-from kernelscope.analyze.phases import phase_table, step_table, steps_of_every_phase
 from kernelscope.analyze.projection.accelerator import AcceleratorNeeds, accelerator_needs
 from kernelscope.analyze.projection.projection import (
     Options,
@@ -49,6 +46,9 @@ from kernelscope.analyze.roofline import (
     place_on_roofline,
 )
 from kernelscope.analyze.source_lines import source_line_table
+from kernelscope.analyze.structure.generations import generation_table
+from kernelscope.analyze.structure.layers import layer_breakdown, layer_type_totals, per_layer_times
+from kernelscope.analyze.structure.phases import phase_table, step_table, steps_of_every_phase
 from kernelscope.contracts.run import Run
 
 

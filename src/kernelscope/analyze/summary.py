@@ -10,8 +10,8 @@ from kernelscope.analyze.attribution.attribution import attribution_coverage
 from kernelscope.analyze.comparison.metrics import noise_summary
 from kernelscope.analyze.integrity import integrity_summary
 from kernelscope.analyze.paths.critical_path import CriticalPath, phase_summary, several_ranks
-from kernelscope.analyze.phases import phase_table
-from kernelscope.analyze.structure_summary import structure_summary
+from kernelscope.analyze.structure.phases import phase_table
+from kernelscope.analyze.structure.structure_summary import structure_summary
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.summary import CriticalPathPhase, KeyTimings, PhaseSummary, Summary

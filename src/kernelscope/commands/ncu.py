@@ -97,7 +97,7 @@ def _plan(run_path: Path, run: Run, top: int, phase: str, launches: int) -> Plan
     import polars as pl
 
     from kernelscope.analyze.kernel_stats import kernel_summary
-    from kernelscope.analyze.phases import ordered_phases
+    from kernelscope.analyze.structure.phases import ordered_phases
 
     if run.info.source != "profile":
         raise UserError(f"{run_path}: `kernelscope ncu` re-runs the workload, so it needs a run made by "

@@ -395,7 +395,7 @@ class AttributionInfo(_Record, kw_only=True, omit_defaults=True):
     layer_class: str | None = None
     steps: list[StepInfo] = msgspec.field(default_factory=list)
     notes: list[str] = msgspec.field(default_factory=list)
-    # Structure read from the trace's regularities (analyze/structure_inference.py), level by level.
+    # Structure read from the trace's regularities (analyze/structure/structure_inference.py), level by level.
     structure: list[StructureLevel] = msgspec.field(default_factory=list)
 
 

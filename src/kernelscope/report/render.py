@@ -20,7 +20,6 @@ from kernelscope.analyze.cost_coverage import costs_hint
 from kernelscope.analyze.hardware import Ceilings, amd_architecture, classification_rule
 from kernelscope.analyze.naming import kernel_labels
 from kernelscope.analyze.paths.critical_path import CriticalPath
-from kernelscope.analyze.phases import phase_table
 from kernelscope.analyze.projection.accelerator import costs_cover
 from kernelscope.analyze.report_tables import (
     ReportTables,
@@ -29,6 +28,7 @@ from kernelscope.analyze.report_tables import (
     report_tables,
     roofline_tables,
 )
+from kernelscope.analyze.structure.phases import phase_table
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary

@@ -2,10 +2,10 @@
 came from.
 
 attribute() ties kernels to the ranges kernelscope pushes (ks.phase, ks.module). A trace written by another
-program has none; then phases and steps come from the trace's own step markers (analyze/step_inference.py) and
+program has none; then phases and steps come from the trace's own step markers (analyze/structure/step_inference.py) and
 modules, layers and source lines from its Python frames (analyze/attribution/python_frames.py), else modules and layers from its
 user annotations (analyze/attribution/annotation_modules.py). Where none of them gives a level, the trace's regularities may
-(analyze/structure_inference.py): forward passes, prefill and decode, layers and their parts, training phases.
+(analyze/structure/structure_inference.py): forward passes, prefill and decode, layers and their parts, training phases.
 Every level records its source and the share of device time it reaches (run.json `attribution`,
 docs/importing.md), and every kernel the kind of evidence its place came from (`attribution_source`).
 """
@@ -24,8 +24,8 @@ from kernelscope.analyze.attribution.python_frames import (
     module_frames,
     source_lines,
 )
-from kernelscope.analyze.step_inference import infer_steps
-from kernelscope.analyze.structure_inference import infer_structure
+from kernelscope.analyze.structure.step_inference import infer_steps
+from kernelscope.analyze.structure.structure_inference import infer_structure
 from kernelscope.analyze.wide_tables import beside, time_where
 from kernelscope.contracts.run_info import AttributionInfo, LevelSource, StepInfo, StructureLevel
 

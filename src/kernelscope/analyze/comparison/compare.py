@@ -23,8 +23,8 @@ from kernelscope.analyze.comparison.metrics import Difference, Estimate
 from kernelscope.analyze.hardware import amd_architecture
 from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.launch_counts import launch_count
-from kernelscope.analyze.layers import OUTSIDE, layer_breakdown, with_layer_columns
-from kernelscope.analyze.phases import PHASE_ORDER, phase_table
+from kernelscope.analyze.structure.layers import OUTSIDE, layer_breakdown, with_layer_columns
+from kernelscope.analyze.structure.phases import PHASE_ORDER, phase_table
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary

@@ -108,7 +108,7 @@ TIMING_LABELS = {"TPOT": metrics.TPOT.key, "TTFT": metrics.TTFT.key}
 def figures(label: str, run: Run) -> Figures:
     """A run's figures: per-step device time per phase from its kernels, timings from run.json."""
     kernels = run.kernels.filter(pl.col("dur_ns").is_not_null())
-    from kernelscope.analyze.phases import phase_table
+    from kernelscope.analyze.structure.phases import phase_table
 
     per_step = {row["phase"]: row["device_time_per_step_ns"] for row in phase_table(kernels).iter_rows(named=True)}
     phases = metrics.step_estimates(kernels, per_step)

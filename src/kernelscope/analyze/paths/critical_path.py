@@ -30,8 +30,8 @@ from kernelscope.analyze.paths.path_walk import (
     cut,
     states,
 )
-from kernelscope.analyze.phases import end_ns
-from kernelscope.analyze.training_phases import TRAINING_PHASES
+from kernelscope.analyze.structure.phases import end_ns
+from kernelscope.analyze.structure.training_phases import TRAINING_PHASES
 from kernelscope.contracts.tables import PATH_SEGMENT_COLUMNS
 
 STEP_KEY = ["phase", "generation", "step"]

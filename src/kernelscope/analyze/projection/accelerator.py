@@ -10,8 +10,8 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.hardware import Ceilings
-from kernelscope.analyze.phases import step_counts
 from kernelscope.analyze.roofline import cost_coverage
+from kernelscope.analyze.structure.phases import step_counts
 from kernelscope.contracts.run_info import RunInfo, Workload
 
 # Kernel categories a fixed-function block next to the matrix engine could run (no large matrix products).

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from kernelscope.analyze.phases import step_counts
 from kernelscope.analyze.ranks.communication import bus_factor, is_collective
+from kernelscope.analyze.structure.phases import step_counts
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.hardware import Ceilings
-from kernelscope.analyze.phases import ordered_phases, step_counts
+from kernelscope.analyze.structure.phases import ordered_phases, step_counts
 from kernelscope.analyze.wide_tables import as_codes, as_text, text_columns
 from kernelscope.load import knowledge
 

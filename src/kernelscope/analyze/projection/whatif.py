@@ -12,7 +12,6 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.naming import kernel_labels
-from kernelscope.analyze.phases import step_counts
 from kernelscope.analyze.projection.parallel_projection import (
     ParallelProjection,
     ParallelRequest,
@@ -34,6 +33,7 @@ from kernelscope.analyze.projection.projection import (
     sweep,
 )
 from kernelscope.analyze.ranks.communication import communication
+from kernelscope.analyze.structure.phases import step_counts
 from kernelscope.analyze.wide_tables import as_codes, as_text
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load import knowledge

@@ -28,8 +28,8 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.layers import module_in_layer, with_layer_columns
-from kernelscope.analyze.phases import step_counts
+from kernelscope.analyze.structure.layers import module_in_layer, with_layer_columns
+from kernelscope.analyze.structure.phases import step_counts
 
 COMMUNICATION = "communication"
 # Expert-parallel token exchange (DeepEP and libraries like it): their dispatch and combine kernels move tokens

@@ -1,9 +1,9 @@
 """Forward passes where no step marker cut the trace, and prefill or decode for passes no marker named.
 
-Each group of layer repeats (analyze/layer_runs.py) is one pass's layers. The next pass starts at its embedding
+Each group of layer repeats (analyze/structure/layer_runs.py) is one pass's layers. The next pass starts at its embedding
 lookup (the last one between the two groups of layers), else after the longest pause of the host between them
 (launch calls), else after the longest idle gap of the device there; the first pass starts with the trace, so
-the sampling after a forward stays in the pass whose logits it reads. Phases: analyze/pass_phases.py.
+the sampling after a forward stays in the pass whose logits it reads. Phases: analyze/structure/pass_phases.py.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.kernel_sequence import KernelSequence
-from kernelscope.analyze.layer_runs import LayerGroup
-from kernelscope.analyze.pass_phases import PassFacts, PassPhases, first_projection_rows
+from kernelscope.analyze.structure.kernel_sequence import KernelSequence
+from kernelscope.analyze.structure.layer_runs import LayerGroup
+from kernelscope.analyze.structure.pass_phases import PassFacts, PassPhases, first_projection_rows
 
 _PROJECTIONS = ("aten::mm", "aten::addmm", "aten::linear", "aten::_scaled_mm")
 BY_LOOKUP, BY_HOST_PAUSE, BY_DEVICE_IDLE = "embedding lookup", "longest host pause", "longest device idle gap"

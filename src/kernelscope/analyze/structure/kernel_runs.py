@@ -3,7 +3,7 @@
 Exact names can hide a decoder's repeat. torch.compile (Inductor) numbers the kernels it generates, so one fused
 computation is `…_rsqrt_12` in one layer and `…_rsqrt_13` in the next where only its buffers differ; and a layer
 may launch one kernel a varying number of times in a row (one attention-mask kernel more in some layers). Read by
-signature, with each run of one signature as one position, the layers repeat again. Structure inference (analyze/structure_inference.py) tries this reading only where the exact one leaves the
+signature, with each run of one signature as one position, the layers repeat again. Structure inference (analyze/structure/structure_inference.py) tries this reading only where the exact one leaves the
 layers unknown, with the same checks; every kernel of a run then takes what its run's first kernel was given.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
-from kernelscope.analyze.kernel_sequence import KernelSequence
+from kernelscope.analyze.structure.kernel_sequence import KernelSequence
 
 # torch.compile (Inductor) numbers each kernel it generates, `triton_<kind>_fused_<ops>_<n>`: one fused computation
 # gets a new number wherever its buffers or strides differ (layer after layer of one model). The signature drops it.

@@ -1,4 +1,4 @@
-"""Decoder layers inside a stretch of kernels: the repeats of its kernel sequence (analyze/periods.py) whose unit
+"""Decoder layers inside a stretch of kernels: the repeats of its kernel sequence (analyze/structure/periods.py) whose unit
 does matrix work (a GEMM or an attention kernel), read as one layer per copy.
 
 The best-covering primitive period gives the main repeat (the decoder's layers); the stretches it leaves are
@@ -15,7 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernelscope.analyze.periods import MIN_PERIOD, PeriodScore, Repeat, best_primitive, scored_periods
+from kernelscope.analyze.structure.periods import (
+    MIN_PERIOD,
+    PeriodScore,
+    Repeat,
+    best_primitive,
+    scored_periods,
+)
 from kernelscope.contracts.run_info import StructureLevel
 
 LAYER_AGREEMENT = 0.9  # share of the passes with layers that must show the same number of them

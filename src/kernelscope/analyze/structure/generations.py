@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from kernelscope.analyze.phases import GENERATION
+from kernelscope.analyze.structure.phases import GENERATION
 from kernelscope.contracts.run_info import ImageTimings, RunInfo
 
 MEAN = "mean"

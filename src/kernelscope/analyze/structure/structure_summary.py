@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.training_phases import TRAINING_PHASES
+from kernelscope.analyze.structure.training_phases import TRAINING_PHASES
 from kernelscope.contracts.run_info import AttributionInfo
 from kernelscope.contracts.summary import StructureSummary
 

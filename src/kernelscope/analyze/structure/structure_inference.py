@@ -1,17 +1,17 @@
 """Structure from the trace's regularities alone: forward passes, prefill and decode, decoder layers and their
 parts, training steps — used only where no annotation, step marker, module frame or user range said better.
 
-- Decoder layers (analyze/layer_runs.py): inside a forward pass the kernel sequence is one unit of kernels repeated
+- Decoder layers (analyze/structure/layer_runs.py): inside a forward pass the kernel sequence is one unit of kernels repeated
   once per layer; the number of layers is the number of copies. Searched inside each marked step, or in the whole
   trace where nothing marks steps.
-- Forward passes (analyze/inferred_passes.py): where no step marker cut the trace, each group of layer repeats is
+- Forward passes (analyze/structure/inferred_passes.py): where no step marker cut the trace, each group of layer repeats is
   one pass's layers.
-- Prefill or decode (analyze/pass_phases.py): from the shapes of each pass's first projection, else from which
+- Prefill or decode (analyze/structure/pass_phases.py): from the shapes of each pass's first projection, else from which
   passes repeat one another and how long their GEMMs take.
-- Parts of a layer (analyze/layer_modules.py): by position in the unit, around its attention kernel.
-- Training (analyze/training_phases.py): forward, backward and optimizer phases; layers inside the forward part.
+- Parts of a layer (analyze/structure/layer_modules.py): by position in the unit, around its attention kernel.
+- Training (analyze/structure/training_phases.py): forward, backward and optimizer phases; layers inside the forward part.
 - Where the exact kernel names show no layer repeat that the passes agree on, the sequence is read again by
-  signature (analyze/kernel_runs.py: a compiler's kernel numbers dropped, runs of one kernel counted once); that
+  signature (analyze/structure/kernel_runs.py: a compiler's kernel numbers dropped, runs of one kernel counted once); that
   reading is kept only where every pass gets as many layers and every layer holds an attention kernel.
 Checks refuse to guess: no repeat, two periods that explain the same kernels equally well, passes whose layer
 counts disagree, passes that all look alike: the level stays unknown and run.json `attribution.structure` says why.
@@ -28,23 +28,23 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.attribution.python_frames import Launches
-from kernelscope.analyze.inferred_passes import (
+from kernelscope.analyze.structure.inferred_passes import (
     Pass,
     numbered,
     pass_columns,
     pass_facts,
     passes_from_groups,
 )
-from kernelscope.analyze.kernel_runs import (
+from kernelscope.analyze.structure.kernel_runs import (
     every_layer_attends,
     positions_in_runs,
     runs_of,
     signatures,
     spread_runs,
 )
-from kernelscope.analyze.kernel_sequence import KernelSequence, kernel_sequence
-from kernelscope.analyze.layer_modules import MOE, unit_parts
-from kernelscope.analyze.layer_runs import (
+from kernelscope.analyze.structure.kernel_sequence import KernelSequence, kernel_sequence
+from kernelscope.analyze.structure.layer_modules import MOE, unit_parts
+from kernelscope.analyze.structure.layer_runs import (
     LayerGroup,
     StretchLayers,
     find_layers,
@@ -54,9 +54,14 @@ from kernelscope.analyze.layer_runs import (
     passes_of_units,
     with_odd_layers,
 )
-from kernelscope.analyze.pass_phases import pass_phases, phase_level
-from kernelscope.analyze.periods import Repeat
-from kernelscope.analyze.training_phases import TRAINING_PHASES, is_training, nullable, split_training
+from kernelscope.analyze.structure.pass_phases import pass_phases, phase_level
+from kernelscope.analyze.structure.periods import Repeat
+from kernelscope.analyze.structure.training_phases import (
+    TRAINING_PHASES,
+    is_training,
+    nullable,
+    split_training,
+)
 from kernelscope.contracts.run_info import StepInfo, StructureLevel
 from kernelscope.contracts.tables import CPU_OP
 
@@ -108,7 +113,7 @@ _READ_AGAIN = ("no_repeat", "counts_differ")  # (two rival periods are left so: 
 
 def _by_signature(out: Inferred, seq: KernelSequence, ops: pl.DataFrame, regions: list[tuple[int, int]] | None,
                   training: bool) -> Inferred | None:
-    """The layers read again from the kernels' signatures, each run of one counted once (analyze/kernel_runs.py);
+    """The layers read again from the kernels' signatures, each run of one counted once (analyze/structure/kernel_runs.py);
     None where that reading is no other or finds no layers either (the exact reading's reason stands)."""
     phase = out.kernels["phase"].to_numpy()[seq.order]
     step = out.kernels["step"].fill_null(-1).to_numpy()[seq.order]
@@ -174,7 +179,7 @@ def _training(out: Inferred, ops: pl.DataFrame, launches: Launches, span: int,
 
 def _layers_and_passes(out: Inferred, seq: KernelSequence, ops: pl.DataFrame,
                        regions: list[tuple[int, int]] | None, training: bool, by_signature: bool = False) -> None:
-    """by_signature: seq is read by signature (analyze/kernel_runs.py), mostly generated code launched from one
+    """by_signature: seq is read by signature (analyze/structure/kernel_runs.py), mostly generated code launched from one
     function, whose host pauses say nothing of layers: the copies start at their input norm instead."""
     cache: dict[bytes, StretchLayers] = {}
     pause = seq.pause if (seq.launch >= 0).all() and len(seq) and not by_signature else None
@@ -216,7 +221,7 @@ def _layers_and_passes(out: Inferred, seq: KernelSequence, ops: pl.DataFrame,
 def _by_attention(seq: KernelSequence, passes: list[Pass]) -> None:
     """Passes without a repeat get one layer per attention kernel, where they hold as many as the other passes
     have layers and those layers agree on the matrix multiplies after their attention kernel
-    (analyze/layer_runs.layers_by_attention)."""
+    (analyze/structure/layer_runs.layers_by_attention)."""
     counts = Counter(p.layers for p in passes if p.layers)
     if not counts or all(p.layers for p in passes):
         return
