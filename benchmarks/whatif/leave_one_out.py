@@ -15,8 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.hardware import ceilings_for, find_spec
-from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.projection.projection import (
     Options,
     default_model,

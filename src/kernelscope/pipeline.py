@@ -9,8 +9,8 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.hardware import Ceilings, ceilings_for
-from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.paths.critical_path import CriticalPath
 from kernelscope.analyze.paths.path_tables import run_critical_paths
 from kernelscope.analyze.structure.phases import phase_table

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.report_tables import report_tables
 from kernelscope.load import rundir
 from kernelscope.pipeline import run_ceilings

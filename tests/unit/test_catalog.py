@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.catalog import (
+from kernelscope.analyze.costs.catalog import (
     CATALOG_COLUMNS,
     KernelInfo,
     classify,

@@ -45,7 +45,7 @@ def _device_total_us(path: Path) -> float:
 
 @pytest.fixture(scope="module")
 def comm(tmp_path_factory):
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
     from kernelscope.analyze.ranks.communication import communication
     from kernelscope.load import rundir
 
@@ -195,7 +195,7 @@ def test_time_in_collectives_per_layer_type_and_step(comm):
 def test_expert_parallel_token_exchange_counts_as_communication(tmp_path):
     """The same two ranks with every NCCL kernel renamed to a DeepEP dispatch kernel and its collective args
     removed: DeepEP's kernels are matched across ranks like collectives (without message sizes)."""
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
     from kernelscope.analyze.ranks.communication import communication
     from kernelscope.load import rundir
 
@@ -224,7 +224,7 @@ def test_the_part_of_a_wait_that_more_work_explains(comm, tmp_path):
     """Per matched collective and rank, the part of its wait that the last rank's extra compute explains: the last
     rank's busy time (the union of its other kernels) since its previous collective in the phase, or the phase's first
     kernel, minus this rank's, kept within [0, wait]. Busy times recomputed here from the run's rows in plain Python."""
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
     from kernelscope.analyze.ranks.communication import is_collective
     from kernelscope.load import rundir
 

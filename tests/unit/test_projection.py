@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.projection.projection import (
     GroupFactors,
     Options,

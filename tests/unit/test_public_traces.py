@@ -198,7 +198,7 @@ def test_ranks_imported_together_equal_each_rank_alone():
 
 
 def test_ranks_keep_their_own_costs():
-    from kernelscope.analyze.kernel_costs import kernel_costs
+    from kernelscope.analyze.costs.kernel_costs import kernel_costs
 
     alone = [attribute(read_trace(path)) for path in RANKS]
     kernels, ops = combine_ranks(alone)
@@ -378,8 +378,8 @@ def test_a_source_lines_module_and_kernel_are_its_largest_with_ties_to_the_first
     """A vLLM trace whose source lines spread their time evenly over the layers' modules: each line's module and top
     kernel are those holding most of its time, a tie going to the first name, the same on every call (the group-by
     order had picked one of the tied layers)."""
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
-    from kernelscope.analyze.naming import kernel_labels
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.naming import kernel_labels
     from kernelscope.analyze.source_lines import source_line_table
     from kernelscope.cli import main
     from kernelscope.load import rundir

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.naming import with_kernel_catalog
+from kernelscope.analyze.costs.naming import with_kernel_catalog
 from kernelscope.cli import main
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.sources import read_trace, source_kind

@@ -8,21 +8,30 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.cost_coverage import cost_sources
-from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
-from kernelscope.analyze.gemm_table import gemm_shape_table
-from kernelscope.analyze.hardware import Ceilings, classification_rule
-from kernelscope.analyze.idle_gaps import IdleGaps, idle_gaps
-from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.kernel_stats import SUMMARY_INPUT_COLUMNS, kernel_summary
-from kernelscope.analyze.launch_counts import has_timeline
-from kernelscope.analyze.mix import longest_launches, mix_tables
-from kernelscope.analyze.naming import catalog_coverage, kernel_labels
-from kernelscope.analyze.ncu_measurements import (
+from kernelscope.analyze.costs.cost_coverage import cost_sources
+from kernelscope.analyze.costs.gemm_table import gemm_shape_table
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+from kernelscope.analyze.costs.naming import catalog_coverage, kernel_labels
+from kernelscope.analyze.costs.ncu_measurements import (
     analytic_vs_measured,
     measured_by_kernel,
     measured_class_table,
 )
+from kernelscope.analyze.costs.roofline import (
+    MissingCeiling,
+    class_table,
+    cost_coverage,
+    kernel_points,
+    kernel_roofline_table,
+    missing_ceilings,
+    place_on_roofline,
+)
+from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
+from kernelscope.analyze.hardware import Ceilings, classification_rule
+from kernelscope.analyze.idle_gaps import IdleGaps, idle_gaps
+from kernelscope.analyze.kernel_stats import SUMMARY_INPUT_COLUMNS, kernel_summary
+from kernelscope.analyze.launch_counts import has_timeline
+from kernelscope.analyze.mix import longest_launches, mix_tables
 from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.analyze.paths.critical_path import CriticalPath
 from kernelscope.analyze.paths.path_tables import PathTables, path_tables
@@ -36,15 +45,6 @@ from kernelscope.analyze.projection.projection import (
 from kernelscope.analyze.projection.whatif import WhatIf, what_if
 from kernelscope.analyze.ranks.communication import Communication, communication
 from kernelscope.analyze.ranks.ranks import rank_table, with_waiting
-from kernelscope.analyze.roofline import (
-    MissingCeiling,
-    class_table,
-    cost_coverage,
-    kernel_points,
-    kernel_roofline_table,
-    missing_ceilings,
-    place_on_roofline,
-)
 from kernelscope.analyze.source_lines import source_line_table
 from kernelscope.analyze.structure.generations import generation_table
 from kernelscope.analyze.structure.layers import layer_breakdown, layer_type_totals, per_layer_times
@@ -70,7 +70,7 @@ class PhaseTables:
     classes: pl.DataFrame | None = None  # devices with ceilings
     roofline_points: pl.DataFrame | None = None
     roofline_kernels: pl.DataFrame | None = None
-    gemm_shapes: pl.DataFrame | None = None  # kernels with a GEMM shape (analyze/gemm_table.py)
+    gemm_shapes: pl.DataFrame | None = None  # kernels with a GEMM shape (analyze/costs/gemm_table.py)
     cost_sources: dict[str, float] = field(default_factory=dict)  # share of the phase's time costed from each source
 
 

@@ -154,7 +154,7 @@ def fit_projection(runs: list[Path], out: Path | None) -> tuple[str, Path | None
 
 
 def _fit_run(path: Path, model):
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
     from kernelscope.analyze.projection.projection import projection_inputs, target_from_ceilings
     from kernelscope.analyze.projection.projection_fit import FitRun
     from kernelscope.load import rundir

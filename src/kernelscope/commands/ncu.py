@@ -127,7 +127,7 @@ def _plan(run_path: Path, run: Run, top: int, phase: str, launches: int) -> Plan
 
 
 def _kernel_regex(names: list[str]) -> str:
-    from kernelscope.analyze.ncu_measurements import kernel_name_regex
+    from kernelscope.analyze.costs.ncu_measurements import kernel_name_regex
 
     return kernel_name_regex(names)
 
@@ -136,7 +136,7 @@ def _install(run_path: Path, run: Run, plan: Plan, staging: Path, report: Path, 
     """Join the measurements with the run's kernels and add them, the settings and ncu's files to the run."""
     import polars as pl
 
-    from kernelscope.analyze.ncu_measurements import join_measurements
+    from kernelscope.analyze.costs.ncu_measurements import join_measurements
     from kernelscope.capture import nsight_compute as nc
     from kernelscope.contracts.run_info import NcuInfo
     from kernelscope.load.ncu import read_ncu_csv

@@ -9,9 +9,9 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+from kernelscope.analyze.costs.naming import kernel_labels
 from kernelscope.analyze.idle_gaps import idle_gaps
-from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.naming import kernel_labels
 from kernelscope.analyze.ranks.communication import communication
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import GraphReplays

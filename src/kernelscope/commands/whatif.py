@@ -82,7 +82,7 @@ STUDY_FILE = "whatif.json"  # in every study folder: what marks a folder as one 
 def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list[str] | None,
                model_file: Path | None, out: Path | None, languages: tuple[str, ...] = ("en", "zh")
                ) -> tuple[Path, WhatIf]:
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
     from kernelscope.analyze.projection.projection import (
         Options,
         default_model,

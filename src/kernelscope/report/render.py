@@ -16,9 +16,9 @@ import polars as pl
 from jinja2 import Environment
 
 from kernelscope.analyze.comparison import metrics
-from kernelscope.analyze.cost_coverage import costs_hint
+from kernelscope.analyze.costs.cost_coverage import costs_hint
+from kernelscope.analyze.costs.naming import kernel_labels
 from kernelscope.analyze.hardware import Ceilings, amd_architecture, classification_rule
-from kernelscope.analyze.naming import kernel_labels
 from kernelscope.analyze.paths.critical_path import CriticalPath
 from kernelscope.analyze.projection.accelerator import costs_cover
 from kernelscope.analyze.report_tables import (

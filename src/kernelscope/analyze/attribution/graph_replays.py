@@ -31,7 +31,7 @@ from kernelscope.contracts.run_info import GraphReplays, ReplayMethod, Unattribu
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 COPIED = ("module", "layer", "op", "top_op", "source_line")
-# What a capture recorded of the op around each launch, for its cost (analyze/kernel_costs.py SHAPE_COLUMNS): copied
+# What a capture recorded of the op around each launch, for its cost (analyze/costs/kernel_costs.py SHAPE_COLUMNS): copied
 # from capture recordings that carry it; `shape_unit` numbers the captured op (kernels of one replay and one
 # captured op share its cost), made distinct across recordings here.
 SHAPES = ("shape_op", "shape_dims", "shape_types", "shape_scalars", "shape_inner", "shape_unit")

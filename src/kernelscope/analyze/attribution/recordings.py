@@ -15,7 +15,7 @@ import polars as pl
 from kernelscope.analyze.attribution.attribution import attribute
 from kernelscope.analyze.attribution.attribution_sources import infer_attribution
 from kernelscope.analyze.attribution.graph_replays import COPIED, SHAPES, Recording
-from kernelscope.analyze.kernel_costs import captured_shapes
+from kernelscope.analyze.costs.kernel_costs import captured_shapes
 from kernelscope.contracts.trace import TraceTables
 
 _LAUNCH = r"LaunchKernel|LaunchCooperativeKernel|MemcpyAsync|MemsetAsync|Memset[0-9DA]*Async"

@@ -20,8 +20,8 @@ from kernelscope import ranges
 from kernelscope.analyze.comparison import metrics
 from kernelscope.analyze.comparison.compare_verdicts import verdict_columns
 from kernelscope.analyze.comparison.metrics import Difference, Estimate
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.hardware import amd_architecture
-from kernelscope.analyze.kernel_costs import with_costs_and_names
 from kernelscope.analyze.launch_counts import launch_count
 from kernelscope.analyze.structure.layers import OUTSIDE, layer_breakdown, with_layer_columns
 from kernelscope.analyze.structure.phases import PHASE_ORDER, phase_table

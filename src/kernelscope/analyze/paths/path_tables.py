@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from kernelscope.analyze.gemm_table import module_pattern
+from kernelscope.analyze.costs.gemm_table import module_pattern
 from kernelscope.analyze.paths.critical_path import CriticalPath, critical_paths, several_ranks
 from kernelscope.analyze.paths.path_walk import CLASSES
 from kernelscope.contracts.run import Run

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from kernelscope import ranges
+from kernelscope.analyze.costs.roofline import cost_coverage
 from kernelscope.analyze.hardware import Ceilings
-from kernelscope.analyze.roofline import cost_coverage
 from kernelscope.analyze.structure.phases import step_counts
 from kernelscope.contracts.run_info import RunInfo, Workload
 

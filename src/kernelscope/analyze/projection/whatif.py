@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.naming import kernel_labels
+from kernelscope.analyze.costs.naming import kernel_labels
 from kernelscope.analyze.projection.parallel_projection import (
     ParallelProjection,
     ParallelRequest,
@@ -241,7 +241,7 @@ def _most_common_bound(projected: pl.DataFrame) -> pl.DataFrame:
 
 
 def _labels(kernels: pl.DataFrame) -> pl.DataFrame:
-    """name → the report's label (analyze/naming.kernel_labels: #2, #3 for names sharing a friendly name)."""
+    """name → the report's label (analyze/costs/naming.kernel_labels: #2, #3 for names sharing a friendly name)."""
     columns = ["name", "dur_ns", "friendly_name", "library", "category", "description"]
     frame = kernels.select(c if c in kernels.columns else pl.lit(None, dtype=pl.String).alias(c) for c in columns)
     return kernel_labels(frame).select("name", "label")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from kernelscope.analyze.catalog import classify_frame
+from kernelscope.analyze.costs.catalog import classify_frame
 from kernelscope.analyze.structure.layer_modules import is_attention, is_matrix_work, is_norm
 
 _EMBEDDING_OPS = ("aten::embedding", "aten::index_select")

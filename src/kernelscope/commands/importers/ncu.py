@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from kernelscope.analyze.ncu_measurements import join_measurements
+from kernelscope.analyze.costs.ncu_measurements import join_measurements
 from kernelscope.capture import nsight_compute as nc
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import Hardware, NcuInfo, TraceInfo

@@ -1,4 +1,4 @@
-"""How one op's cost is shared among the kernels it launched (analyze/kernel_costs.py builds the units).
+"""How one op's cost is shared among the kernels it launched (analyze/costs/kernel_costs.py builds the units).
 
 Bytes: in proportion to the kernels' durations (each kernel's share of the op's time). FLOPs: to the op's matrix
 kernels — those of the categories its model names (GEMM for a GEMM or a fused MoE, attention for attention),

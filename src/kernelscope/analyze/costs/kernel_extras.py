@@ -1,5 +1,5 @@
 """Costs a kernel's own launch record gives (copies, sets, collectives), costs estimated from identical launches,
-and the layout of GEMM kernels from their names (analyze/kernel_costs.py calls these in order)."""
+and the layout of GEMM kernels from their names (analyze/costs/kernel_costs.py calls these in order)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ module gives its role in the model (the [[role]] rules of data/cost_models.toml:
 norm, …), the config the sizes of that role, and the kernel's step its tokens (the step's annotation, else
 `--batch-size` and `--prompt-len`: a prefill step holds batch × prompt tokens, decode step i one token a sequence
 attending to prompt + i + 1). Each call of a module in a step is one unit; its kernels share its cost as an op's
-do (analyze/op_splits.py). Labelled `model_config`. Kernels whose module fits no role, or whose step's tokens are
+do (analyze/costs/op_splits.py). Labelled `model_config`. Kernels whose module fits no role, or whose step's tokens are
 unknown, stay without a cost.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 
 import polars as pl
 
-from kernelscope.analyze.cost_expressions import Formula, Missing, Scope, compile_formula, evaluate
-from kernelscope.analyze.op_splits import split_unit_costs
-from kernelscope.analyze.step_tokens import StepTokens
+from kernelscope.analyze.costs.cost_expressions import Formula, Missing, Scope, compile_formula, evaluate
+from kernelscope.analyze.costs.op_splits import split_unit_costs
+from kernelscope.analyze.costs.step_tokens import StepTokens
 from kernelscope.contracts.tables import COST_COLUMNS
 from kernelscope.load import knowledge
 

@@ -1,13 +1,13 @@
 """The cost of each kernel and where it came from (`cost_source`; docs/roofline.md, "Where a cost comes from"):
 
-1. its framework op's analytic cost — analyze/op_costs.py for ATen ops, the rules of data/cost_models.toml
-   (analyze/cost_rules.py) for serving engines' and compilers' ops — from the op's own shapes (`op_shapes`) or,
+1. its framework op's analytic cost — analyze/costs/op_costs.py for ATen ops, the rules of data/cost_models.toml
+   (analyze/costs/cost_rules.py) for serving engines' and compilers' ops — from the op's own shapes (`op_shapes`) or,
    for a CUDA-graph replay, the shapes its capture recorded (`capture_shapes`), with the step's token counts where
    a model needs them (`step_annotation`) and the model's config where a rule reads it (`model_config`); the op's
    bytes are split among its kernels by duration, its FLOPs among its matrix kernels (op_splits.py);
 2. its own launch record (`kernel_metadata`): copies and sets cost their bytes, collectives their messages, the
    engine's kernels the cost their launch declared;
-3. the model's config and the kernel's module (analyze/config_costs.py, `model_config`), for kernels with no op
+3. the model's config and the kernel's module (analyze/costs/config_costs.py, `model_config`), for kernels with no op
    shapes at all;
 4. launches of the same kernel with the same grid and block that have a cost (`estimated`).
 """
@@ -21,15 +21,20 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.catalog import classify_frame
-from kernelscope.analyze.cost_rules import Signature, matching_rules, needs_inner, rule_cost
-from kernelscope.analyze.fused_inner import inner_summaries
-from kernelscope.analyze.index_estimates import INDEX_OP, index_estimates
-from kernelscope.analyze.kernel_extras import collective_costs, copy_costs, estimated_from_twins, gemm_layouts
-from kernelscope.analyze.naming import with_kernel_catalog
-from kernelscope.analyze.op_costs import MODELS, OpCost, op_cost
-from kernelscope.analyze.op_splits import split_unit_costs
-from kernelscope.analyze.step_tokens import StepTokens, step_tokens
+from kernelscope.analyze.costs.catalog import classify_frame
+from kernelscope.analyze.costs.cost_rules import Signature, matching_rules, needs_inner, rule_cost
+from kernelscope.analyze.costs.fused_inner import inner_summaries
+from kernelscope.analyze.costs.index_estimates import INDEX_OP, index_estimates
+from kernelscope.analyze.costs.kernel_extras import (
+    collective_costs,
+    copy_costs,
+    estimated_from_twins,
+    gemm_layouts,
+)
+from kernelscope.analyze.costs.naming import with_kernel_catalog
+from kernelscope.analyze.costs.op_costs import MODELS, OpCost, op_cost
+from kernelscope.analyze.costs.op_splits import split_unit_costs
+from kernelscope.analyze.costs.step_tokens import StepTokens, step_tokens
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.tables import COST_COLUMNS, COST_SOURCES, conform_kernels, costs_stored
@@ -75,7 +80,7 @@ class CostContext:
 
 
 def cost_context(info: RunInfo) -> CostContext:
-    from kernelscope.analyze.model_config import config_values
+    from kernelscope.analyze.costs.model_config import config_values
 
     steps: dict[tuple[str, int], StepTokens] = {}
     for s in info.attribution.steps if info.attribution is not None else []:
@@ -148,7 +153,7 @@ def kernel_costs(kernels: pl.DataFrame, ops: pl.DataFrame, context: CostContext 
     work = collective_costs(work)
     work = _with_declared_costs(work)
     if context.config:
-        from kernelscope.analyze.config_costs import config_costs
+        from kernelscope.analyze.costs.config_costs import config_costs
 
         work = config_costs(work, dict(context.config), context.tokens_of)
     work = estimated_from_twins(work)

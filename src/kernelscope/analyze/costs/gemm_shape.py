@@ -1,5 +1,5 @@
-"""The matrix problem a GEMM kernel solved, as cost models give it (analyze/op_costs.py, analyze/cost_rules.py)
-and the GEMM shape table shows it (analyze/gemm_table.py)."""
+"""The matrix problem a GEMM kernel solved, as cost models give it (analyze/costs/op_costs.py, analyze/costs/cost_rules.py)
+and the GEMM shape table shows it (analyze/costs/gemm_table.py)."""
 
 from __future__ import annotations
 

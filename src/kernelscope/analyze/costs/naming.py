@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from kernelscope.analyze.catalog import with_catalog
+from kernelscope.analyze.costs.catalog import with_catalog
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.load import knowledge
 

@@ -1,11 +1,11 @@
 """Cost models as data: the rules of data/cost_models.toml (docs/roofline.md lists each with its formula and source).
 
 A rule names the framework ops it costs (regular expressions on the op name, matched whole) and a model:
-- `formula`: `flops` and `bytes` formulas (analyze/cost_expressions.py) and a `precision`;
+- `formula`: `flops` and `bytes` formulas (analyze/costs/cost_expressions.py) and a `precision`;
 - `gemm`: the problem `m`, `n`, `k` (`batch`), the operands `a` and `b` (and `out`), extra bytes (scales, bias):
   2·batch·m·n·k FLOPs; bytes = a + b + output + extra;
 - `attention`: `heads`, `kv_heads`, `head_dim`, `v_head_dim` and the tensors whose element sizes hold queries and
-  keys; the step's token counts give the work (analyze/step_tokens.py): 2·heads·(head_dim + v_head_dim) FLOPs per
+  keys; the step's token counts give the work (analyze/costs/step_tokens.py): 2·heads·(head_dim + v_head_dim) FLOPs per
   query-key pair, bytes = queries and outputs once, each key and value of the step's contexts once;
 - `fused_moe`: routed `tokens`, `hidden`, `experts`, `top_k`, `up_n` (columns of the gate/up GEMM) and `down_k`
   (rows of the down GEMM), `expert_bytes` (one expert's weights): 2·tokens·top_k·hidden·(up_n + down_k) FLOPs,
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
-from kernelscope.analyze.cost_expressions import Formula, Missing, Scope, compile_formula, evaluate
-from kernelscope.analyze.gemm_shape import SHORT_DTYPES, GemmShape
-from kernelscope.analyze.op_costs import DTYPE_BYTES, MATRIX_PRECISION, OpCost, Tensor, parse_inputs
-from kernelscope.analyze.step_tokens import StepTokens
+from kernelscope.analyze.costs.cost_expressions import Formula, Missing, Scope, compile_formula, evaluate
+from kernelscope.analyze.costs.gemm_shape import SHORT_DTYPES, GemmShape
+from kernelscope.analyze.costs.op_costs import DTYPE_BYTES, MATRIX_PRECISION, OpCost, Tensor, parse_inputs
+from kernelscope.analyze.costs.step_tokens import StepTokens
 from kernelscope.load import knowledge
 
 # Matrix-engine precision of a declared element format (packed weights hold two fp4 values a byte).
@@ -48,7 +48,7 @@ _TENSOR_FIELDS = ("a", "b", "out", "q", "kv", "act")
 @dataclass(frozen=True)
 class Signature:
     """What a cost is computed from: the op's name, its recorded inputs (JSON text as in ops.parquet) and, for fused
-    ops whose rule asks for it, what the ops inside it recorded (JSON; analyze/fused_inner.py)."""
+    ops whose rule asks for it, what the ops inside it recorded (JSON; analyze/costs/fused_inner.py)."""
 
     name: str
     dims: str | None

@@ -8,7 +8,7 @@ Conventions (also in docs/roofline.md):
   softmax 5, layer norm 8, RMS norm 4 per element.
 - Data movement ops (cat, index, gather, embedding, …): 0 FLOPs; bytes read plus bytes written.
 Each model is one small function; MODELS maps op names to them. Which kernels an op's cost goes to is
-analyze/kernel_costs.py's job.
+analyze/costs/kernel_costs.py's job.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from kernelscope.analyze.gemm_shape import SHORT_DTYPES, GemmShape
+from kernelscope.analyze.costs.gemm_shape import SHORT_DTYPES, GemmShape
 
 DTYPE_BYTES = {
     "c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4, "short int": 2,

@@ -1,6 +1,6 @@
 """A model's shape from its Hugging Face config (run.json `model.config`: a profile's model, or the config.json given
 to `import --model-config`, read and checked by load/model_config.py), as the names cost formulas read
-(`config_<name>` in data/cost_models.toml and analyze/config_costs.py).
+(`config_<name>` in data/cost_models.toml and analyze/costs/config_costs.py).
 
 Names: hidden, heads, kv_heads, head_dim, intermediate (dense MLP), layers, vocab, experts, top_k,
 moe_intermediate (one expert's), shared_experts, shared_intermediate, act_bytes (activations' element size, from

@@ -1,7 +1,7 @@
 """The GEMM shape table of a phase: every matrix problem the run solved (M, N, K, batch, dtypes, layout), with its
 launches, time, achieved TFLOP/s, share of the roof at its intensity, the roofline class that holds most of its
 time, and the module it serves (layer numbers folded: `model.layers.*.mlp.down_proj`). The shapes come from the
-kernels' cost columns (analyze/kernel_costs.py: op shapes, capture shapes, the model's config)."""
+kernels' cost columns (analyze/costs/kernel_costs.py: op shapes, capture shapes, the model's config)."""
 
 from __future__ import annotations
 
