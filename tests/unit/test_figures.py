@@ -16,7 +16,8 @@ from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.report_tables import report_tables
 from kernelscope.load import rundir
 from kernelscope.pipeline import run_ceilings
-from kernelscope.report import figure_formats, figure_jobs, figures, render
+from kernelscope.report import figure_base, figure_formats, figure_jobs, figures, render, roofline_figures
+from kernelscope.report.figure_inputs import words_for
 
 RUN = Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
 
@@ -31,7 +32,7 @@ def tables():
 def kept(monkeypatch):
     """The figures drawn, kept open instead of written."""
     out: list[plt.Figure] = []
-    monkeypatch.setattr(figures, "_save", lambda fig, directory, stem, fitted=False: out.append(fig) or [])
+    monkeypatch.setattr(figure_base, "save_figure", lambda fig, directory, stem, fitted=False: out.append(fig) or [])
     yield out
     for fig in out:
         plt.close(fig)
@@ -49,7 +50,7 @@ def _label_boxes(fig: plt.Figure) -> list:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
 def test_roofline_labels_do_not_overlap(tables, kept, tmp_path, phase, lang):
-    words = figures.words_for(lang)
+    words = words_for(lang)
     font = figures.cjk_font(words["fonts"]) if lang != "en" else None
     if lang != "en" and font is None:
         pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
@@ -87,7 +88,7 @@ def test_kernels_without_flops_are_on_their_own_band(tables, kept, tmp_path):
         assert len(band_x) == no_flops.height and set(band_x) == {0.5}
         # Points below the plotted floor are drawn at it and marked (open triangles), one mark each.
         marks = [y for c in band.collections if not c.get_facecolor().size for _, y in c.get_offsets()]
-        assert len(marks) == sum(v < figures.BAND_FLOOR for v in expected) and set(marks) <= {figures.BAND_FLOOR}
+        assert len(marks) == sum(v < roofline_figures.BAND_FLOOR for v in expected) and set(marks) <= {roofline_figures.BAND_FLOOR}
         main_points = sum(len(c.get_offsets()) for c in main.collections if c.get_facecolor().size)
         assert main_points == points.height - no_flops.height
     # The bandwidth shares on the band are the table's (bytes/s over the ceiling), in percent.
@@ -115,11 +116,11 @@ def test_points_above_a_roof_are_ringed(tables, kept, tmp_path):
     figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r")
     (fig,) = kept
     labels = [t.get_text().replace("\n", " ") for t in fig.axes[-1].get_legend().get_texts()]  # wrapped
-    assert (figures.words_for()["above_roof"] in labels) == (above.height > 0)
+    assert (words_for()["above_roof"] in labels) == (above.height > 0)
 
 
 def test_chinese_figures_use_chinese_words_and_a_cjk_font(tables, tmp_path):
-    fonts = figures.words_for("zh")["fonts"]
+    fonts = words_for("zh")["fonts"]
     font = figures.cjk_font(fonts)
     if font is None:
         # CI (KERNELSCOPE_REQUIRE_BROWSER=1) must have the font: its browser test shows the Chinese page.
@@ -261,7 +262,7 @@ def _report_jobs(tables, directory: Path) -> list:
 
 
 def _needs_cjk_font() -> None:
-    if figures.cjk_font(figures.words_for("zh")["fonts"]) is None:
+    if figures.cjk_font(words_for("zh")["fonts"]) is None:
         pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
 
 
@@ -520,7 +521,7 @@ def test_roofline_labels_are_whole_names_with_leader_lines(tables, kept, tmp_pat
     figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r", label_top=12)
     (fig,) = kept
     ax = fig.axes[-1]
-    ridge_word = figures.words_for()["ridge"].split("{")[0]
+    ridge_word = words_for()["ridge"].split("{")[0]
     labels = [t for t in ax.texts if t.get_text() and not t.get_text().startswith(ridge_word)]
     names = set(points.filter(pl.col("flops") > 0).head(12)["label"].to_list())
     assert labels
@@ -534,7 +535,7 @@ def test_roofline_labels_are_whole_names_with_leader_lines(tables, kept, tmp_pat
 
 
 def test_small_multiples_have_axis_titles(tables, kept, tmp_path):
-    words = figures.words_for()
+    words = words_for()
     figures.per_kernel_rooflines(_points(tables), tables.ceilings, "t", tmp_path, "top", words=words)
     (fig,) = kept
     texts = [t.get_text() for t in fig.texts]
@@ -553,7 +554,7 @@ def test_durations_above_ten_ms_read_in_ms():
     kernels, _ = attribute(read_trace(trace))
     (duration,) = [p for p in histogram_panels(kernels) if p.key.startswith("duration")]
     assert duration.key == "duration_ms" and duration.edges[-1] == pytest.approx(longest_us / 1e3, rel=1e-6)
-    assert "(ms)" in figures.words_for()["duration_ms"]
+    assert "(ms)" in words_for()["duration_ms"]
     short = histogram_panels(kernels.filter(pl.col("dur_ns") < 5_000_000))
     assert [p.key for p in short if p.key.startswith("duration")] == ["duration"]
 
