@@ -16,7 +16,14 @@ from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.report_tables import report_tables
 from kernelscope.load import rundir
 from kernelscope.pipeline import run_ceilings
-from kernelscope.report import figure_base, figure_formats, figure_jobs, figures, render, roofline_figures
+from kernelscope.report import (
+    figure_base,
+    figure_formats,
+    figure_jobs,
+    figures,
+    report_figures,
+    roofline_figures,
+)
 from kernelscope.report.figure_inputs import words_for
 
 RUN = Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
@@ -39,7 +46,7 @@ def kept(monkeypatch):
 
 
 def _points(tables, phase="decode") -> pl.DataFrame:
-    return render._with_roof_shares(tables.by_phase[phase].roofline_points, tables.by_phase[phase].roofline_kernels)
+    return report_figures._with_roof_shares(tables.by_phase[phase].roofline_points, tables.by_phase[phase].roofline_kernels)
 
 
 def _label_boxes(fig: plt.Figure) -> list:
@@ -127,7 +134,7 @@ def test_chinese_figures_use_chinese_words_and_a_cjk_font(tables, tmp_path):
         assert not os.environ.get("KERNELSCOPE_REQUIRE_BROWSER"), \
             "no CJK font installed, though CI requires one (scripts/install-test-deps.sh installs fonts-wqy-zenhei)"
         pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
-    jobs = render._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", render._figure_words("zh"))
+    jobs = report_figures._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", report_figures.figure_words_of("zh"))
     assert {j.key.split("@")[1] for j in jobs} == {"zh"} and all(font in j.fonts for j in jobs)
     roofline = next(j for j in jobs if j.function == "roofline_physical")
     assert roofline.args[-1].endswith(".zh") and "屋脊线" in roofline.args[2]
@@ -137,19 +144,19 @@ def test_chinese_figures_use_chinese_words_and_a_cjk_font(tables, tmp_path):
 
 def test_without_a_cjk_font_the_chinese_report_shows_the_english_figures(tables, tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "cjk_font", lambda families: None)
-    jobs = {lang: render._chart_jobs(tables, tmp_path, "NVIDIA H200", lang, render._figure_words(lang))[:1]
+    jobs = {lang: report_figures._chart_jobs(tables, tmp_path, "NVIDIA H200", lang, report_figures.figure_words_of(lang))[:1]
             for lang in ("en", "zh")}
     drawn = dict(figure_jobs._draw(job, ("png",)) for lang_jobs in jobs.values() for job in lang_jobs)
     assert drawn[jobs["zh"][0].key] is None  # not drawn: no font for its words
-    paths = render._figure_paths(drawn, jobs)
+    paths = report_figures.figure_files_by_key(drawn, jobs)
     assert paths["zh"] == paths["en"] and all(p.is_file() for ps in paths["en"].values() for p in ps)
 
 
 def _all_jobs(tables, directory: Path) -> tuple[list, list]:
-    words = render._figure_words("en")
-    histograms = render._histogram_jobs(render._histogram_panels(tables.kernels, False), directory, "NVIDIA H200", False,
+    words = report_figures.figure_words_of("en")
+    histograms = report_figures.histogram_jobs(report_figures.phase_histogram_panels(tables.kernels, False), directory, "NVIDIA H200", False,
                                         "en", words)
-    return histograms, render._chart_jobs(tables, directory, "NVIDIA H200", "en", words)
+    return histograms, report_figures._chart_jobs(tables, directory, "NVIDIA H200", "en", words)
 
 
 def test_helpers_draw_every_job_once_with_the_names_one_process_gives(tables, tmp_path):
@@ -251,13 +258,13 @@ def test_a_chinese_report_written_before_its_figures_links_the_english_ones_when
 
 def _report_jobs(tables, directory: Path) -> list:
     """Every figure job of the real run's report, English and Chinese, built as the report builds them."""
-    launches = render._histogram_panels(tables.kernels, False)
-    points = render._roofline_points(tables)
+    launches = report_figures.phase_histogram_panels(tables.kernels, False)
+    points = report_figures._roofline_points(tables)
     jobs = []
     for lang in ("en", "zh"):
-        words = render._figure_words(lang)
-        jobs += render._histogram_jobs(launches, directory, "NVIDIA H200", False, lang, words)
-        jobs += render._chart_jobs(tables, directory, "NVIDIA H200", lang, words, points)
+        words = report_figures.figure_words_of(lang)
+        jobs += report_figures.histogram_jobs(launches, directory, "NVIDIA H200", False, lang, words)
+        jobs += report_figures._chart_jobs(tables, directory, "NVIDIA H200", lang, words, points)
     return jobs
 
 
@@ -276,7 +283,7 @@ def test_the_languages_of_one_figure_are_drawn_together_and_nothing_else_is(tabl
     # Jobs whose data are other objects (even equal ones) are not taken for languages of one figure: roofline
     # points computed again for Chinese; the Nsight Compute tables are the same objects and still go together.
     english = [job for job in jobs if job.lang == "en"]
-    redone = render._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", render._figure_words("zh"))
+    redone = report_figures._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", report_figures.figure_words_of("zh"))
     for s in figure_jobs.job_sets(english + redone):
         assert len(s) == (2 if s[0].figure.startswith("ncu_") else 1), [job.key for job in s]
 

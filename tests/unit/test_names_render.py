@@ -17,7 +17,8 @@ from kernelscope.contracts.run_info import UnattributedReplays
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
-from kernelscope.report.render import _env, _findings
+from kernelscope.report.report_context import _findings
+from kernelscope.report.report_context import report_environment as _env
 
 NAMES = ["aten::__or__", "aten::__and__", "a|b", "x\ny", "*bold*", "**", "$x$ and $y$", "`tick`", "_a_",
          "<b>x</b>", "a\\|b", "\\", "a\\", "[x](y)", "&amp;", "~~s~~", "1. x", "- x", "# h", "| x |", "```",
@@ -87,7 +88,7 @@ def test_why_a_replay_stayed_unattributed_is_worded_in_the_page_language_with_na
 
 
 def _unattributed_line(lang: str, u: UnattributedReplays) -> str:
-    # As the report hands a run's record to its words (render._replays).
+    # As the report hands a run's record to its words (report_context._replays).
     values = {**msgspec.structs.asdict(u), "share": 0.5}
     return str(_env(lang).from_string("{{ say('replays_unattributed', u=u) }}").render(u=values))
 
