@@ -17,8 +17,9 @@ from jinja2 import Environment
 
 from kernelscope import inert
 from kernelscope.analyze.comparison import metrics
-from kernelscope.analyze.comparison.compare import ComparedRun, Comparison, col, delta_col, ratio_col
+from kernelscope.analyze.comparison.compare import ComparedRun, Comparison
 from kernelscope.analyze.comparison.compare_verdicts import noise_known_col, threshold_col, verdict_col
+from kernelscope.analyze.comparison.run_views import col, delta_col, ratio_col
 from kernelscope.report import figure_formats
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
