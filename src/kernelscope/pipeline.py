@@ -16,8 +16,9 @@ from kernelscope.analyze.paths.path_tables import run_critical_paths
 from kernelscope.analyze.structure.phases import phase_table
 from kernelscope.analyze.summary import summarize
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import NcuInfo, RunInfo
+from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
+from kernelscope.contracts.trace_records import NcuInfo
 from kernelscope.load import rundir
 from kernelscope.load.calibration import find_calibration
 from kernelscope.load.staging import updating_run

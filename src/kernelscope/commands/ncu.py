@@ -138,7 +138,7 @@ def _install(run_path: Path, run: Run, plan: Plan, staging: Path, report: Path, 
 
     from kernelscope.analyze.costs.ncu_measurements import join_measurements
     from kernelscope.capture import nsight_compute as nc
-    from kernelscope.contracts.run_info import NcuInfo
+    from kernelscope.contracts.trace_records import NcuInfo
     from kernelscope.load.ncu import read_ncu_csv
     from kernelscope.pipeline import add_measurements
 

@@ -239,7 +239,8 @@ def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: Prof
     from kernelscope.analyze.ranks.ranks import combine_calls, combine_ranks, rank_clock_offsets
     from kernelscope.capture.torch_profiler import BackgroundGzip, trace_gzip_level
     from kernelscope.contracts.run import Run
-    from kernelscope.contracts.run_info import SCHEMA_VERSION, ParallelInfo, RankInfo, RunInfo, TraceInfo
+    from kernelscope.contracts.run_info import SCHEMA_VERSION, ParallelInfo, RankInfo, RunInfo
+    from kernelscope.contracts.trace_records import TraceInfo
     from kernelscope.load import rundir
     from kernelscope.load.kineto import load_kineto
     from kernelscope.load.sources import trace_file

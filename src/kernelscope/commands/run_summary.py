@@ -14,7 +14,7 @@ from kernelscope.analyze.costs.naming import kernel_labels
 from kernelscope.analyze.idle_gaps import idle_gaps
 from kernelscope.analyze.ranks.communication import communication
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import GraphReplays
+from kernelscope.contracts.trace_records import GraphReplays
 from kernelscope.load import rundir
 from kernelscope.report import formatting as fmt
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from kernelscope.contracts.run_info import GraphReplays
+from kernelscope.contracts.trace_records import GraphReplays
 
 
 class PhaseSummary(msgspec.Struct, kw_only=True):

@@ -27,7 +27,7 @@ from difflib import SequenceMatcher
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.contracts.run_info import GraphReplays, ReplayMethod, UnattributedReplays
+from kernelscope.contracts.trace_records import GraphReplays, ReplayMethod, UnattributedReplays
 
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 COPIED = ("module", "layer", "op", "top_op", "source_line")

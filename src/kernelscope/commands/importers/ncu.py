@@ -12,7 +12,8 @@ import polars as pl
 from kernelscope.analyze.costs.ncu_measurements import join_measurements
 from kernelscope.capture import nsight_compute as nc
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import Hardware, NcuInfo, TraceInfo
+from kernelscope.contracts.run_info import Hardware
+from kernelscope.contracts.trace_records import NcuInfo, TraceInfo
 from kernelscope.errors import UserError
 from kernelscope.load import rundir, staging
 from kernelscope.load.ncu import NcuTables, read_ncu_csv, read_ncu_directory
