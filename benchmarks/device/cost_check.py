@@ -241,7 +241,7 @@ def compare(run: Path, measured) -> dict:
     prefill and first decode step), analytic ÷ measured; then per class."""
     import polars as pl
 
-    from kernelscope.analyze.costs.catalog import normalize
+    from kernelscope.analyze.costs.kernel_spelling import normalize
 
     kernels = (pl.read_parquet(run / "kernels.parquet")
                .filter((pl.col("kind") == "kernel") & ((pl.col("phase") == "prefill")

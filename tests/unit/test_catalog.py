@@ -18,9 +18,9 @@ from kernelscope.analyze.costs.catalog import (
     classify,
     classify_frame,
     load_catalog,
-    normalize,
     with_catalog,
 )
+from kernelscope.analyze.costs.kernel_spelling import normalize
 from kernelscope.load.kineto import load_kineto
 
 NAMES = Path(__file__).resolve().parents[1] / "data" / "kernel_names"
