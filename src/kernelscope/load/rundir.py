@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from kernelscope.contracts.record import Record
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_files import (  # noqa: F401  (read elsewhere as rundir.TRACE, …)
     CALLS,
@@ -33,7 +34,7 @@ from kernelscope.contracts.tables import costs_stored
 from kernelscope.errors import UserError
 from kernelscope.load.budget import MEMORY_BUDGET_ENV, memory_budget
 from kernelscope.load.constant_columns import footer_metadata, read_skipping_constants
-from kernelscope.load.run_records import decode_plain, decode_record
+from kernelscope.load.run_records import decode_plain, decode_record, decode_summary
 
 
 def rank_report_dir(rank: int) -> str:
@@ -63,6 +64,9 @@ def _slug(text: str) -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
+    if isinstance(data, Record):
+        path.write_text(data.to_json(), encoding="utf-8")
+        return
     if isinstance(data, msgspec.Struct):
         data = msgspec.to_builtins(data)
     path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
@@ -114,7 +118,7 @@ def read_summary(directory: Path) -> Summary:
     file = directory / SUMMARY_JSON
     if not file.is_file():
         raise UserError(f"{directory}: no {SUMMARY_JSON} in the run directory")
-    return decode_record(str(file), _read_bytes(file), Summary, "summary")
+    return decode_summary(str(file), _read_bytes(file))
 
 
 def _read_bytes(file: Path) -> bytes:
