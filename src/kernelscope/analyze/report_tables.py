@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -157,13 +157,23 @@ def _roofline_of(subset: pl.DataFrame, names: pl.DataFrame, ceilings: Ceilings) 
     return RooflineTables(points=points, kernels=kernel_roofline_table(points, ceilings))
 
 
+def projection_and_idle(run: Run, kernels: pl.DataFrame, labels: pl.DataFrame,
+                        ceilings: Ceilings | None) -> tuple[WhatIf | None, IdleGaps | None]:
+    """The run's own projection and its idle gaps: they need none of the other tables, so a caller may compute them
+    meanwhile (report_tables' `beside`)."""
+    return own_device_projection(run.with_kernels(kernels), ceilings), idle_gaps(kernels, labels)
+
+
 def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFrame | None = None,
                   labels: pl.DataFrame | None = None, roofline: dict[str, RooflineTables] | None = None,
-                  phases: pl.DataFrame | None = None, critical: CriticalPath | None = None) -> ReportTables:
+                  phases: pl.DataFrame | None = None, critical: CriticalPath | None = None,
+                  beside: Callable[[], tuple[WhatIf | None, IdleGaps | None]] | None = None) -> ReportTables:
     """kernels: report_kernels(run, ceilings), where the caller has it already (the run's own kernels are then not
     read: costs, names and roofline places are made once); labels (kernel_labels), roofline (roofline_tables),
     phases (phase_table of those kernels: the summary's) and critical (the run's critical paths, the summary's)
-    likewise."""
+    likewise. beside: what projection_and_idle of these kernels returns, asked once the phase tables are made,
+    where the caller computes it meanwhile (the report does, on a thread of its own: their Polars and NumPy work
+    runs outside the GIL); computed here otherwise."""
     if kernels is None:
         run = with_costs_and_names(run)
         kernels = place_on_roofline(run.kernels, ceilings)
@@ -175,16 +185,10 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
     # A phase's rows are copied without the columns its tables never read (the decode phase of a big trace is most
     # of its rows).
     per_phase = kernels.drop(_NOT_PER_PHASE, strict=False)
-    # The run's own projection and the idle gaps need none of the other tables: computed on a thread of its own
-    # meanwhile (their Polars and NumPy work runs outside the GIL).
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        projection = beside.submit(own_device_projection, run.with_kernels(kernels), ceilings)
-        idle = beside.submit(idle_gaps, kernels, labels)  # likewise (NumPy and Polars)
-        for phase in phases["phase"]:
-            tables.by_phase[phase] = _phase_tables(run, per_phase, phase, phases, labels, ceilings,
-                                                   roofline.get(phase))
-        tables.projection = projection.result()
-        tables.idle = idle.result()
+    for phase in phases["phase"]:
+        tables.by_phase[phase] = _phase_tables(run, per_phase, phase, phases, labels, ceilings, roofline.get(phase))
+    tables.projection, tables.idle = (beside() if beside is not None
+                                      else projection_and_idle(run, kernels, labels, ceilings))
     tables.every_step = _every_step(kernels, run)
     link = ceilings.spec.interconnect if ceilings is not None and ceilings.spec is not None else None
     tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None,

@@ -16,6 +16,7 @@ from kernelscope.analyze.hardware import Ceilings
 from kernelscope.analyze.paths.critical_path import CriticalPath
 from kernelscope.analyze.report_tables import (
     ReportTables,
+    projection_and_idle,
     report_kernels,
     report_tables,
     roofline_tables,
@@ -67,7 +68,9 @@ def render_report(
     figure_dir = out_dir / "figures"
     device = run.info.hardware.name or (ceilings.device if ceilings else "")
     figure_words = {lang: figure_words_of(lang) for lang in dict.fromkeys(("en", *languages))}
-    with FigureDrawing() as drawing, ThreadPoolExecutor(max_workers=1) as beside:
+    # Two threads beside this one: the caller's work, and the run's own projection and idle gaps while the other
+    # tables are computed.
+    with FigureDrawing() as drawing, ThreadPoolExecutor(max_workers=2) as beside:
         kernels = report_kernels(run, ceilings)
         panels = phase_histogram_panels(kernels, run.info.is_cpu)  # binned once for every language
         histograms = {lang: histogram_jobs(panels, figure_dir, device, run.info.is_cpu, lang, words)
@@ -86,8 +89,9 @@ def render_report(
         phases = phase_table(kernels) if phases is None else phases
         if not isinstance(summary, Summary):
             summary = summary(phases)
+        own = beside.submit(projection_and_idle, run, kernels, labels, ceilings)
         tables = report_tables(run, ceilings, kernels=kernels, labels=labels, roofline=roofline, phases=phases,
-                               critical=critical)
+                               critical=critical, beside=own.result)
         out_dir.mkdir(parents=True, exist_ok=True)
         written = write_report_csvs(tables, out_dir / "tables")
         measured = {lang: measured_jobs(tables, figure_dir, device, lang, words) + path_figure_jobs(
