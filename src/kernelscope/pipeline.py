@@ -118,12 +118,7 @@ def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFram
               calls=stored.calls)
     critical = run_critical_paths(run, rundir.read_host_ops(run_dir))
     with updating_run(run_dir) as staging:
-        measured.write_parquet(staging / rundir.NCU)
-        metrics.write_parquet(staging / rundir.NCU_METRICS)
-        if files:
-            (staging / rundir.NCU_DIR).mkdir()
-            for name, path in files.items():
-                path.replace(staging / rundir.NCU_DIR / name)
+        rundir.write_measurements(staging, measured, metrics, files)
         rundir.write_json(staging / rundir.RUN_JSON, run.info)
         _report_into(staging, run, TOP_N, LANGUAGES, critical)
 

@@ -90,8 +90,21 @@ def write_run(directory: Path, run: Run, summary: Summary, critical_path: pl.Dat
     _write_table(run.ops, directory / OPS)
     if run.calls is not None:
         _write_table(run.calls, directory / CALLS)
-    if run.ncu is not None:
-        run.ncu.write_parquet(directory / NCU)
+    write_measurements(directory, run.ncu)
+
+
+def write_measurements(directory: Path, measured: pl.DataFrame | None = None, metrics: pl.DataFrame | None = None,
+                       files: dict[str, Path] | None = None) -> None:
+    """Nsight Compute's results into `directory` (a staging directory): ncu.parquet (the run's kernels joined with
+    the measured launches), ncu_metrics.parquet, and `files` (name → file, moved in) under ncu/."""
+    if measured is not None:
+        measured.write_parquet(directory / NCU)
+    if metrics is not None:
+        metrics.write_parquet(directory / NCU_METRICS)
+    if files:
+        (directory / NCU_DIR).mkdir()
+        for name, path in files.items():
+            path.replace(directory / NCU_DIR / name)
 
 
 def write_critical_path(directory: Path, segments: pl.DataFrame | None) -> None:

@@ -67,7 +67,7 @@ def import_ncu(paths: list[Path], out: Path | None, runs_dir: Path, into: Path |
     run = Run(info=info, kernels=kernels, ops=pl.DataFrame(), ncu=measured)
     target = out or rundir.default_run_path(runs_dir, paths[0].stem, "ncu")
     with staging.staged_directory(target) as tmp:
-        tables.metrics.write_parquet(tmp / rundir.NCU_METRICS)
+        rundir.write_measurements(tmp, metrics=tables.metrics)
         write_run_directory(tmp, run, report=report, languages=languages)
     return target.resolve()
 
