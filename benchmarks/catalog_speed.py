@@ -28,7 +28,7 @@ from pathlib import Path
 import polars as pl
 from _provenance import commit  # benchmarks/ is on sys.path when run as a script
 
-from kernelscope.analyze.catalog import classify_frame, clear_cache, load_catalog
+from kernelscope.analyze.costs.catalog import classify_frame, clear_cache, load_catalog
 from kernelscope.load.kineto import load_kineto
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,7 +34,7 @@ OURS = """
 import json, sys, time
 from pathlib import Path
 from kernelscope.load.kineto import load_kineto
-from kernelscope.analyze.attribution import attribute, attribution_coverage
+from kernelscope.analyze.attribution.attribution import attribute, attribution_coverage
 if __name__ == "__main__":
     t0 = time.perf_counter()
     tables = load_kineto(Path(sys.argv[1]))

@@ -1,4 +1,4 @@
-"""How well kernels without a launch record are costed from the kernel sequence (analyze/sequence_estimates.py).
+"""How well kernels without a launch record are costed from the kernel sequence (analyze/costs/sequence_estimates.py).
 
 On traces whose every kernel has its launch record and a cost, the first 30% of the kernels (by start) lose their
 launch record and cost, as a trace that began recording its kernels before its CPU side would; the sequence
@@ -35,9 +35,9 @@ HIDDEN = 0.3
 def holdout(path: Path) -> dict:
     import polars as pl
 
-    from kernelscope.analyze.attribution import attribute
-    from kernelscope.analyze.kernel_costs import kernel_costs
-    from kernelscope.analyze.sequence_estimates import estimated_from_sequence
+    from kernelscope.analyze.attribution.attribution import attribute
+    from kernelscope.analyze.costs.kernel_costs import kernel_costs
+    from kernelscope.analyze.costs.sequence_estimates import estimated_from_sequence
     from kernelscope.load.sources import read_trace
 
     kernels, ops = attribute(read_trace(path))

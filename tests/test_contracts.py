@@ -1,6 +1,6 @@
 """The architecture's rules, checked on the source (docs/architecture.md): stages import only stages to their
-left; the engine imports only engine_costs; analysis does no I/O and imports no heavy library; verbs do not call
-each other; the command line answers before any heavy library is imported."""
+left; the engine imports only engine_costs; analysis does no I/O, imports no heavy library and starts no thread;
+verbs do not call each other; the command line answers before any heavy library is imported."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ ENGINE_MAY_IMPORT = {"kernelscope.engine", "kernelscope.engine_costs"}
 # The package's one lazy door to a stage: `kernelscope.open_run` & co. load kernelscope.api on first use.
 PACKAGE_API = ("kernelscope.__init__", "kernelscope.api")
 HEAVY = ("torch", "matplotlib", "transformers", "triton", "jinja2", "markdown_it", "cmarkgfm")
+# Threads and processes are the report's and the readers' business: analysis computes, the caller decides what runs
+# meanwhile.
+CONCURRENCY = ("concurrent", "threading", "multiprocessing", "_thread")
 # Calls that read or write files; analysis gets its data passed in (load/ reads, report/ writes).
 IO_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "read_parquet", "write_parquet",
             "write_csv", "read_csv", "write_ipc", "read_ipc", "mkdir", "unlink", "packaged_toml", "rmtree"}
@@ -94,6 +97,8 @@ def test_analysis_is_pure(module: str, path: Path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     heavy = [n for n in _imports(path, module) if n.split(".")[0] in HEAVY]
     assert not heavy, f"{module} imports {heavy}: analysis works on tables only"
+    concurrent = [n for n in _imports(path, module) if n.split(".")[0] in CONCURRENCY]
+    assert not concurrent, f"{module} imports {concurrent}: analysis starts no thread or process"
     calls = {node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
              for node in ast.walk(tree) if isinstance(node, ast.Call)}
     assert not calls & IO_CALLS, f"{module} does file I/O ({sorted(calls & IO_CALLS)}): load/ reads, report/ writes"

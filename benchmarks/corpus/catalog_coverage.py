@@ -21,7 +21,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelscope.analyze.naming import with_kernel_catalog  # noqa: E402
+from kernelscope.analyze.costs.naming import with_kernel_catalog  # noqa: E402
 from kernelscope.errors import UserError  # noqa: E402
 from kernelscope.load.sources import read_trace  # noqa: E402
 

@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelscope.analyze.attribution import attribute  # noqa: E402
+from kernelscope.analyze.attribution.attribution import attribute  # noqa: E402
+from kernelscope.analyze.costs.naming import with_kernel_catalog  # noqa: E402
 from kernelscope.analyze.idle_gaps import idle_gaps  # noqa: E402
 from kernelscope.analyze.integrity import audit_trace  # noqa: E402
-from kernelscope.analyze.naming import with_kernel_catalog  # noqa: E402
-from kernelscope.analyze.phases import busy_ns, launch_calls  # noqa: E402
+from kernelscope.analyze.structure.phases import busy_ns, launch_calls  # noqa: E402
 from kernelscope.commands.export import export_run  # noqa: E402
 from kernelscope.commands.importers.traces import import_traces  # noqa: E402
 from kernelscope.errors import UserError  # noqa: E402

@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelscope.analyze.graph_replays import attribute_graph_replays  # noqa: E402
-from kernelscope.analyze.kernel_costs import with_costs_and_names  # noqa: E402
-from kernelscope.analyze.path_tables import run_critical_paths  # noqa: E402
-from kernelscope.analyze.ranks import combine_calls, combine_ranks, rank_clock_offsets, trace_ranks  # noqa: E402
+from kernelscope.analyze.attribution.graph_replays import attribute_graph_replays  # noqa: E402
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names  # noqa: E402
+from kernelscope.analyze.paths.path_tables import run_critical_paths  # noqa: E402
+from kernelscope.analyze.ranks.ranks import combine_calls, combine_ranks, rank_clock_offsets, trace_ranks  # noqa: E402
 from kernelscope.commands.importers.rank_files import read_rank  # noqa: E402
 from kernelscope.contracts.run import Run  # noqa: E402
 from kernelscope.contracts.run_info import RunInfo  # noqa: E402

@@ -53,7 +53,7 @@ def _coverage(run: Path) -> dict:
 def _output_bytes(model: str | None, dims_text: str | None, types_text: str | None) -> float | None:
     """A pointwise or copy op's output bytes from its recorded inputs: the broadcast shape of its tensor inputs at the
     first input's element size (None for other models or unreadable shapes)."""
-    from kernelscope.analyze.op_costs import DTYPE_BYTES
+    from kernelscope.analyze.costs.op_costs import DTYPE_BYTES
 
     if model not in _OUTPUT_MODELS or not dims_text or not types_text:
         return None
@@ -75,7 +75,7 @@ def compare(run: Path, measured) -> dict:
     prefill and first decode step), analytic ÷ measured; then per class."""
     import polars as pl
 
-    from kernelscope.analyze.catalog import normalize
+    from kernelscope.analyze.costs.catalog import normalize
 
     kernels = (pl.read_parquet(run / "kernels.parquet")
                .filter((pl.col("kind") == "kernel") & ((pl.col("phase") == "prefill")

@@ -1,5 +1,5 @@
 """Plain torch.profiler captures of programs that carry no annotation at all, each with its truth recorded at capture
-time, for the held-out checks of structure inference (analyze/structure_inference.py): forward passes, prefill and
+time, for the held-out checks of structure inference (analyze/structure/structure_inference.py): forward passes, prefill and
 decode steps, decoder layers, training steps. No kernelscope range is pushed: these are traces as users make them.
 
 Programs (random weights from configs, bfloat16, one GPU):

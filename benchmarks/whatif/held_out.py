@@ -35,10 +35,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _provenance import commit  # noqa: E402
 from held_out_table import markdown_table, summarise, uncertainty  # noqa: E402
 
-from kernelscope.analyze.kernel_costs import with_costs_and_names  # noqa: E402
-from kernelscope.analyze.projection import default_model, projection_inputs, target_from_ceilings  # noqa: E402
-from kernelscope.analyze.projection_check import compare, cross_estimate, measured_per_step  # noqa: E402
-from kernelscope.analyze.projection_fit import FitRun, fit_model, fitted_target, with_run_latency  # noqa: E402
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names  # noqa: E402
+from kernelscope.analyze.projection.projection import default_model, projection_inputs, target_from_ceilings  # noqa: E402
+from kernelscope.analyze.projection.projection_check import compare, cross_estimate, measured_per_step  # noqa: E402
+from kernelscope.analyze.projection.projection_fit import FitRun, fit_model, fitted_target, with_run_latency  # noqa: E402
 from kernelscope.load.rundir import read_run  # noqa: E402
 from kernelscope.pipeline import run_ceilings  # noqa: E402
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import polars as pl
 
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.hardware import ceilings_for, find_spec
-from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.projection import (
+from kernelscope.analyze.projection.projection import (
     Options,
     default_model,
     phase_projection,
@@ -25,7 +25,7 @@ from kernelscope.analyze.projection import (
     projection_inputs,
     target_from_ceilings,
 )
-from kernelscope.analyze.projection_fit import FitRun, calibration_table, fit_factors, with_fit
+from kernelscope.analyze.projection.projection_fit import FitRun, calibration_table, fit_factors, with_fit
 from kernelscope.load.calibration import find_calibration_matching
 from kernelscope.load.rundir import read_run, read_run_info
 from kernelscope.pipeline import run_ceilings

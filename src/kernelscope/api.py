@@ -20,7 +20,7 @@ from kernelscope.load.dataset import VIEWS, Dataset, open_dataset
 if TYPE_CHECKING:
     import duckdb
 
-    from kernelscope.analyze.metrics import Estimate, Verdict
+    from kernelscope.analyze.comparison.metrics import Estimate, Verdict
 
 
 @dataclass(frozen=True)
@@ -47,12 +47,12 @@ def open_run(path: str | PathLike[str]) -> RunData:
 
 
 def estimates(run: RunData) -> dict[str, Estimate]:
-    """A run's metrics (analyze/metrics.py, the definitions report, compare and check use): the unprofiled
+    """A run's metrics (analyze/comparison/metrics.py, the definitions report, compare and check use): the unprofiled
     timings by key (`ttft_ms`, `tpot_ms`, `tokens_per_s`, `decode_tokens_per_s`, `e2e_ms`: medians of the timed
     runs) and the mean device time per step of each phase (`step:decode`, `step:prefill`, …), each with its repeats
     and noise."""
-    from kernelscope.analyze import metrics
-    from kernelscope.analyze.phases import phase_table
+    from kernelscope.analyze.comparison import metrics
+    from kernelscope.analyze.structure.phases import phase_table
 
     per_step = {row["phase"]: row["device_time_per_step_ns"] for row in phase_table(run.kernels).iter_rows(named=True)}
     steps = metrics.step_estimates(run.kernels, per_step)
@@ -63,8 +63,7 @@ def verdicts(baseline: RunData, candidate: RunData, max_slowdown: float | None =
     """The verdict on every metric both runs have (keys as `estimates`), by the one rule `compare` and `check` use:
     `.status` (`worse`, `better`, `within noise`), `.direction` (slower, faster, higher, lower), `.change`,
     `.threshold`, `.basis`. `max_slowdown`: a fixed threshold (a fraction), as `check --max-slowdown`."""
-    from kernelscope.analyze import metrics
-
+    from kernelscope.analyze.comparison import metrics
     base, cand = estimates(baseline), estimates(candidate)
     out = {}
     for key in base.keys() & cand.keys():

@@ -9,15 +9,16 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
-from kernelscope.analyze.critical_path import CriticalPath
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.hardware import Ceilings, ceilings_for
-from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.path_tables import run_critical_paths
-from kernelscope.analyze.phases import phase_table
+from kernelscope.analyze.paths.critical_path import CriticalPath
+from kernelscope.analyze.paths.path_tables import run_critical_paths
+from kernelscope.analyze.structure.phases import phase_table
 from kernelscope.analyze.summary import summarize
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import NcuInfo, RunInfo
+from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
+from kernelscope.contracts.trace_records import NcuInfo
 from kernelscope.load import rundir
 from kernelscope.load.calibration import find_calibration
 from kernelscope.load.staging import updating_run
@@ -117,12 +118,7 @@ def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFram
               calls=stored.calls)
     critical = run_critical_paths(run, rundir.read_host_ops(run_dir))
     with updating_run(run_dir) as staging:
-        measured.write_parquet(staging / rundir.NCU)
-        metrics.write_parquet(staging / rundir.NCU_METRICS)
-        if files:
-            (staging / rundir.NCU_DIR).mkdir()
-            for name, path in files.items():
-                path.replace(staging / rundir.NCU_DIR / name)
+        rundir.write_measurements(staging, measured, metrics, files)
         rundir.write_json(staging / rundir.RUN_JSON, run.info)
         _report_into(staging, run, TOP_N, LANGUAGES, critical)
 

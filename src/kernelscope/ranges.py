@@ -22,7 +22,7 @@ COST_DEFAULT_PRECISION = "fp32"
 PREFILL = "prefill"
 DECODE = "decode"
 UNKNOWN = "unknown"
-# Phases of steps inferred from serving engines' annotations (analyze/step_inference.py): a step that batches
+# Phases of steps inferred from serving engines' annotations (analyze/structure/step_inference.py): a step that batches
 # prefill and decode requests together, and one that ran the model with no request.
 MIXED = "mixed"
 IDLE = "idle"

@@ -481,6 +481,12 @@ def rundir_cases() -> list[Case]:
                           _copy(source, "run"), "run", "ok"))
         cases.append(Case(f"rundir-export-slim-{source.name}", ["export", "run", "--format", "kern-sum", "--out",
                           "k.csv"], _copy(source, "run"), "k.csv", "ok"))
+    # summary.json of a newer shape than this kernelscope reads, or a version that is not a number: refused, named
+    # by the commands that read it (a report writes the summary anew).
+    for label, version in (("future", 10**6), ("string", "1")):
+        edit = _edit_run(_json_edit("summary.json", lambda d, v=version: d.update(schema_version=v)))
+        cases.append(Case(f"rundir-compare-summary-schema-{label}", ["compare", "run", "b", "--out", "c"],
+                          _both(edit, _copy(RUN_SEED, "b")), "c", "error", names=("summary.json",)))
     cases.append(Case("rundir-compare-broken", ["compare", "a", "b", "--out", "c"],
                       _both(lambda w: _edit_run(edits["run-json-list"])(w) or (w / "run").rename(w / "a"),
                             _copy(RUN_SEED, "b")), "c", "error", names=("a",)))

@@ -52,7 +52,7 @@ def _victim(work: Path) -> None:
 
 def _whatif_slug() -> str:
     """The folder `whatif RUN --hw h100-sxm` writes its study to (named after the target's ceilings)."""
-    from kernelscope.analyze.projection import default_model
+    from kernelscope.analyze.projection.projection import default_model
     from kernelscope.commands.whatif import _slug, _target
 
     return _slug(_target("h100-sxm", None, default_model()).name, None)

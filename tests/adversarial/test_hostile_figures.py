@@ -12,11 +12,11 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.report_tables import report_tables
 from kernelscope.load import rundir
 from kernelscope.pipeline import run_ceilings
-from kernelscope.report import figure_jobs, figures, render
+from kernelscope.report import figure_jobs, figures, report_figures, roofline_figures
 from tests.adversarial.cases import HOSTILE_NAMES
 
 RUN = Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
@@ -29,7 +29,7 @@ PHASE = "pre<script>$x$</script>\n# fill"
 def points() -> tuple[pl.DataFrame, object]:
     run = with_costs_and_names(rundir.read_run(RUN))
     tables = report_tables(run, run_ceilings(run.info))
-    decode = render._roofline_points(tables)["decode"]
+    decode = report_figures._roofline_points(tables)["decode"]
     names = (PAYLOADS * (decode.height // len(PAYLOADS) + 1))[: decode.height]
     return decode.with_columns(pl.Series("label", names)), tables.ceilings
 
@@ -48,8 +48,8 @@ def test_hostile_words_over_one_drawing_are_each_versions_whole_drawing(points, 
         placed.extend(label.get_text() for label in labels)
         return labels
 
-    monkeypatch.setattr(figures, "place_labels", recording)
-    words = render._figure_words("en")
+    monkeypatch.setattr(roofline_figures, "place_labels", recording)
+    words = report_figures.figure_words_of("en")
     other = {**words, "ridge": "Ωw ridge {value}", "intensity": "Ωw intensity"}
     jobs = tuple(
         figure_jobs.FigureJob(f"roofline_{PHASE}@{lang}", "roofline_physical",
@@ -64,5 +64,5 @@ def test_hostile_words_over_one_drawing_are_each_versions_whole_drawing(points, 
         _, paths = figure_jobs._draw(alone, ("png",))
         assert (_pixels(drawn[job.key][0]) == _pixels(paths[0])).all(), job.key
     # Labels are the names as written: dollars escaped (no mathtext), shortened as every label is.
-    assert placed and set(placed) <= {figures._short(name) for name in PAYLOADS}
+    assert placed and set(placed) <= {figures.short_label(name) for name in PAYLOADS}
     assert any("\\$" in text for text in placed)  # a mathtext payload was labelled, its dollars escaped

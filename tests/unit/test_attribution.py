@@ -2,7 +2,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kernelscope.analyze.attribution import attribute, attribution_coverage
+from kernelscope.analyze.attribution.attribution import attribute, attribution_coverage
 from kernelscope.load.kineto import load_kineto
 from tests.conftest import GPU_TRACES, write_trace
 

@@ -12,15 +12,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.catalog import (
+from kernelscope.analyze.costs.catalog import (
     CATALOG_COLUMNS,
     KernelInfo,
     classify,
     classify_frame,
     load_catalog,
-    normalize,
     with_catalog,
 )
+from kernelscope.analyze.costs.kernel_spelling import normalize
 from kernelscope.load.kineto import load_kineto
 
 NAMES = Path(__file__).resolve().parents[1] / "data" / "kernel_names"

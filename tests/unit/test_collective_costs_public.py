@@ -10,8 +10,8 @@ from pathlib import Path
 
 import polars as pl
 
-from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.kernel_costs import kernel_costs
+from kernelscope.analyze.attribution.attribution import attribute
+from kernelscope.analyze.costs.kernel_costs import kernel_costs
 from kernelscope.load.sources import read_trace
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "public" / "tokenomics" / \

@@ -45,8 +45,8 @@ def _device_total_us(path: Path) -> float:
 
 @pytest.fixture(scope="module")
 def comm(tmp_path_factory):
-    from kernelscope.analyze.communication import communication
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.ranks.communication import communication
     from kernelscope.load import rundir
 
     out = tmp_path_factory.mktemp("tp2") / "run"
@@ -108,7 +108,7 @@ def test_share_of_device_time_per_rank(comm):
 
 
 def test_collective_kind_from_names_without_args():
-    from kernelscope.analyze.communication import bus_factor, collective_kind
+    from kernelscope.analyze.ranks.communication import bus_factor, collective_kind
 
     assert collective_kind(None, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == \
         "all_reduce"
@@ -155,7 +155,7 @@ def test_one_rank_of_a_group_says_its_waits_cannot_be_told(tmp_path):
 
 
 def test_rank_numbers_come_from_the_traces_when_each_names_a_different_one():
-    from kernelscope.analyze.ranks import trace_ranks
+    from kernelscope.analyze.ranks.ranks import trace_ranks
 
     assert trace_ranks([{"rank": 1, "world_size": 2}, {"rank": 0, "world_size": 2}]) == [1, 0]
     # Missing, repeated or malformed ranks: the files' order.
@@ -166,7 +166,7 @@ def test_rank_numbers_come_from_the_traces_when_each_names_a_different_one():
 
 
 def test_each_collective_row_says_where_in_the_model_it_runs(comm, tmp_path):
-    from kernelscope.analyze.layers import module_in_layer
+    from kernelscope.analyze.structure.layers import module_in_layer
 
     table = comm.by_collective
     # Tensor parallelism all-reduces after the row-parallel projections of every layer: one row each for
@@ -200,8 +200,8 @@ def test_time_in_collectives_per_layer_type_and_step(comm):
 def test_expert_parallel_token_exchange_counts_as_communication(tmp_path):
     """The same two ranks with every NCCL kernel renamed to a DeepEP dispatch kernel and its collective args
     removed: DeepEP's kernels are matched across ranks like collectives (without message sizes)."""
-    from kernelscope.analyze.communication import communication
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.ranks.communication import communication
     from kernelscope.load import rundir
 
     renamed = []
@@ -229,8 +229,8 @@ def test_the_part_of_a_wait_that_more_work_explains(comm, tmp_path):
     """Per matched collective and rank, the part of its wait that the last rank's extra compute explains: the last
     rank's busy time (the union of its other kernels) since its previous collective in the phase, or the phase's first
     kernel, minus this rank's, kept within [0, wait]. Busy times recomputed here from the run's rows in plain Python."""
-    from kernelscope.analyze.communication import is_collective
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.ranks.communication import is_collective
     from kernelscope.load import rundir
 
     out = tmp_path / "run"
@@ -272,7 +272,7 @@ def test_a_wait_is_told_apart_into_more_work_and_a_late_start():
     """Two ranks, one all-reduce after a previous one that ended at 0. Rank 0 computes 5 µs, rank 1 1 µs: rank 1's
     4 µs wait is all more work elsewhere. Then the same work on both, rank 0 starting it 3 µs late: rank 1's wait is
     none of it more work."""
-    from kernelscope.analyze.communication import communication
+    from kernelscope.analyze.ranks.communication import communication
     from kernelscope.contracts.tables import conform_kernels
 
     def run(rank0, rank1):

@@ -9,8 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.compare import col, compare, delta_col, prepare, ratio_col
-from kernelscope.analyze.naming import with_kernel_catalog
+from kernelscope.analyze.comparison.compare import compare, prepare
+from kernelscope.analyze.comparison.run_views import col, delta_col, ratio_col
+from kernelscope.analyze.costs.naming import with_kernel_catalog
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary

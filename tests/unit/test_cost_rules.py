@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.analyze.cost_expressions import FormulaError, Missing, Scope, compile_formula, evaluate
-from kernelscope.analyze.cost_rules import Signature, rule_cost, rules
-from kernelscope.analyze.step_tokens import step_tokens
+from kernelscope.analyze.costs.cost_expressions import FormulaError, Missing, Scope, compile_formula, evaluate
+from kernelscope.analyze.costs.cost_rules import Signature, rule_cost, rules
+from kernelscope.analyze.costs.step_tokens import step_tokens
 from kernelscope.cli import main
 from kernelscope.contracts.run_info import StepInfo
 from kernelscope.load import knowledge
@@ -142,7 +142,7 @@ def test_hostile_shapes_leave_an_op_uncosted_never_raise(name, dims):
 
 @pytest.mark.parametrize("dims", HOSTILE_DIMS)
 def test_hostile_shapes_inside_a_fused_op_give_no_summary_or_a_sane_one(dims):
-    from kernelscope.analyze.fused_inner import inner_summary
+    from kernelscope.analyze.costs.fused_inner import inner_summary
 
     inner = [("TopK", dims, '["c10::BFloat16"]', '["", "inf"]'), ("aten::view", dims, '["unsigned char"]', None)]
     for hidden in ([32, 3072], [32, "x"], 7, [2**70, 2**70]):
@@ -155,7 +155,7 @@ def test_hostile_shapes_inside_a_fused_op_give_no_summary_or_a_sane_one(dims):
                                   "aten::scaled_dot_product_attention", "aten::add", "aten::sum", "aten::cat",
                                   "aten::embedding", "aten::topk", "aten::convolution", "aten::rms_norm"])
 def test_hostile_shapes_leave_an_aten_op_uncosted_never_raise(name, dims):
-    from kernelscope.analyze.op_costs import op_cost
+    from kernelscope.analyze.costs.op_costs import op_cost
 
     for concrete in (None, '["nan", "inf", "-1", "1e400", "", "x", "[1, 2]", "[[[]]]", "True"]'):
         cost = op_cost(name, dims, json.dumps(["c10::BFloat16"] * 8), concrete)

@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.cost_rules import Signature
-from kernelscope.analyze.kernel_costs import has_model, op_costs, signature_cost
-from kernelscope.analyze.op_costs import op_cost
+from kernelscope.analyze.attribution.attribution import attribute
+from kernelscope.analyze.costs.cost_rules import Signature
+from kernelscope.analyze.costs.kernel_costs import has_model, op_costs, signature_cost
+from kernelscope.analyze.costs.op_costs import op_cost
 from kernelscope.load.kineto import load_kineto
 from tests.conftest import KINETO
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.critical_path import CriticalPath
-from kernelscope.analyze.graph_replays import attribute_graph_replays
-from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.path_tables import run_critical_paths
-from kernelscope.analyze.ranks import combine_calls, combine_ranks, rank_clock_offsets, trace_ranks
+from kernelscope.analyze.attribution.graph_replays import attribute_graph_replays
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+from kernelscope.analyze.paths.critical_path import CriticalPath
+from kernelscope.analyze.paths.path_tables import run_critical_paths
+from kernelscope.analyze.ranks.ranks import combine_calls, combine_ranks, rank_clock_offsets, trace_ranks
 from kernelscope.commands.importers.rank_files import read_rank
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo

@@ -46,8 +46,8 @@ def test_each_rank_holds_its_own_traces_gpu_activities(run):
 
 
 def test_the_experts_all_reduce_is_matched_across_ranks_in_every_moe_layer(run):
-    from kernelscope.analyze.communication import communication
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.ranks.communication import communication
     from kernelscope.load import rundir
 
     result = communication(with_costs_and_names(rundir.read_run(run)).kernels, link_bandwidth=900e9)
@@ -67,8 +67,8 @@ def test_the_experts_all_reduce_is_matched_across_ranks_in_every_moe_layer(run):
 
 
 def test_waits_are_the_gaps_to_the_later_rank(run):
-    from kernelscope.analyze.communication import communication
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.ranks.communication import communication
     from kernelscope.load import rundir
 
     result = communication(with_costs_and_names(rundir.read_run(run)).kernels)

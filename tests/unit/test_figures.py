@@ -12,11 +12,19 @@ import polars as pl
 import pytest
 
 from kernelscope import workers
-from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.report_tables import report_tables
 from kernelscope.load import rundir
 from kernelscope.pipeline import run_ceilings
-from kernelscope.report import figure_formats, figure_jobs, figures, render
+from kernelscope.report import (
+    figure_base,
+    figure_formats,
+    figure_jobs,
+    figures,
+    report_figures,
+    roofline_figures,
+)
+from kernelscope.report.figure_inputs import words_for
 
 RUN = Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
 
@@ -31,14 +39,14 @@ def tables():
 def kept(monkeypatch):
     """The figures drawn, kept open instead of written."""
     out: list[plt.Figure] = []
-    monkeypatch.setattr(figures, "_save", lambda fig, directory, stem, fitted=False: out.append(fig) or [])
+    monkeypatch.setattr(figure_base, "save_figure", lambda fig, directory, stem, fitted=False: out.append(fig) or [])
     yield out
     for fig in out:
         plt.close(fig)
 
 
 def _points(tables, phase="decode") -> pl.DataFrame:
-    return render._with_roof_shares(tables.by_phase[phase].roofline_points, tables.by_phase[phase].roofline_kernels)
+    return report_figures._with_roof_shares(tables.by_phase[phase].roofline_points, tables.by_phase[phase].roofline_kernels)
 
 
 def _label_boxes(fig: plt.Figure) -> list:
@@ -49,7 +57,7 @@ def _label_boxes(fig: plt.Figure) -> list:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
 def test_roofline_labels_do_not_overlap(tables, kept, tmp_path, phase, lang):
-    words = figures.words_for(lang)
+    words = words_for(lang)
     font = figures.cjk_font(words["fonts"]) if lang != "en" else None
     if lang != "en" and font is None:
         pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
@@ -87,7 +95,7 @@ def test_kernels_without_flops_are_on_their_own_band(tables, kept, tmp_path):
         assert len(band_x) == no_flops.height and set(band_x) == {0.5}
         # Points below the plotted floor are drawn at it and marked (open triangles), one mark each.
         marks = [y for c in band.collections if not c.get_facecolor().size for _, y in c.get_offsets()]
-        assert len(marks) == sum(v < figures.BAND_FLOOR for v in expected) and set(marks) <= {figures.BAND_FLOOR}
+        assert len(marks) == sum(v < roofline_figures.BAND_FLOOR for v in expected) and set(marks) <= {roofline_figures.BAND_FLOOR}
         main_points = sum(len(c.get_offsets()) for c in main.collections if c.get_facecolor().size)
         assert main_points == points.height - no_flops.height
     # The bandwidth shares on the band are the table's (bytes/s over the ceiling), in percent.
@@ -115,18 +123,18 @@ def test_points_above_a_roof_are_ringed(tables, kept, tmp_path):
     figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r")
     (fig,) = kept
     labels = [t.get_text().replace("\n", " ") for t in fig.axes[-1].get_legend().get_texts()]  # wrapped
-    assert (figures.words_for()["above_roof"] in labels) == (above.height > 0)
+    assert (words_for()["above_roof"] in labels) == (above.height > 0)
 
 
 def test_chinese_figures_use_chinese_words_and_a_cjk_font(tables, tmp_path):
-    fonts = figures.words_for("zh")["fonts"]
+    fonts = words_for("zh")["fonts"]
     font = figures.cjk_font(fonts)
     if font is None:
         # CI (KERNELSCOPE_REQUIRE_BROWSER=1) must have the font: its browser test shows the Chinese page.
         assert not os.environ.get("KERNELSCOPE_REQUIRE_BROWSER"), \
             "no CJK font installed, though CI requires one (scripts/install-test-deps.sh installs fonts-wqy-zenhei)"
         pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
-    jobs = render._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", render._figure_words("zh"))
+    jobs = report_figures._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", report_figures.figure_words_of("zh"))
     assert {j.key.split("@")[1] for j in jobs} == {"zh"} and all(font in j.fonts for j in jobs)
     roofline = next(j for j in jobs if j.function == "roofline_physical")
     assert roofline.args[-1].endswith(".zh") and "屋脊线" in roofline.args[2]
@@ -136,19 +144,19 @@ def test_chinese_figures_use_chinese_words_and_a_cjk_font(tables, tmp_path):
 
 def test_without_a_cjk_font_the_chinese_report_shows_the_english_figures(tables, tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "cjk_font", lambda families: None)
-    jobs = {lang: render._chart_jobs(tables, tmp_path, "NVIDIA H200", lang, render._figure_words(lang))[:1]
+    jobs = {lang: report_figures._chart_jobs(tables, tmp_path, "NVIDIA H200", lang, report_figures.figure_words_of(lang))[:1]
             for lang in ("en", "zh")}
     drawn = dict(figure_jobs._draw(job, ("png",)) for lang_jobs in jobs.values() for job in lang_jobs)
     assert drawn[jobs["zh"][0].key] is None  # not drawn: no font for its words
-    paths = render._figure_paths(drawn, jobs)
+    paths = report_figures.figure_files_by_key(drawn, jobs)
     assert paths["zh"] == paths["en"] and all(p.is_file() for ps in paths["en"].values() for p in ps)
 
 
 def _all_jobs(tables, directory: Path) -> tuple[list, list]:
-    words = render._figure_words("en")
-    histograms = render._histogram_jobs(render._histogram_panels(tables.kernels, False), directory, "NVIDIA H200", False,
+    words = report_figures.figure_words_of("en")
+    histograms = report_figures.histogram_jobs(report_figures.phase_histogram_panels(tables.kernels, False), directory, "NVIDIA H200", False,
                                         "en", words)
-    return histograms, render._chart_jobs(tables, directory, "NVIDIA H200", "en", words)
+    return histograms, report_figures._chart_jobs(tables, directory, "NVIDIA H200", "en", words)
 
 
 @pytest.mark.slow
@@ -254,18 +262,18 @@ def test_a_chinese_report_written_before_its_figures_links_the_english_ones_when
 
 def _report_jobs(tables, directory: Path) -> list:
     """Every figure job of the real run's report, English and Chinese, built as the report builds them."""
-    launches = render._histogram_panels(tables.kernels, False)
-    points = render._roofline_points(tables)
+    launches = report_figures.phase_histogram_panels(tables.kernels, False)
+    points = report_figures._roofline_points(tables)
     jobs = []
     for lang in ("en", "zh"):
-        words = render._figure_words(lang)
-        jobs += render._histogram_jobs(launches, directory, "NVIDIA H200", False, lang, words)
-        jobs += render._chart_jobs(tables, directory, "NVIDIA H200", lang, words, points)
+        words = report_figures.figure_words_of(lang)
+        jobs += report_figures.histogram_jobs(launches, directory, "NVIDIA H200", False, lang, words)
+        jobs += report_figures._chart_jobs(tables, directory, "NVIDIA H200", lang, words, points)
     return jobs
 
 
 def _needs_cjk_font() -> None:
-    if figures.cjk_font(figures.words_for("zh")["fonts"]) is None:
+    if figures.cjk_font(words_for("zh")["fonts"]) is None:
         pytest.skip("no CJK font installed (scripts/install-test-deps.sh installs fonts-wqy-zenhei)")
 
 
@@ -279,7 +287,7 @@ def test_the_languages_of_one_figure_are_drawn_together_and_nothing_else_is(tabl
     # Jobs whose data are other objects (even equal ones) are not taken for languages of one figure: roofline
     # points computed again for Chinese; the Nsight Compute tables are the same objects and still go together.
     english = [job for job in jobs if job.lang == "en"]
-    redone = render._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", render._figure_words("zh"))
+    redone = report_figures._chart_jobs(tables, tmp_path, "NVIDIA H200", "zh", report_figures.figure_words_of("zh"))
     for s in figure_jobs.job_sets(english + redone):
         assert len(s) == (2 if s[0].figure.startswith("ncu_") else 1), [job.key for job in s]
 
@@ -528,7 +536,7 @@ def test_roofline_labels_are_whole_names_with_leader_lines(tables, kept, tmp_pat
     figures.roofline_physical(points, tables.ceilings, "t", tmp_path, "r", label_top=12)
     (fig,) = kept
     ax = fig.axes[-1]
-    ridge_word = figures.words_for()["ridge"].split("{")[0]
+    ridge_word = words_for()["ridge"].split("{")[0]
     labels = [t for t in ax.texts if t.get_text() and not t.get_text().startswith(ridge_word)]
     names = set(points.filter(pl.col("flops") > 0).head(12)["label"].to_list())
     assert labels
@@ -542,7 +550,7 @@ def test_roofline_labels_are_whole_names_with_leader_lines(tables, kept, tmp_pat
 
 
 def test_small_multiples_have_axis_titles(tables, kept, tmp_path):
-    words = figures.words_for()
+    words = words_for()
     figures.per_kernel_rooflines(_points(tables), tables.ceilings, "t", tmp_path, "top", words=words)
     (fig,) = kept
     texts = [t.get_text() for t in fig.texts]
@@ -550,7 +558,7 @@ def test_small_multiples_have_axis_titles(tables, kept, tmp_path):
 
 
 def test_durations_above_ten_ms_read_in_ms():
-    from kernelscope.analyze.attribution import attribute
+    from kernelscope.analyze.attribution.attribution import attribute
     from kernelscope.load.sources import read_trace
     from kernelscope.report.figure_inputs import histogram_panels
     from tests.trace_reference import read_events
@@ -561,7 +569,7 @@ def test_durations_above_ten_ms_read_in_ms():
     kernels, _ = attribute(read_trace(trace))
     (duration,) = [p for p in histogram_panels(kernels) if p.key.startswith("duration")]
     assert duration.key == "duration_ms" and duration.edges[-1] == pytest.approx(longest_us / 1e3, rel=1e-6)
-    assert "(ms)" in figures.words_for()["duration_ms"]
+    assert "(ms)" in words_for()["duration_ms"]
     short = histogram_panels(kernels.filter(pl.col("dur_ns") < 5_000_000))
     assert [p.key for p in short if p.key.startswith("duration")] == ["duration"]
 

@@ -276,7 +276,7 @@ def test_serving_step_annotations_give_phases(tmp_path, path, phases, counts):
 
 def test_sglang_step_annotation_alone(tmp_path):
     """Ranges named step[DECODE bs=N] give decode steps where no execute annotation is present."""
-    from kernelscope.analyze.step_inference import _annotated
+    from kernelscope.analyze.structure.step_inference import _annotated
 
     names = ["step[DECODE bs=32]", "step[EXTEND bs=15 toks=15360]", "decode:3", "Prefill", "unrelated"]
     table = pl.DataFrame({"name": names, "thread": [0] * 5, "start_ns": [0, 10, 20, 30, 40], "dur_ns": [5] * 5})

@@ -10,8 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from kernelscope.analyze.costs.roofline import missing_ceilings, place_on_roofline
 from kernelscope.analyze.hardware import ceilings_for, identify_spec, load_specs
-from kernelscope.analyze.roofline import missing_ceilings, place_on_roofline
 from kernelscope.cli import main
 
 # ROCm 6.2 names its MI250 GCDs "AMD Radeon Graphics" (104 compute units, 64 GiB), a name no datasheet carries.

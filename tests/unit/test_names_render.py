@@ -13,11 +13,12 @@ import pytest
 from markdown_it import MarkdownIt
 
 from kernelscope.analyze.findings import Finding, Metric
-from kernelscope.contracts.run_info import UnattributedReplays
+from kernelscope.contracts.trace_records import UnattributedReplays
 from kernelscope.report import figures
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
-from kernelscope.report.render import _env, _findings
+from kernelscope.report.report_context import _findings
+from kernelscope.report.report_context import report_environment as _env
 
 NAMES = ["aten::__or__", "aten::__and__", "a|b", "x\ny", "*bold*", "**", "$x$ and $y$", "`tick`", "_a_",
          "<b>x</b>", "a\\|b", "\\", "a\\", "[x](y)", "&amp;", "~~s~~", "1. x", "- x", "# h", "| x |", "```",
@@ -71,7 +72,7 @@ def test_figure_labels_are_not_mathtext():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", ["<b>x</b>", "`tick`", "{{ x }}", "a|b", "x\ny"])
 def test_why_a_replay_stayed_unattributed_is_worded_in_the_page_language_with_names_as_code(lang, name):
-    """The reason comes as data (contracts.run_info.UnattributedReplays): the sentence is the page's own, in its
+    """The reason comes as data (contracts.trace_records.UnattributedReplays): the sentence is the page's own, in its
     language, with the kernel names read from the trace as code, rendered literally."""
     u = UnattributedReplays(reason="English text of an older run", replays=2, kernels=6, time_ns=5,
                             kernels_per_replay=3, captures_given=False, eager_steps=True, step=4, kernel=1,
@@ -87,7 +88,7 @@ def test_why_a_replay_stayed_unattributed_is_worded_in_the_page_language_with_na
 
 
 def _unattributed_line(lang: str, u: UnattributedReplays) -> str:
-    # As the report hands a run's record to its words (render._replays).
+    # As the report hands a run's record to its words (report_context._replays).
     values = {**msgspec.structs.asdict(u), "share": 0.5}
     return str(_env(lang).from_string("{{ say('replays_unattributed', u=u) }}").render(u=values))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.ncu_measurements import (
+from kernelscope.analyze.costs.ncu_measurements import (
     base_function_name,
     join_measurements,
     measured_by_kernel,

@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.ncu_coverage import coverage_plan, every_launch, measured_share
-from kernelscope.analyze.ncu_measurements import base_function_name
+from kernelscope.analyze.costs.ncu_coverage import coverage_plan, every_launch, measured_share
+from kernelscope.analyze.costs.ncu_measurements import base_function_name
 
 RUN = Path(__file__).resolve().parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
 GEOMETRY = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")

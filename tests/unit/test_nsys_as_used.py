@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.attribution_sources import attribution_info
-from kernelscope.analyze.communication import communication
+from kernelscope.analyze.attribution.attribution_sources import attribution_info
+from kernelscope.analyze.ranks.communication import communication
 from kernelscope.cli import main
 from kernelscope.commands.importers.rank_files import read_rank
 from kernelscope.load.kineto import load_kineto

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.attribution.attribution import attribute
 from kernelscope.errors import UserError
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.nsys_sqlite import export_nsys_rep, is_nsys_sqlite, load_nsys_sqlite

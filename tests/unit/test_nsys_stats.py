@@ -12,7 +12,7 @@ import pytest
 
 from kernelscope.analyze.kernel_stats import STAT_COLUMNS, kernel_summary
 from kernelscope.analyze.launch_counts import launch_count
-from kernelscope.analyze.phases import phase_table, step_table
+from kernelscope.analyze.structure.phases import phase_table, step_table
 from kernelscope.analyze.summary import summarize
 from kernelscope.commands.importers.nsys_stats import phase_from_file_name, summary_kernels
 from kernelscope.contracts.run import Run

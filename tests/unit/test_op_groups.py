@@ -5,7 +5,7 @@ from collections import defaultdict
 
 import polars as pl
 
-from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.attribution.attribution import attribute
 from kernelscope.analyze.op_groups import op_group_table
 from kernelscope.load.kineto import load_kineto
 

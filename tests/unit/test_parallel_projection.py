@@ -1,4 +1,4 @@
-"""The parallel what-if (analyze/parallel_projection.py, `whatif --set ranks=N,link=…`): the link model's arithmetic
+"""The parallel what-if (analyze/projection/parallel_projection.py, `whatif --set ranks=N,link=…`): the link model's arithmetic
 on instances with known answers, and the study of a real two-GPU run (H200, tensor-parallel HF generate), with
 expectations read from the run's own kernels."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.parallel_projection import (
+from kernelscope.analyze.projection.parallel_projection import (
     LinkFit,
     ParallelSettings,
     collective_ns,

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.projection import (
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+from kernelscope.analyze.projection.projection import (
     GroupFactors,
     Options,
     ProjectionModel,
@@ -28,8 +28,8 @@ from kernelscope.analyze.projection import (
     sweep,
     target_from_ceilings,
 )
-from kernelscope.analyze.projection_fit import FitRun, calibration_table, fit_factors
-from kernelscope.analyze.whatif import what_if
+from kernelscope.analyze.projection.projection_fit import FitRun, calibration_table, fit_factors
+from kernelscope.analyze.projection.whatif import what_if
 from kernelscope.contracts.tables import conform_kernels
 from kernelscope.errors import UserError
 from kernelscope.load.rundir import read_run
@@ -255,7 +255,7 @@ def test_shipped_model_is_calibrated_on_device_runs(name):
 
 
 def test_every_design_option_has_chinese_words():
-    from kernelscope.analyze.whatif import whatif_settings
+    from kernelscope.analyze.projection.whatif import whatif_settings
     from kernelscope.report.templating import message_catalog
 
     terms = message_catalog("whatif", "zh")["terms"]

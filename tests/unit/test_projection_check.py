@@ -1,4 +1,4 @@
-"""The held-out check of the projection (analyze/projection_check.py), the fit on merged samples and the estimate's
+"""The held-out check of the projection (analyze/projection/projection_check.py), the fit on merged samples and the estimate's
 range, on the committed H200 and H100 runs of one workload. Expected values come from the runs' own tables."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.projection import default_model, projection_inputs, target_from_ceilings
-from kernelscope.analyze.projection_check import ALL, compare, cross_estimate, measured_per_step
-from kernelscope.analyze.projection_fit import FitRun, fit_factors, work_at_full_efficiency
-from kernelscope.analyze.projection_model import estimate_spread
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+from kernelscope.analyze.projection.projection import default_model, projection_inputs, target_from_ceilings
+from kernelscope.analyze.projection.projection_check import ALL, compare, cross_estimate, measured_per_step
+from kernelscope.analyze.projection.projection_fit import FitRun, fit_factors, work_at_full_efficiency
+from kernelscope.analyze.projection.projection_model import estimate_spread
 from kernelscope.load.rundir import read_run
 from kernelscope.pipeline import run_ceilings
 
@@ -135,7 +135,7 @@ def test_estimate_spread_by_family(pair):
 
 def test_device_scales_from_pairs(pair):
     """Runs fitted with a latency scale each: the devices' ratio is the pairs' ratio of their runs' scales."""
-    from kernelscope.analyze.projection_pairs import scales_from_pairs
+    from kernelscope.analyze.projection.projection_pairs import scales_from_pairs
 
     h200, h100 = pair
     other = (_fit_run("h200-qwen2-1.5b-slim"), _fit_run("h100-qwen2-1.5b-b1-slim"))

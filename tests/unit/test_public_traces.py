@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.ranks import combine_ranks
+from kernelscope.analyze.attribution.attribution import attribute
+from kernelscope.analyze.ranks.ranks import combine_ranks
 from kernelscope.analyze.summary import summarize
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
@@ -65,7 +65,7 @@ def test_busy_time_is_the_union_the_file_holds(path):
     or of its CPU ops' whole calls per thread in a file without device activity (tests/trace_reference.py). The
     file's times are µs with fractions: each busy stretch's ends are rounded to whole ns, so the two may differ by
     up to a ns per stretch."""
-    from kernelscope.analyze.phases import busy_ns
+    from kernelscope.analyze.structure.phases import busy_ns
 
     kernels, _ = attribute(read_trace(path))
     expected = reference(path)
@@ -78,7 +78,7 @@ def test_busy_time_is_the_union_the_file_holds(path):
 def test_launch_calls_are_the_files_kernel_launches_each_once(path):
     """The phase table's launch calls (over the whole trace) against the file's runtime calls that launched kernels,
     each once (tests/trace_reference.py): a graph launch is one call, a synchronous copy's call is none."""
-    from kernelscope.analyze.phases import launch_calls
+    from kernelscope.analyze.structure.phases import launch_calls
 
     kernels, _ = attribute(read_trace(path))
     calls = reference(path).kernel_launch_calls_ns
@@ -205,7 +205,7 @@ def test_ranks_imported_together_equal_each_rank_alone():
 
 
 def test_ranks_keep_their_own_costs():
-    from kernelscope.analyze.kernel_costs import kernel_costs
+    from kernelscope.analyze.costs.kernel_costs import kernel_costs
 
     alone = [attribute(read_trace(path)) for path in RANKS]
     kernels, ops = combine_ranks(alone)
@@ -362,7 +362,7 @@ def test_cpu_busy_of_a_cpu_only_rank_is_the_time_its_ops_ran():
     """A real CPU-only rank (2,424 nested ops on one thread): busy is the union of the ops' whole calls and the
     span runs to the last call's end, computed from the file in plain Python. A row's dur_ns is its op's self time,
     which a parent spends around its children: intervals of start plus self time covered 26.1 of 28.2 ms."""
-    from kernelscope.analyze.phases import phase_table
+    from kernelscope.analyze.structure.phases import phase_table
 
     intervals = _cpu_op_intervals_us(CPU_RANK)
     busy_us, stretch = 0.0, None
@@ -389,8 +389,8 @@ def test_a_source_lines_module_and_kernel_are_its_largest_with_ties_to_the_first
     """A vLLM trace whose source lines spread their time evenly over the layers' modules: each line's module and top
     kernel are those holding most of its time, a tie going to the first name, the same on every call (the group-by
     order had picked one of the tied layers)."""
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
-    from kernelscope.analyze.naming import kernel_labels
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.costs.naming import kernel_labels
     from kernelscope.analyze.source_lines import source_line_table
     from kernelscope.cli import main
     from kernelscope.load import rundir
@@ -426,8 +426,8 @@ def test_the_layer_breakdown_is_the_same_whatever_the_row_order(tmp_path):
     """A CPU-only rank whose ops start together with the ops they call (`aten::to` and `aten::_to_copy`): the
     breakdown's rows come in execution order with such ties broken by name, the same table from the rows in any
     order (the group-by's order had decided, so two runs wrote two files)."""
-    from kernelscope.analyze.layers import layer_breakdown
-    from kernelscope.analyze.phases import step_counts
+    from kernelscope.analyze.structure.layers import layer_breakdown
+    from kernelscope.analyze.structure.phases import step_counts
     from kernelscope.cli import main
     from kernelscope.load import rundir
 

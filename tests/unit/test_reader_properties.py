@@ -135,7 +135,7 @@ def test_ncu_any_cell_any_text(ncu_rows, row, column, value):
 @settings(max_examples=300, deadline=None)
 @given(name=st.text(max_size=300) | st.from_regex(r"void [a-z_:<>, 0-9()*&]{0,200}", fullmatch=True))
 def test_catalog_names_any_string(name):
-    from kernelscope.analyze.catalog import classify
+    from kernelscope.analyze.costs.catalog import classify
 
     info = classify(name)
     assert isinstance(info.library, str) and isinstance(info.friendly_name, str)

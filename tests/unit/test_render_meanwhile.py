@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.analyze.kernel_costs import with_costs_and_names
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.summary import summarize
 from kernelscope.load import rundir
 from kernelscope.pipeline import run_ceilings

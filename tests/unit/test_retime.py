@@ -1,4 +1,4 @@
-"""Re-timing the dependency graph (analyze/retime, `whatif --speedup`) on real traces, where the answer is known by
+"""Re-timing the dependency graph (analyze/paths/retime, `whatif --speedup`) on real traces, where the answer is known by
 construction: nothing changed keeps every time exactly; work off every step's path changes no step; a device-bound
 step whose kernels all get twice as fast loses half its device work on the path; a launch-bound step barely
 moves when its kernels get faster, though their device time says otherwise."""
@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kernelscope.analyze.retime import Speedup, retime, speedup_factors
-from kernelscope.analyze.speedup import speedup_study
+from kernelscope.analyze.paths.retime import Speedup, retime, speedup_factors
+from kernelscope.analyze.paths.speedup import speedup_study
 from tests.unit.test_critical_path import critical_path_of
 
 LAUNCH_BOUND = ("kineto/h200-qwen2-0.5b-p16-n4.trace.json.gz",)  # HF eager decode under the profiler

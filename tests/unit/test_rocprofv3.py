@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.naming import with_kernel_catalog
+from kernelscope.analyze.costs.naming import with_kernel_catalog
 from kernelscope.cli import main
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.sources import read_trace, source_kind
@@ -83,7 +83,7 @@ def test_rocpd_database_every_dispatch_and_its_launch(rocpd):
                       JOIN rocpd_string s ON s.id = r.name_id WHERE re.stack_id = e.stack_id)
         FROM rocpd_kernel_dispatch d JOIN rocpd_event e ON e.id = d.event_id ORDER BY d."start", d.id"""))
     assert source_kind(rocpd) == "rocpd"
-    from kernelscope.analyze.attribution import attribute
+    from kernelscope.analyze.attribution.attribution import attribute
 
     tables = read_trace(rocpd)
     assert _by_name(tables.kernels) == expected

@@ -4,10 +4,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.attribution.attribution import attribute
+from kernelscope.analyze.costs.kernel_costs import kernel_costs
+from kernelscope.analyze.costs.roofline import class_table, cost_coverage, place_on_roofline
 from kernelscope.analyze.hardware import ceilings_for, load_specs, match_spec
-from kernelscope.analyze.kernel_costs import kernel_costs
-from kernelscope.analyze.roofline import class_table, cost_coverage, place_on_roofline
 from kernelscope.contracts.calibration import Calibration
 from kernelscope.contracts.tables import conform_kernels
 from kernelscope.load.kineto import load_kineto
@@ -108,7 +108,7 @@ def test_real_trace_roofline_and_figures(tmp_path, qwen_gpu_trace):
     gemv = placed.filter(pl.col("name").str.starts_with("nvjet") & (pl.col("module").str.ends_with("down_proj")))
     assert (gemv["arithmetic_intensity"] < 2).all()  # batch-1 decode GEMV: about one FLOP per byte
     assert set(gemv["roofline_class"]) <= {"memory-bound", "under-utilised", "latency-bound"}
-    from kernelscope.analyze.roofline import kernel_points
+    from kernelscope.analyze.costs.roofline import kernel_points
     from kernelscope.report import figure_formats
 
     points = kernel_points(placed, "cost_model").with_columns(pl.col("name").alias("label"))

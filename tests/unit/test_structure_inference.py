@@ -1,4 +1,4 @@
-"""Structure from the trace's regularities alone (analyze/structure_inference.py), checked on real traces whose
+"""Structure from the trace's regularities alone (analyze/structure/structure_inference.py), checked on real traces whose
 annotations are the truth: the test removes them (kernelscope's ranges, record_function ranges, nn.Module frames,
 recorded shapes, every CPU op) and compares what kernelscope infers with what the removed annotations said. Every
 expected value is read from the file with plain json."""
@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.attribution_sources import attribution_info
-from kernelscope.analyze.structure_summary import structure_summary
+from kernelscope.analyze.attribution.attribution_sources import attribution_info
+from kernelscope.analyze.structure.structure_summary import structure_summary
 from kernelscope.cli import main
 from kernelscope.commands.importers.rank_files import read_rank
 

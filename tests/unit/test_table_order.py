@@ -3,11 +3,11 @@ files. The prefill of the Qwen2 trace has kernels and op groups of equal time.""
 
 import polars as pl
 
-from kernelscope.analyze.attribution import attribute
+from kernelscope.analyze.attribution.attribution import attribute
+from kernelscope.analyze.costs.kernel_costs import kernel_costs
+from kernelscope.analyze.costs.roofline import kernel_points, place_on_roofline
 from kernelscope.analyze.hardware import ceilings_for
-from kernelscope.analyze.kernel_costs import kernel_costs
 from kernelscope.analyze.op_groups import op_group_table
-from kernelscope.analyze.roofline import kernel_points, place_on_roofline
 from kernelscope.load.kineto import load_kineto
 
 

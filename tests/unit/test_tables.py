@@ -5,8 +5,8 @@ import polars as pl
 import pytest
 
 from kernelscope.analyze.kernel_stats import kernel_summary
-from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
-from kernelscope.analyze.phases import phase_table
+from kernelscope.analyze.structure.layers import layer_breakdown, layer_type_totals, per_layer_times
+from kernelscope.analyze.structure.phases import phase_table
 from kernelscope.contracts.tables import conform_kernels
 
 
@@ -78,7 +78,7 @@ def test_layer_breakdown_per_layer_per_step():
 
 
 def test_busy_time_is_the_union_of_kernel_intervals():
-    from kernelscope.analyze.phases import busy_ns
+    from kernelscope.analyze.structure.phases import busy_ns
 
     # [0,10) and [5,20) overlap → 20; [30,35) alone → 5; a second device counts on its own.
     df = pl.DataFrame({"device": [0, 0, 0, 1], "start_ns": [0, 5, 30, 0], "dur_ns": [10, 15, 5, 7]})
@@ -86,7 +86,7 @@ def test_busy_time_is_the_union_of_kernel_intervals():
 
 
 def test_busy_time_does_not_depend_on_row_order():
-    from kernelscope.analyze.phases import busy_ns
+    from kernelscope.analyze.structure.phases import busy_ns
 
     # The same intervals as above, rows shuffled (a table not kept in time order): the union is unchanged.
     df = pl.DataFrame({"device": [0, 1, 0, 0], "start_ns": [30, 0, 5, 0], "dur_ns": [5, 7, 15, 10]})
@@ -145,8 +145,8 @@ def test_gpu_busy_of_several_ranks_is_each_gpu_share_of_the_span():
     Python."""
     from pathlib import Path
 
-    from kernelscope.analyze.attribution import attribute
-    from kernelscope.analyze.ranks import combine_ranks
+    from kernelscope.analyze.attribution.attribution import attribute
+    from kernelscope.analyze.ranks.ranks import combine_ranks
     from kernelscope.load.sources import read_trace
 
     public = Path(__file__).parent.parent / "data" / "public" / "hta"
@@ -175,7 +175,7 @@ def test_gpu_busy_of_several_ranks_is_each_gpu_share_of_the_span():
 def test_phase_table_is_the_same_whether_each_phases_rows_lie_together_or_not(qwen_gpu_trace):
     """A run in time order holds each phase's rows together (taken as slices); rows of phases that interleave are
     gathered per phase instead. Both give the same table: busy time, lanes, gaps, steps, spans."""
-    from kernelscope.analyze.attribution import attribute
+    from kernelscope.analyze.attribution.attribution import attribute
     from kernelscope.load.kineto import load_kineto
 
     kernels, _ = attribute(load_kineto(qwen_gpu_trace))

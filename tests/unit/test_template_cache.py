@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelscope.pipeline import rerender
-from kernelscope.report import render, template_cache
+from kernelscope.report import render, report_context, template_cache
 
 RUN = Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
 PAGES = ("report.md", "report.zh.md", "report.html", "report.zh.html")
@@ -18,7 +18,7 @@ PAGES = ("report.md", "report.zh.md", "report.html", "report.zh.html")
 
 def _fresh_process_state() -> None:
     """What a new process would have: no environment built, no cache folder chosen."""
-    render._env.cache_clear()
+    report_context.report_environment.cache_clear()
     template_cache.bytecode_cache.cache_clear()
 
 

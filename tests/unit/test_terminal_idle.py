@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from kernelscope.analyze.naming import with_kernel_catalog
+from kernelscope.analyze.costs.naming import with_kernel_catalog
 from kernelscope.cli import main
 from kernelscope.commands.run_summary import terminal_summary
 from kernelscope.report import formatting as fmt

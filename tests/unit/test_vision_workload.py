@@ -7,7 +7,7 @@ from PIL import Image
 from torch.profiler import ProfilerActivity, profile
 
 from kernelscope import ranges
-from kernelscope.analyze.phases import ordered_phases, phase_table, step_counts, step_table
+from kernelscope.analyze.structure.phases import ordered_phases, phase_table, step_counts, step_table
 from kernelscope.contracts.tables import conform_kernels
 from kernelscope.errors import UserError
 from kernelscope.workload.annotate import GenerationAnnotator

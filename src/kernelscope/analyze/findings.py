@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.ranks import rank_count
+from kernelscope.analyze.ranks.ranks import rank_count
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load import knowledge
 

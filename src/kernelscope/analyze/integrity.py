@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from kernelscope.contracts.run_info import TraceAudit
 from kernelscope.contracts.summary import IntegritySummary
 from kernelscope.contracts.trace import TraceTables
+from kernelscope.contracts.trace_records import TraceAudit
 from kernelscope.load.sources import DEVICE_WORK_CALLS
 
 # Launch calls through which programmatic dependent launch can be asked for (a launch attribute), and graph launches

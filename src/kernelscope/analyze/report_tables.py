@@ -2,38 +2,22 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.accelerator import AcceleratorNeeds, accelerator_needs
-from kernelscope.analyze.communication import Communication, communication
-from kernelscope.analyze.cost_coverage import cost_sources
-from kernelscope.analyze.critical_path import CriticalPath
-from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
-from kernelscope.analyze.gemm_table import gemm_shape_table
-from kernelscope.analyze.generations import generation_table
-from kernelscope.analyze.hardware import Ceilings, classification_rule
-from kernelscope.analyze.idle_gaps import IdleGaps, idle_gaps
-from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.kernel_stats import SUMMARY_INPUT_COLUMNS, kernel_summary
-from kernelscope.analyze.launch_counts import has_timeline
-from kernelscope.analyze.layers import layer_breakdown, layer_type_totals, per_layer_times
-from kernelscope.analyze.mix import longest_launches, mix_tables
-from kernelscope.analyze.naming import catalog_coverage, kernel_labels
-from kernelscope.analyze.ncu_measurements import (
+from kernelscope.analyze.costs.cost_coverage import cost_sources
+from kernelscope.analyze.costs.gemm_table import gemm_shape_table
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+from kernelscope.analyze.costs.naming import catalog_coverage, kernel_labels
+from kernelscope.analyze.costs.ncu_measurements import (
     analytic_vs_measured,
     measured_by_kernel,
     measured_class_table,
 )
-from kernelscope.analyze.op_groups import op_group_table
-from kernelscope.analyze.path_tables import PathTables, path_tables
-from kernelscope.analyze.phases import phase_table, step_table, steps_of_every_phase
-from kernelscope.analyze.projection import Options, default_model, projection_inputs, target_from_ceilings
-from kernelscope.analyze.ranks import rank_table, with_waiting
-from kernelscope.analyze.roofline import (
+from kernelscope.analyze.costs.roofline import (
     MissingCeiling,
     class_table,
     cost_coverage,
@@ -42,8 +26,29 @@ from kernelscope.analyze.roofline import (
     missing_ceilings,
     place_on_roofline,
 )
+from kernelscope.analyze.findings import Finding, Metric, compute_metrics, evaluate
+from kernelscope.analyze.hardware import Ceilings, classification_rule
+from kernelscope.analyze.idle_gaps import IdleGaps, idle_gaps
+from kernelscope.analyze.kernel_stats import SUMMARY_INPUT_COLUMNS, kernel_summary
+from kernelscope.analyze.launch_counts import has_timeline
+from kernelscope.analyze.mix import longest_launches, mix_tables
+from kernelscope.analyze.op_groups import op_group_table
+from kernelscope.analyze.paths.critical_path import CriticalPath
+from kernelscope.analyze.paths.path_tables import PathTables, path_tables
+from kernelscope.analyze.projection.accelerator import AcceleratorNeeds, accelerator_needs
+from kernelscope.analyze.projection.projection import (
+    Options,
+    default_model,
+    projection_inputs,
+    target_from_ceilings,
+)
+from kernelscope.analyze.projection.whatif import WhatIf, what_if
+from kernelscope.analyze.ranks.communication import Communication, communication
+from kernelscope.analyze.ranks.ranks import rank_table, with_waiting
 from kernelscope.analyze.source_lines import source_line_table
-from kernelscope.analyze.whatif import WhatIf, what_if
+from kernelscope.analyze.structure.generations import generation_table
+from kernelscope.analyze.structure.layers import layer_breakdown, layer_type_totals, per_layer_times
+from kernelscope.analyze.structure.phases import phase_table, step_table, steps_of_every_phase
 from kernelscope.contracts.run import Run
 
 
@@ -65,7 +70,7 @@ class PhaseTables:
     classes: pl.DataFrame | None = None  # devices with ceilings
     roofline_points: pl.DataFrame | None = None
     roofline_kernels: pl.DataFrame | None = None
-    gemm_shapes: pl.DataFrame | None = None  # kernels with a GEMM shape (analyze/gemm_table.py)
+    gemm_shapes: pl.DataFrame | None = None  # kernels with a GEMM shape (analyze/costs/gemm_table.py)
     cost_sources: dict[str, float] = field(default_factory=dict)  # share of the phase's time costed from each source
 
 
@@ -152,13 +157,23 @@ def _roofline_of(subset: pl.DataFrame, names: pl.DataFrame, ceilings: Ceilings) 
     return RooflineTables(points=points, kernels=kernel_roofline_table(points, ceilings))
 
 
+def projection_and_idle(run: Run, kernels: pl.DataFrame, labels: pl.DataFrame,
+                        ceilings: Ceilings | None) -> tuple[WhatIf | None, IdleGaps | None]:
+    """The run's own projection and its idle gaps: they need none of the other tables, so a caller may compute them
+    meanwhile (report_tables' `beside`)."""
+    return own_device_projection(run.with_kernels(kernels), ceilings), idle_gaps(kernels, labels)
+
+
 def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFrame | None = None,
                   labels: pl.DataFrame | None = None, roofline: dict[str, RooflineTables] | None = None,
-                  phases: pl.DataFrame | None = None, critical: CriticalPath | None = None) -> ReportTables:
+                  phases: pl.DataFrame | None = None, critical: CriticalPath | None = None,
+                  beside: Callable[[], tuple[WhatIf | None, IdleGaps | None]] | None = None) -> ReportTables:
     """kernels: report_kernels(run, ceilings), where the caller has it already (the run's own kernels are then not
     read: costs, names and roofline places are made once); labels (kernel_labels), roofline (roofline_tables),
     phases (phase_table of those kernels: the summary's) and critical (the run's critical paths, the summary's)
-    likewise."""
+    likewise. beside: what projection_and_idle of these kernels returns, asked once the phase tables are made,
+    where the caller computes it meanwhile (the report does, on a thread of its own: their Polars and NumPy work
+    runs outside the GIL); computed here otherwise."""
     if kernels is None:
         run = with_costs_and_names(run)
         kernels = place_on_roofline(run.kernels, ceilings)
@@ -170,16 +185,10 @@ def report_tables(run: Run, ceilings: Ceilings | None = None, kernels: pl.DataFr
     # A phase's rows are copied without the columns its tables never read (the decode phase of a big trace is most
     # of its rows).
     per_phase = kernels.drop(_NOT_PER_PHASE, strict=False)
-    # The run's own projection and the idle gaps need none of the other tables: computed on a thread of its own
-    # meanwhile (their Polars and NumPy work runs outside the GIL).
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        projection = beside.submit(own_device_projection, run.with_kernels(kernels), ceilings)
-        idle = beside.submit(idle_gaps, kernels, labels)  # likewise (NumPy and Polars)
-        for phase in phases["phase"]:
-            tables.by_phase[phase] = _phase_tables(run, per_phase, phase, phases, labels, ceilings,
-                                                   roofline.get(phase))
-        tables.projection = projection.result()
-        tables.idle = idle.result()
+    for phase in phases["phase"]:
+        tables.by_phase[phase] = _phase_tables(run, per_phase, phase, phases, labels, ceilings, roofline.get(phase))
+    tables.projection, tables.idle = (beside() if beside is not None
+                                      else projection_and_idle(run, kernels, labels, ceilings))
     tables.every_step = _every_step(kernels, run)
     link = ceilings.spec.interconnect if ceilings is not None and ceilings.spec is not None else None
     tables.communication = communication(kernels, link.link_bandwidth if link else None, link.link if link else None,

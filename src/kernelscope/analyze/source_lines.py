@@ -1,5 +1,5 @@
 """Where the device time comes from in the source: per source line (the innermost user or model frame open at
-each kernel's launch; analyze/python_frames.py), its device time, launches and the kernels it launched."""
+each kernel's launch; analyze/attribution/python_frames.py), its device time, launches and the kernels it launched."""
 
 from __future__ import annotations
 

@@ -6,12 +6,12 @@ import msgspec
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.attribution import attribution_coverage
-from kernelscope.analyze.critical_path import CriticalPath, phase_summary, several_ranks
+from kernelscope.analyze.attribution.attribution import attribution_coverage
+from kernelscope.analyze.comparison.metrics import noise_summary
 from kernelscope.analyze.integrity import integrity_summary
-from kernelscope.analyze.metrics import noise_summary
-from kernelscope.analyze.phases import phase_table
-from kernelscope.analyze.structure_summary import structure_summary
+from kernelscope.analyze.paths.critical_path import CriticalPath, phase_summary, several_ranks
+from kernelscope.analyze.structure.phases import phase_table
+from kernelscope.analyze.structure.structure_summary import structure_summary
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.summary import CriticalPathPhase, KeyTimings, PhaseSummary, Summary
@@ -50,7 +50,7 @@ def summarize(run: Run, phases: pl.DataFrame | None = None, critical: CriticalPa
     kernels.parquet, is added only where the two differ. Per-step figures are null where steps are unknown.
     The run's kernels carry their costs and catalog names (analyze.run_costs.with_costs). `phases`:
     phase_table(run.kernels), where the caller has it (the report's phase table is the same one). `critical`:
-    the run's critical paths (analyze/path_tables.run_critical_paths), the `critical_path` key."""
+    the run's critical paths (analyze/paths/path_tables.run_critical_paths), the `critical_path` key."""
     kernels = run.kernels
     info = run.info
     plain = info.plain_timings

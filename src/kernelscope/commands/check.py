@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, steps) -> int:
-    from kernelscope.analyze.regression import check, combine, figures
+    from kernelscope.analyze.comparison.regression import check, combine, figures
     from kernelscope.load.rundir import read_run
     from kernelscope.load.staging import new_file
     from kernelscope.report.check import render_verdict
@@ -74,9 +74,9 @@ def run(args: argparse.Namespace, steps) -> int:
 
 
 def _differences(baselines: list, candidate, dirs: list[Path], args: argparse.Namespace) -> list[str]:
-    """What makes the candidate not like for like with a baseline run (analyze/metrics.differences), as text; a
+    """What makes the candidate not like for like with a baseline run (analyze/comparison/metrics.differences), as text; a
     UserError unless --allow-incomparable."""
-    from kernelscope.analyze.metrics import differences
+    from kernelscope.analyze.comparison.metrics import differences
 
     found: dict[str, list[str]] = {}
     for directory, run in zip(dirs, baselines, strict=True):
@@ -91,7 +91,7 @@ def _differences(baselines: list, candidate, dirs: list[Path], args: argparse.Na
 
 
 def _value(info, item: str) -> object:
-    from kernelscope.analyze.metrics import setup_of
+    from kernelscope.analyze.comparison.metrics import setup_of
 
     return setup_of(info)[item.replace(" ", "_")]
 

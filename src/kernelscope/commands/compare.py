@@ -12,7 +12,7 @@ from kernelscope.commands.arguments import add_lang_arg, positive_int
 from kernelscope.errors import UserError
 
 if TYPE_CHECKING:
-    from kernelscope.analyze.compare import Comparison
+    from kernelscope.analyze.comparison.compare import Comparison
     from kernelscope.contracts.run_info import RunInfo
 
 HELP = "compare runs side by side: GPUs, configurations, engines, before / after"
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, steps) -> int:
 
 def compare_runs(paths: list[Path], labels: list[str] | None, out: Path | None, runs_dir: Path,
                  top_n: int = TOP_N, languages: tuple[str, ...] = ("en", "zh")) -> tuple[Path, Comparison]:
-    from kernelscope.analyze.compare import ComparedRun, compare, prepare
+    from kernelscope.analyze.comparison.compare import ComparedRun, compare, prepare
     from kernelscope.load import rundir, staging
     from kernelscope.report.compare import render_comparison
 

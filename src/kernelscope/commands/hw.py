@@ -140,8 +140,8 @@ def describe_calibration(result: Calibration) -> str:
 def fit_projection(runs: list[Path], out: Path | None, pairs: list[list[Path]] | None = None
                    ) -> tuple[str, Path | None]:
     """Fit the what-if projection model on GPU runs; the calibration table as text, and the model file written."""
-    from kernelscope.analyze.projection import default_model
-    from kernelscope.analyze.projection_fit import FitRun, fit_model, fitted_target
+    from kernelscope.analyze.projection.projection import default_model
+    from kernelscope.analyze.projection.projection_fit import FitRun, fit_model, fitted_target
 
     model = default_model()
     settings = model.fit
@@ -164,9 +164,9 @@ def fit_projection(runs: list[Path], out: Path | None, pairs: list[list[Path]] |
 
 
 def _fit_run(path: Path, model):
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
-    from kernelscope.analyze.projection import projection_inputs, target_from_ceilings
-    from kernelscope.analyze.projection_fit import FitRun
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.projection.projection import projection_inputs, target_from_ceilings
+    from kernelscope.analyze.projection.projection_fit import FitRun
     from kernelscope.load import rundir
     from kernelscope.pipeline import run_ceilings
 
@@ -183,7 +183,7 @@ def _fit_run(path: Path, model):
 def _calibration_text(scaled, fitted) -> str:
     import polars as pl
 
-    from kernelscope.analyze.projection_fit import calibration_table
+    from kernelscope.analyze.projection.projection_fit import calibration_table
 
     table = calibration_table(scaled, fitted)
     lines = [f"{'run':60s} {'phase':8s} {'measured/step':>14s} {'model/step':>12s} {'ratio':>6s}"]

@@ -12,7 +12,7 @@ from kernelscope import inert
 from kernelscope.errors import UserError
 
 if TYPE_CHECKING:
-    from kernelscope.analyze.catalog import KernelInfo
+    from kernelscope.analyze.costs.catalog import KernelInfo
 
 HELP = "name kernels: library, category, friendly name, description"
 DESCRIPTION = ("Look kernel names up in the kernel catalog (any profiler's spelling: Kineto, Nsight, base or "
@@ -32,14 +32,14 @@ def read_names(arguments: list[str], stdin_lines: Iterable[str] | None) -> list[
 
 
 def as_json_lines(names: list[str]) -> str:
-    from kernelscope.analyze.catalog import classify
+    from kernelscope.analyze.costs.catalog import classify
 
     # ASCII escapes: a name's control or direction characters reach the terminal as text, never as commands.
     return "\n".join(json.dumps({"name": name, **_fields(classify(name))}) for name in names)
 
 
 def as_table(names: list[str]) -> str:
-    from kernelscope.analyze.catalog import classify
+    from kernelscope.analyze.costs.catalog import classify
 
     rows = [_cells(classify(name)) for name in names]
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(_COLUMNS[:-1])]

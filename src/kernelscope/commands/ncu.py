@@ -19,7 +19,7 @@ from kernelscope.commands.arguments import positive_int
 from kernelscope.errors import UserError
 
 if TYPE_CHECKING:
-    from kernelscope.analyze.ncu_coverage import CoveragePlan
+    from kernelscope.analyze.costs.ncu_coverage import CoveragePlan
     from kernelscope.contracts.run import Run
 
 HELP = "measure the top kernels of a run with Nsight Compute"
@@ -116,9 +116,9 @@ def run_ncu(run_path: Path, top: int = 20, phase: str = ranges.DECODE, launches:
 def _plan(run_path: Path, run: Run, top: int, phase: str, launches: int, coverage: float | None = None) -> Plan:
     import polars as pl
 
+    from kernelscope.analyze.costs.ncu_coverage import coverage_plan
     from kernelscope.analyze.kernel_stats import kernel_summary
-    from kernelscope.analyze.ncu_coverage import coverage_plan
-    from kernelscope.analyze.phases import ordered_phases
+    from kernelscope.analyze.structure.phases import ordered_phases
 
     if run.info.source != "profile":
         raise UserError(f"{run_path}: `kernelscope ncu` re-runs the workload, so it needs a run made by "
@@ -151,7 +151,7 @@ def _plan(run_path: Path, run: Run, top: int, phase: str, launches: int, coverag
 
 
 def _kernel_regex(names: list[str]) -> str:
-    from kernelscope.analyze.ncu_measurements import kernel_name_regex
+    from kernelscope.analyze.costs.ncu_measurements import kernel_name_regex
 
     return kernel_name_regex(names)
 
@@ -160,10 +160,10 @@ def _install(run_path: Path, run: Run, plan: Plan, staging: Path, report: Path, 
     """Join the measurements with the run's kernels and add them, the settings and ncu's files to the run."""
     import polars as pl
 
-    from kernelscope.analyze.ncu_coverage import every_launch, measured_share
-    from kernelscope.analyze.ncu_measurements import join_measurements
+    from kernelscope.analyze.costs.ncu_coverage import every_launch, measured_share
+    from kernelscope.analyze.costs.ncu_measurements import join_measurements
     from kernelscope.capture import nsight_compute as nc
-    from kernelscope.contracts.run_info import NcuInfo
+    from kernelscope.contracts.trace_records import NcuInfo
     from kernelscope.load.ncu import read_ncu_csv
     from kernelscope.pipeline import add_measurements
 

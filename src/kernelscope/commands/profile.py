@@ -141,11 +141,11 @@ def _record(session: WorkloadSession, plan: Plan, options: ProfileOptions, timed
     import msgspec
     import torch
 
-    from kernelscope.analyze.attribution import attribute
-    from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
-    from kernelscope.analyze.graph_replays import attribute_graph_replays
-    from kernelscope.analyze.host_calls import host_calls
+    from kernelscope.analyze.attribution.attribution import attribute
+    from kernelscope.analyze.attribution.attribution_sources import attribution_info, infer_attribution
+    from kernelscope.analyze.attribution.graph_replays import attribute_graph_replays
     from kernelscope.analyze.integrity import audit_trace
+    from kernelscope.analyze.ranks.host_calls import host_calls
     from kernelscope.capture.environment import describe_hardware, describe_software
     from kernelscope.capture.torch_profiler import BackgroundGzip, record, trace_gzip_level
     from kernelscope.contracts.run import Run

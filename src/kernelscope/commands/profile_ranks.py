@@ -231,15 +231,16 @@ def _wait_for_ranks(parts: Path, world: int) -> None:
 
 def _combine(parts: Path, tmp: Path, world: int, tp: int, ep: int, options: ProfileOptions, steps):
     """Every rank's trace read and attributed on its own, put on one clock, kept gzipped under traces/."""
-    from kernelscope.analyze.attribution import attribute
-    from kernelscope.analyze.attribution_sources import attribution_info, infer_attribution
-    from kernelscope.analyze.graph_replays import attribute_graph_replays
-    from kernelscope.analyze.host_calls import host_calls
+    from kernelscope.analyze.attribution.attribution import attribute
+    from kernelscope.analyze.attribution.attribution_sources import attribution_info, infer_attribution
+    from kernelscope.analyze.attribution.graph_replays import attribute_graph_replays
     from kernelscope.analyze.integrity import audit_trace
-    from kernelscope.analyze.ranks import combine_calls, combine_ranks, rank_clock_offsets
+    from kernelscope.analyze.ranks.host_calls import host_calls
+    from kernelscope.analyze.ranks.ranks import combine_calls, combine_ranks, rank_clock_offsets
     from kernelscope.capture.torch_profiler import BackgroundGzip, trace_gzip_level
     from kernelscope.contracts.run import Run
-    from kernelscope.contracts.run_info import SCHEMA_VERSION, ParallelInfo, RankInfo, RunInfo, TraceInfo
+    from kernelscope.contracts.run_info import SCHEMA_VERSION, ParallelInfo, RankInfo, RunInfo
+    from kernelscope.contracts.trace_records import TraceInfo
     from kernelscope.load import rundir
     from kernelscope.load.kineto import load_kineto
     from kernelscope.load.sources import trace_file

@@ -9,12 +9,12 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
-from kernelscope.analyze.communication import communication
+from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+from kernelscope.analyze.costs.naming import kernel_labels
 from kernelscope.analyze.idle_gaps import idle_gaps
-from kernelscope.analyze.kernel_costs import with_costs_and_names
-from kernelscope.analyze.naming import kernel_labels
+from kernelscope.analyze.ranks.communication import communication
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import GraphReplays
+from kernelscope.contracts.trace_records import GraphReplays
 from kernelscope.load import rundir
 from kernelscope.report import formatting as fmt
 

@@ -27,10 +27,10 @@ def run_speedup(run_dir: Path, texts: list[str], out: Path | None, steps) -> int
 def speedup_study_files(run_dir: Path, parsed: list[tuple[str, float]], out: Path | None) -> tuple[Path, list[str]]:
     """The study written into RUN/whatif/speedup-<targets>/ (replaced) or `out` (must not exist); its folder and
     the lines to print."""
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
-    from kernelscope.analyze.path_tables import run_critical_paths
-    from kernelscope.analyze.retime import Speedup
-    from kernelscope.analyze.speedup import speedup_study
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.paths.path_tables import run_critical_paths
+    from kernelscope.analyze.paths.retime import Speedup
+    from kernelscope.analyze.paths.speedup import speedup_study
     from kernelscope.load import rundir, staging
     from kernelscope.report.speedup import STUDY_FILE, study_lines, write_study
 

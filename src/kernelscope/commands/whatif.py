@@ -14,8 +14,8 @@ from kernelscope.errors import UserError
 from kernelscope.filenames import safe_component
 
 if TYPE_CHECKING:
-    from kernelscope.analyze.projection import ProjectionModel, Target
-    from kernelscope.analyze.whatif import WhatIf
+    from kernelscope.analyze.projection.projection import ProjectionModel, Target
+    from kernelscope.analyze.projection.whatif import WhatIf
 
 HELP = "project a measured run onto other hardware, real or hypothetical"
 DESCRIPTION = (
@@ -82,8 +82,8 @@ STUDY_FILE = "whatif.json"  # in every study folder: what marks a folder as one 
 def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list[str] | None,
                model_file: Path | None, out: Path | None, languages: tuple[str, ...] = ("en", "zh")
                ) -> tuple[Path, WhatIf]:
-    from kernelscope.analyze.kernel_costs import with_costs_and_names
-    from kernelscope.analyze.projection import (
+    from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
+    from kernelscope.analyze.projection.projection import (
         Options,
         default_model,
         parse_model,
@@ -91,7 +91,7 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
         target_from_ceilings,
         vary,
     )
-    from kernelscope.analyze.whatif import what_if
+    from kernelscope.analyze.projection.whatif import what_if
     from kernelscope.load import rundir, staging
     from kernelscope.load.whatif_inputs import parse_parallel, parse_settings, parse_sweep, read_model_file
     from kernelscope.pipeline import run_ceilings
@@ -141,7 +141,7 @@ def _parallel_request(values: dict[str, float], run_dir: Path, kernels, ceilings
     device's from the hardware database (one direction: half the datasheet's both-ways figure), the target's
     from --set link, else the --hw device's, else the measuring device's."""
     from kernelscope.analyze.hardware import find_spec
-    from kernelscope.analyze.parallel_projection import ParallelRequest
+    from kernelscope.analyze.projection.parallel_projection import ParallelRequest
 
     if not values:
         return None
@@ -166,7 +166,7 @@ def _parallel_request(values: dict[str, float], run_dir: Path, kernels, ceilings
 
 def _target(hw: str | None, source: Target, model: ProjectionModel) -> Target:
     from kernelscope.analyze.hardware import ceilings_for, find_spec
-    from kernelscope.analyze.projection import Target, target_from_ceilings
+    from kernelscope.analyze.projection.projection import Target, target_from_ceilings
     from kernelscope.load.calibration import find_calibration_matching
     from kernelscope.load.whatif_inputs import read_spec_file
 

@@ -12,6 +12,9 @@ from typing import Any
 
 import msgspec
 
+from kernelscope.contracts.record import Record
+from kernelscope.contracts.trace_records import GraphReplays, NcuInfo, TraceInfo
+
 SCHEMA_VERSION = 1
 
 # Values of RunInfo.source.
@@ -19,17 +22,13 @@ PROFILE = "profile"
 IMPORT = "import"
 
 
-class _Record(msgspec.Struct, kw_only=True):
-    """Base of the records: keyword construction, JSON keys as the field names."""
-
-
-class ImageSettings(_Record, kw_only=True):
+class ImageSettings(Record, kw_only=True):
     base_size: int = 1024
     image_size: int = 768
     crop_mode: bool = True
 
 
-class ImageInfo(_Record, kw_only=True):
+class ImageInfo(Record, kw_only=True):
     """One input image of a vision workload (one generation each)."""
 
     index: int
@@ -41,7 +40,7 @@ class ImageInfo(_Record, kw_only=True):
     prompt_tokens: int | None = None
 
 
-class Workload(_Record, kw_only=True):
+class Workload(Record, kw_only=True):
     """What `kernelscope profile` ran. Imports have none."""
 
     backend: str = "hf"
@@ -73,7 +72,7 @@ class Workload(_Record, kw_only=True):
         return self.images if isinstance(self.images, list) else []
 
 
-class StageInfo(_Record, kw_only=True):
+class StageInfo(Record, kw_only=True):
     """A model stage (a vision encoder) that is a phase of its own; its layers are numbered from 0."""
 
     module: str
@@ -85,7 +84,7 @@ class StageInfo(_Record, kw_only=True):
     layer_types: dict[int, str] = msgspec.field(default_factory=dict)
 
 
-class ModelInfo(_Record, kw_only=True):
+class ModelInfo(Record, kw_only=True):
     class_name: str | None = msgspec.field(name="class", default=None)
     model_type: str | None = None
     parameters: int | None = None
@@ -102,7 +101,7 @@ class ModelInfo(_Record, kw_only=True):
         return text if isinstance(text, dict) else self.config
 
 
-class Hardware(_Record, kw_only=True):
+class Hardware(Record, kw_only=True):
     device_type: str = "cuda"  # cuda or cpu
     name: str | None = None
     count: int | None = None
@@ -125,7 +124,7 @@ class Hardware(_Record, kw_only=True):
         return self.device_type == "cpu"
 
 
-class Software(_Record, kw_only=True):
+class Software(Record, kw_only=True):
     kernelscope: str | None = None
     python: str | None = None
     platform: str | None = None
@@ -142,7 +141,7 @@ class Software(_Record, kw_only=True):
     commit: str | None = None
 
 
-class Capture(_Record, kw_only=True):
+class Capture(Record, kw_only=True):
     activities: list[str] = msgspec.field(default_factory=list)
     record_shapes: bool = True
     with_stack: bool = False
@@ -151,7 +150,7 @@ class Capture(_Record, kw_only=True):
     nvtx: bool = False
 
 
-class TimingSummary(_Record, kw_only=True):
+class TimingSummary(Record, kw_only=True):
     """Medians over the timed generations of one mode."""
 
     ttft_ms: float | None = None
@@ -166,14 +165,14 @@ class TimingSummary(_Record, kw_only=True):
     tpot_ms_all: list[float] = msgspec.field(default_factory=list)
 
 
-class ImageTimings(_Record, kw_only=True):
+class ImageTimings(Record, kw_only=True):
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     e2e_ms: float | None = None
     repeats: int | None = None
 
 
-class Timings(_Record, kw_only=True):
+class Timings(Record, kw_only=True):
     """Unprofiled timings of a profile run: plain (no ranges) and annotated (with kernelscope's ranges)."""
 
     plain: TimingSummary = msgspec.field(default_factory=TimingSummary)
@@ -185,165 +184,7 @@ class Timings(_Record, kw_only=True):
     profiled_tokens_match: bool | None = None
 
 
-class TraceAudit(_Record, kw_only=True):
-    """The integrity audit of one recorded file (analyze/integrity.py; docs/run-format.md, "Integrity audit"): what
-    in it is not whole or not consistent, each counted; nothing it counts is left out of the tables or counted twice
-    without saying so. None: the check does not apply to the file's format (kernel summaries have no timeline, nsys
-    exports no flow arrows, a file that marks no window has nothing to be outside of)."""
-
-    timeline: bool = True  # False: kernel summaries (nsys stats), where no check of times applies
-    device_events: int = 0  # kernels, copies and sets the file records
-    # Device events that start before an earlier one on their (device, stream) has ended, and the time so counted
-    # twice in summed durations (sum of durations minus the union of the intervals, per stream).
-    stream_overlaps: int | None = None
-    stream_overlap_ns: int | None = None
-    # Of those, launched through a call that can ask for programmatic dependent launch (cudaLaunchKernelExC,
-    # cuLaunchKernelEx) or a graph launch: consistent with PDL, where a kernel starts before the previous ends.
-    stream_overlaps_pdl: int | None = None
-    window_us: tuple[float, float] | None = None  # the recorded window as the file marks it (µs, its clock)
-    outside_window: int | None = None  # device events, calls and ops starting or ending outside that window
-    launches_without_kernel: int | None = None  # calls that start device work whose correlation id has no device event
-    kernels_without_launch: int | None = None  # device events whose correlation id no runtime call has, or none
-    flows: int | None = None  # flow events of the file
-    flows_unpaired: int | None = None  # flow ids with a start and no end, or an end and no start
-    clock_jumps: int | None = None  # device events that start before the call that launched them
-    clock_jump_max_ns: int | None = None  # the largest such lead
-    devices_named: int | None = None  # devices the file describes (deviceProperties, nsys's GPU table)
-    devices_silent: int | None = None  # of those, devices with no event
-    unclosed: bool = False  # the event array has no closing bracket: the file may have been cut
-    trailing_bytes: int = 0  # bytes after its last complete event, not read
-    dropped_events: int = 0  # events the reader left out as unusable (reasons in the file's dropped_events)
-
-
-class TraceFile(_Record, kw_only=True, omit_defaults=True):
-    """One imported trace file (a rank)."""
-
-    file: str
-    format: str | msgspec.UnsetType = msgspec.UNSET
-    event_count: int | None = None
-    json_bytes: int | None = None
-    schema_version: Any = None
-    device_properties: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    base_time_ns: Any = None
-    cuda_runtime_version: Any = None
-    cuda_driver_version: Any = None
-    cupti_version: Any = None
-    trace_id: Any = None
-    distributed_info: Any = None
-    origin_us: float | None = None
-    # Device activity the file holds that kernelscope does not read (category → events).
-    unread_device_activity: dict[str, int] | msgspec.UnsetType = msgspec.UNSET
-    dropped_events: dict[str, int] | msgspec.UnsetType = msgspec.UNSET  # reason → events left out or repaired
-    # Calls that start device work in a file with no device activity: the device was not recorded.
-    unrecorded_device_calls: int | msgspec.UnsetType = msgspec.UNSET
-    # nsys stats kernel summaries (docs/nsys.md): which report, its rows and launches, where phases came from.
-    report: str | msgspec.UnsetType = msgspec.UNSET
-    rows: int | msgspec.UnsetType = msgspec.UNSET
-    launches: int | msgspec.UnsetType = msgspec.UNSET
-    phase_from: str | msgspec.UnsetType = msgspec.UNSET
-    audit: TraceAudit | msgspec.UnsetType = msgspec.UNSET  # the file's integrity audit (runs made since it exists)
-
-
-class TraceInfo(_Record, kw_only=True):
-    """The recorded trace: for a profile run its settings and size; for an import every file read."""
-
-    format: str | msgspec.UnsetType = msgspec.UNSET
-    event_count: int | None = None
-    schema_version: Any = None
-    cuda_runtime_version: Any = None
-    cuda_driver_version: Any = None
-    cupti_version: Any = None
-    base_time_ns: Any = None
-    origin_us: float | None = None
-    device_properties: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
-    json_bytes: int | None = None
-    file: str | None = None
-    files: list[TraceFile] | msgspec.UnsetType = msgspec.UNSET
-    audit: TraceAudit | msgspec.UnsetType = msgspec.UNSET  # a profile run's trace: its integrity audit
-
-    def audits(self) -> list[TraceAudit]:
-        """The integrity audit of every file read (none for runs made before the audit existed)."""
-        files = [f.audit for f in self.imported_files() if isinstance(f.audit, TraceAudit)]
-        return files or ([self.audit] if isinstance(self.audit, TraceAudit) else [])
-
-    def imported_files(self) -> list[TraceFile]:
-        """The files an import read (none for a profile run, which records its own trace)."""
-        return self.files if isinstance(self.files, list) else []
-
-    def origins_us(self) -> list[float]:
-        """Origin (µs) of each rank's timeline: the trace's own, or each imported file's."""
-        if isinstance(self.files, list) and self.files:
-            return [f.origin_us or 0.0 for f in self.files]
-        return [self.origin_us or 0.0]
-
-
-class NcuInfo(_Record, kw_only=True):
-    """How Nsight Compute measurements were made (`kernelscope ncu`) or where they were imported from."""
-
-    phase: str = "decode"
-    top: int | None = None
-    launches_per_config: int | None = None
-    sections: list[str] = msgspec.field(default_factory=list)
-    metrics: list[str] | msgspec.UnsetType = msgspec.UNSET
-    nvtx_include: list[str] | msgspec.UnsetType = msgspec.UNSET
-    nvtx_exclude: list[str] | msgspec.UnsetType = msgspec.UNSET
-    kernels: list[str] | msgspec.UnsetType = msgspec.UNSET
-    wall_s: float | None = None
-    profiled_launches: int | None = None
-    matched_launches: int | None = None
-    ncu: str | None = None
-    imported_from: list[str] | msgspec.UnsetType = msgspec.UNSET
-    # `--coverage F`: the goal, the distinct (kernel, launch configuration) chosen, the share of the phase's kernel
-    # time they hold, and the share whose configuration ncu measured (every launch of a measured configuration).
-    coverage: float | msgspec.UnsetType = msgspec.UNSET
-    configurations: int | msgspec.UnsetType = msgspec.UNSET
-    planned_share: float | msgspec.UnsetType = msgspec.UNSET
-    measured_share: float | msgspec.UnsetType = msgspec.UNSET
-
-
-class UnattributedReplays(_Record, kw_only=True):
-    """Replays that got no attribution for one reason. `reason` says it in English (runs written before the fields
-    below have it alone); the fields say it as data, for the report to word in each language."""
-
-    reason: str
-    replays: int
-    kernels: int
-    time_ns: int = 0
-    kernels_per_replay: int | None = None
-    captures_given: bool | None = None  # capture traces were given (`import --capture`)
-    closest_capture_share: float | None = None  # share of the replay's kernels the closest capture holds in order
-    eager_steps: bool | None = None  # an eager step with modules was there to copy from
-    step: int | None = None  # the eager step compared, where the replay first departs from it
-    kernel: int | None = None  # the replay's kernel there (None: the step ends first)
-    replay_kernel: str | None = None
-    step_kernel: str | None = None  # None where the step has no kernel at that place
-
-
-class ReplayMethod(_Record, kw_only=True):
-    """Replays attributed one way (analyze/graph_replays.py): exact, position, partial (capture traces) or eager
-    step; kernels and time count the kernels that got attribution."""
-
-    method: str
-    replays: int
-    kernels: int
-    time_ns: int = 0
-
-
-class GraphReplays(_Record, kw_only=True):
-    """CUDA-graph replays: how many got attribution, how (per method), and why the others did not."""
-
-    replays: int = 0
-    kernels: int = 0
-    time_ns: int = 0
-    attributed_replays: int = 0
-    attributed_kernels: int = 0
-    attributed_time_ns: int = 0
-    methods: list[ReplayMethod] = msgspec.field(default_factory=list)
-    captures: list[str] = msgspec.field(default_factory=list)  # capture trace files given (`import --capture`)
-    unattributed: list[UnattributedReplays] = msgspec.field(default_factory=list)
-
-
-class LevelSource(_Record, kw_only=True):
+class LevelSource(Record, kw_only=True):
     """Where one level of attribution (phase, step, module, layer, op, source line) came from, and the share of
     device time it reaches. `source` is one of the names docs/importing.md lists ("none" where nothing gave it)."""
 
@@ -351,7 +192,7 @@ class LevelSource(_Record, kw_only=True):
     coverage: float = 0.0
 
 
-class StepInfo(_Record, kw_only=True, omit_defaults=True):
+class StepInfo(Record, kw_only=True, omit_defaults=True):
     """One inferred step: its phase and number, and what its annotation says of the batch."""
 
     phase: str
@@ -373,7 +214,7 @@ class StepInfo(_Record, kw_only=True, omit_defaults=True):
     decode_query_kv_products: int | None = None
 
 
-class StructureLevel(_Record, kw_only=True, omit_defaults=True):
+class StructureLevel(Record, kw_only=True, omit_defaults=True):
     """One level of structure (`passes`, `phases`, `layers`, `modules`, `training`) read from the trace's own
     regularities where no annotation gave it: `inferred` with its evidence (English), or `unknown` with the reason
     (English in `reason`; as a code and its numbers in `code` and `values`, for the report's words)."""
@@ -387,7 +228,7 @@ class StructureLevel(_Record, kw_only=True, omit_defaults=True):
     values: dict[str, int | float | str] = msgspec.field(default_factory=dict)
 
 
-class AttributionInfo(_Record, kw_only=True, omit_defaults=True):
+class AttributionInfo(Record, kw_only=True, omit_defaults=True):
     """How the kernels of the run were tied to phases, steps, modules, layers, ops and source lines."""
 
     phase: LevelSource = msgspec.field(default_factory=LevelSource)
@@ -401,11 +242,11 @@ class AttributionInfo(_Record, kw_only=True, omit_defaults=True):
     layer_class: str | None = None
     steps: list[StepInfo] = msgspec.field(default_factory=list)
     notes: list[str] = msgspec.field(default_factory=list)
-    # Structure read from the trace's regularities (analyze/structure_inference.py), level by level.
+    # Structure read from the trace's regularities (analyze/structure/structure_inference.py), level by level.
     structure: list[StructureLevel] = msgspec.field(default_factory=list)
 
 
-class RankInfo(_Record, kw_only=True, omit_defaults=True):
+class RankInfo(Record, kw_only=True, omit_defaults=True):
     """One process of a multi-process profile: where it ran and what it timed (without the profiler)."""
 
     rank: int
@@ -418,7 +259,7 @@ class RankInfo(_Record, kw_only=True, omit_defaults=True):
     trace: str | None = None  # its trace in the run directory
 
 
-class ParallelInfo(_Record, kw_only=True, omit_defaults=True):
+class ParallelInfo(Record, kw_only=True, omit_defaults=True):
     """How a `profile --gpus N` run was split (docs/multi-gpu.md): ranks, degrees, backend, nodes."""
 
     world_size: int
@@ -431,7 +272,7 @@ class ParallelInfo(_Record, kw_only=True, omit_defaults=True):
     ranks: list[RankInfo] = msgspec.field(default_factory=list)
 
 
-class RunInfo(_Record, kw_only=True, omit_defaults=True):
+class RunInfo(Record, kw_only=True, omit_defaults=True):
     """The content of run.json. Sections a run lacks are left out of the file. Build one with
     `schema_version=SCHEMA_VERSION`."""
 

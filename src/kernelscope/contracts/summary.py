@@ -6,7 +6,12 @@ from typing import Any
 
 import msgspec
 
-from kernelscope.contracts.run_info import GraphReplays
+from kernelscope.contracts.record import Record
+from kernelscope.contracts.trace_records import GraphReplays
+
+# The version of summary.json's shape this kernelscope writes and reads at most (a file without the key is one
+# written before it had one: the same shape, version 1).
+SCHEMA_VERSION = 1
 
 
 class PhaseSummary(msgspec.Struct, kw_only=True):
@@ -103,7 +108,7 @@ class IntegritySummary(msgspec.Struct, kw_only=True):
     counted: list[str] = msgspec.field(default_factory=list)  # the checks that found something, in this order
 
 
-class Summary(msgspec.Struct, kw_only=True):
+class Summary(Record, kw_only=True):
     """kernel_count counts launches (a summary row stands for `instances` of them); kernel_rows, the rows of
     kernels.parquet, is written only where the two differ. kind: "gpu" when the trace holds device activity
     (kernels, copies, sets), "cpu" when CPU ops stand in for kernels; device_time_us is device time only and
@@ -132,6 +137,7 @@ class Summary(msgspec.Struct, kw_only=True):
     critical_path: dict[str, CriticalPathPhase] | msgspec.UnsetType = msgspec.UNSET
     noise: NoiseSummary | msgspec.UnsetType = msgspec.UNSET
     integrity: IntegritySummary | msgspec.UnsetType = msgspec.UNSET
+    schema_version: int = SCHEMA_VERSION
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Summary:

@@ -45,7 +45,7 @@ TRACE_OP_COLUMNS: dict[str, pl.DataType] = {
     "input_types": RAW_ARGUMENT, "concrete_inputs": RAW_ARGUMENT,
 }
 
-# Added by attribution (analyze/attribution.py) and the run's assembly.
+# Added by attribution (analyze/attribution/attribution.py) and the run's assembly.
 ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
     "kernel_id": pl.Int64(), "rank": pl.Int64(), "instances": pl.Int64(),
     "launch_api": pl.String(), "pid": pl.Int64(), "tid": pl.Int64(), "launch_start_ns": pl.Int64(),
@@ -55,14 +55,14 @@ ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
     # CPU-only runs: the op's whole duration, its children's included (dur_ns is its self time); null elsewhere.
     "op_dur_ns": pl.Int64(),
     # Where the kernel's place in the structure (phase, step, layer, module) came from, the weakest source of those
-    # levels: annotation, module event, op shapes, capture trace, inferred (analyze/attribution_sources.py).
+    # levels: annotation, module event, op shapes, capture trace, inferred (analyze/attribution/attribution_sources.py).
     "attribution_source": pl.String(),
 }
 # Statistics of a summary row (nsys stats imports): the row stands for `instances` launches.
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "min_ns": pl.Float64(), "max_ns": pl.Float64(), "med_ns": pl.Float64(), "stddev_ns": pl.Float64(),
 }
-# Analytic costs (analyze/kernel_costs.py): the kernel's share of its op's FLOPs and bytes, the formula and where
+# Analytic costs (analyze/costs/kernel_costs.py): the kernel's share of its op's FLOPs and bytes, the formula and where
 # its shapes came from (COST_SOURCES), and for GEMMs the problem they solved (the GEMM shape table).
 COST_COLUMNS: dict[str, pl.DataType] = {
     "cost_op_id": pl.Int64(), "flops": pl.Float64(), "precision": pl.String(), "cost_model": pl.String(),
@@ -74,7 +74,7 @@ COST_COLUMNS: dict[str, pl.DataType] = {
 # the shapes its CUDA-graph capture recorded, a serving engine's step annotation (tokens, context lengths), the
 # model's config.json (import --model-config), the kernel's own launch metadata, or an estimate.
 COST_SOURCES = ("op_shapes", "capture_shapes", "step_annotation", "model_config", "kernel_metadata", "estimated")
-# The kernel catalog's names (analyze/catalog).
+# The kernel catalog's names (analyze/costs/catalog).
 CATALOG_COLUMNS: dict[str, pl.DataType] = {
     "library": pl.String(), "category": pl.String(), "friendly_name": pl.String(), "description": pl.String(),
 }
@@ -93,7 +93,7 @@ CALL_COLUMNS: dict[str, pl.DataType] = {
     "correlation": pl.Int64(), "external_id": pl.Int64(), "rank": pl.Int64(),
 }
 
-# critical_path.parquet: every segment of every step's critical path (analyze/critical_path, docs/critical-path.md).
+# critical_path.parquet: every segment of every step's critical path (analyze/paths/critical_path, docs/critical-path.md).
 PATH_SEGMENT_COLUMNS: dict[str, pl.DataType] = {
     "phase": pl.String(), "generation": pl.Int64(), "step": pl.Int64(), "rank": pl.Int64(), "start_ns": pl.Int64(),
     "dur_ns": pl.Int64(), "class": pl.String(), "kind": pl.String(), "name": pl.String(), "module": pl.String(),
@@ -133,7 +133,7 @@ def _conforms(table: pl.DataFrame, columns: dict[str, pl.DataType]) -> bool:
 
 def costs_stored(kernels: pl.DataFrame) -> bool:
     """Whether a kernels table carries its analytic costs (runs kernelscope writes do); one without any is costed
-    from its ops table (analyze/kernel_costs). Columns the table lacks count as empty."""
+    from its ops table (analyze/costs/kernel_costs). Columns the table lacks count as empty."""
     if kernels.height == 0:
         return True
     return any(c in kernels.columns and not kernels[c].is_null().all() for c in ("flops", "cost_model"))

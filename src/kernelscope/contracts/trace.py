@@ -45,7 +45,7 @@ class TraceMeta(msgspec.Struct, kw_only=True):
     # Nsight Systems exports: the product version, the session's start (UTC ns), how per-process correlation
     # ids were made unique.
     marks: FileMarks = msgspec.field(default_factory=FileMarks)
-    audit: Any = None  # the integrity audit of this file (contracts.run_info.TraceAudit), once made
+    audit: Any = None  # the integrity audit of this file (contracts.trace_records.TraceAudit), once made
     nsys_version: str | None = None
     session_start_utc_ns: int | None = None
     correlation_encoding: str | None = None

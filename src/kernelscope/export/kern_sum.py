@@ -6,9 +6,9 @@ from __future__ import annotations
 import polars as pl
 
 from kernelscope import inert, ranges
+from kernelscope.analyze.costs.naming import with_kernel_catalog
 from kernelscope.analyze.kernel_stats import kernel_summary
-from kernelscope.analyze.naming import with_kernel_catalog
-from kernelscope.analyze.phases import ordered_phases
+from kernelscope.analyze.structure.phases import ordered_phases
 from kernelscope.errors import UserError
 
 CPU_OP_KIND = "cpu_op"

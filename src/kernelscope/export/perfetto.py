@@ -14,9 +14,9 @@ import msgspec
 import numpy as np
 import polars as pl
 
-from kernelscope.analyze.naming import with_kernel_catalog
+from kernelscope.analyze.costs.naming import with_kernel_catalog
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import TraceInfo
+from kernelscope.contracts.trace_records import TraceInfo
 from kernelscope.export.lanes import LANE_STRIDE, lanes
 
 # Kineto's event categories for kernels.parquet's kinds.

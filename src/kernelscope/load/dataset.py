@@ -237,7 +237,7 @@ def _create_steps(con: duckdb.DuckDBPyConnection) -> None:
 
 def _create_gemm_shapes(con: duckdb.DuckDBPyConnection) -> None:
     """One row per run, rank, phase and GEMM problem (M, N, K, gemm_batch, dtypes, layout, module with its layer numbers
-    folded to `*`), as the report's GEMM shape table (analyze/gemm_table.py) without the device's roofs."""
+    folded to `*`), as the report's GEMM shape table (analyze/costs/gemm_table.py) without the device's roofs."""
     keys = ", ".join([*RUN_COLUMNS, "rank", "phase"])
     module = r"regexp_replace(module, '(^|\.)\d+(\.|$)', '\1*\2', 'g')"
     con.execute(f"create view gemm_shapes as select {keys}, gemm_m as m, gemm_n as n, gemm_k as k, "

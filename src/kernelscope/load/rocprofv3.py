@@ -13,7 +13,7 @@ correlation id), `rocpd_info_agent`, `rocpd_string`; schema 3 keeps start and en
 `rocpd_timestamp` (start_id, end_id), process and thread in `rocpd_track`.
 Grid sizes are work-items there; the tables hold blocks, as CUDA's and Kineto's do: grid / workgroup, rounded up.
 Several processes in one output are told apart as an Nsight Systems export's are (correlation = pid * 2**32 +
-correlation id; analyze/processes.py makes them ranks).
+correlation id; analyze/ranks/processes.py makes them ranks).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
 from kernelscope.contracts.summary import Summary
 from kernelscope.errors import UserError
 from kernelscope.load import rundir
-from kernelscope.load.run_records import decode_record
+from kernelscope.load.run_records import decode_record, decode_summary
 
 if TYPE_CHECKING:
     import duckdb
@@ -162,7 +162,7 @@ def _remote_runs(location: str,
             info = _decode_run_info(file, _read_text(con, file))
             summary_text = _read_text(con, _join(directory, rundir.SUMMARY_JSON), missing_ok=True)
             summary_file = _join(directory, rundir.SUMMARY_JSON)
-            summary = decode_record(summary_file, summary_text, Summary, "summary") if summary_text is not None else None
+            summary = decode_summary(summary_file, summary_text) if summary_text is not None else None
             tables = {name for name in TABLES
                       if con.execute("select file from glob(?)", [_join(directory, name)]).fetchall()}
             runs.append((directory, info, summary, tables))

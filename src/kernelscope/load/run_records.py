@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from kernelscope.contracts.summary import SCHEMA_VERSION as SUMMARY_SCHEMA_VERSION
+from kernelscope.contracts.summary import Summary
 from kernelscope.errors import UserError
 
 T = TypeVar("T")
@@ -29,6 +31,17 @@ def decode_record(name: str, data: bytes | str, kind: type[T], what: str) -> T:
     if where is not None:
         raise UserError(f"{name}: not a kernelscope {what}: {where}")
     return record
+
+
+def decode_summary(name: str, data: bytes | str) -> Summary:
+    """summary.json (the file `name`) as a Summary. A schema version newer than this kernelscope reads, or one that
+    is not a whole number, is refused; a file without the key predates it and has version 1's shape."""
+    raw = decode_plain(name, data)
+    version = raw.get("schema_version", SUMMARY_SCHEMA_VERSION) if isinstance(raw, dict) else SUMMARY_SCHEMA_VERSION
+    if not isinstance(version, int) or isinstance(version, bool) or version > SUMMARY_SCHEMA_VERSION:
+        raise UserError(f"{name}: schema version {str(version)[:40]!r} is not readable by this kernelscope "
+                        f"(reads versions up to {SUMMARY_SCHEMA_VERSION})")
+    return decode_record(name, data, Summary, "summary")
 
 
 def decode_plain(name: str, data: bytes | str) -> Any:

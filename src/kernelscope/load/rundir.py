@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from kernelscope.contracts.record import Record
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_files import (  # noqa: F401  (read elsewhere as rundir.TRACE, …)
     CALLS,
@@ -33,7 +34,7 @@ from kernelscope.contracts.tables import costs_stored
 from kernelscope.errors import UserError
 from kernelscope.load.budget import MEMORY_BUDGET_ENV, memory_budget
 from kernelscope.load.constant_columns import footer_metadata, read_skipping_constants
-from kernelscope.load.run_records import decode_plain, decode_record
+from kernelscope.load.run_records import decode_plain, decode_record, decode_summary
 
 
 def rank_report_dir(rank: int) -> str:
@@ -63,6 +64,9 @@ def _slug(text: str) -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
+    if isinstance(data, Record):
+        path.write_text(data.to_json(), encoding="utf-8")
+        return
     if isinstance(data, msgspec.Struct):
         data = msgspec.to_builtins(data)
     path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
@@ -79,7 +83,7 @@ def _write_table(table: pl.DataFrame, path: Path) -> None:
 
 def write_run(directory: Path, run: Run, summary: Summary, critical_path: pl.DataFrame | None = None) -> None:
     """run.json, summary.json and the tables of `run` into `directory` (a staging directory); critical_path: the
-    segments of every step's critical path (analyze/critical_path), written as critical_path.parquet."""
+    segments of every step's critical path (analyze/paths/critical_path), written as critical_path.parquet."""
     write_json(directory / RUN_JSON, run.info.replace(schema_version=SCHEMA_VERSION))
     write_json(directory / SUMMARY_JSON, summary)
     write_critical_path(directory, critical_path)
@@ -87,8 +91,21 @@ def write_run(directory: Path, run: Run, summary: Summary, critical_path: pl.Dat
     _write_table(run.ops, directory / OPS)
     if run.calls is not None:
         _write_table(run.calls, directory / CALLS)
-    if run.ncu is not None:
-        run.ncu.write_parquet(directory / NCU)
+    write_measurements(directory, run.ncu)
+
+
+def write_measurements(directory: Path, measured: pl.DataFrame | None = None, metrics: pl.DataFrame | None = None,
+                       files: dict[str, Path] | None = None) -> None:
+    """Nsight Compute's results into `directory` (a staging directory): ncu.parquet (the run's kernels joined with
+    the measured launches), ncu_metrics.parquet, and `files` (name → file, moved in) under ncu/."""
+    if measured is not None:
+        measured.write_parquet(directory / NCU)
+    if metrics is not None:
+        metrics.write_parquet(directory / NCU_METRICS)
+    if files:
+        (directory / NCU_DIR).mkdir()
+        for name, path in files.items():
+            path.replace(directory / NCU_DIR / name)
 
 
 def write_critical_path(directory: Path, segments: pl.DataFrame | None) -> None:
@@ -115,7 +132,7 @@ def read_summary(directory: Path) -> Summary:
     file = directory / SUMMARY_JSON
     if not file.is_file():
         raise UserError(f"{directory}: no {SUMMARY_JSON} in the run directory")
-    return decode_record(str(file), _read_bytes(file), Summary, "summary")
+    return decode_summary(str(file), _read_bytes(file))
 
 
 def _read_bytes(file: Path) -> bytes:

@@ -20,17 +20,9 @@ import msgspec
 
 import kernelscope
 from kernelscope.contracts import run_files
-from kernelscope.contracts.run_info import (
-    IMPORT,
-    SCHEMA_VERSION,
-    Hardware,
-    RunInfo,
-    Software,
-    TraceAudit,
-    TraceFile,
-    TraceInfo,
-)
+from kernelscope.contracts.run_info import IMPORT, SCHEMA_VERSION, Hardware, RunInfo, Software
 from kernelscope.contracts.trace import TraceMeta, TraceTables
+from kernelscope.contracts.trace_records import TraceAudit, TraceFile, TraceInfo
 from kernelscope.errors import UserError
 from kernelscope.load import knowledge
 from kernelscope.load.input_checks import check_input_file

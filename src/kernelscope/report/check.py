@@ -4,7 +4,7 @@ the time. Names come from traces: they are escaped (report/formatting.py)."""
 
 from __future__ import annotations
 
-from kernelscope.analyze.regression import Check, Culprit, Verdicts
+from kernelscope.analyze.comparison.regression import Check, Culprit, Verdicts
 from kernelscope.report.formatting import code, duration, markdown_table, markdown_text
 
 MAX_NAME = 90  # characters of a kernel name in the summary

@@ -16,9 +16,10 @@ import polars as pl
 from jinja2 import Environment
 
 from kernelscope import inert
-from kernelscope.analyze import metrics
-from kernelscope.analyze.compare import ComparedRun, Comparison, col, delta_col, ratio_col
-from kernelscope.analyze.compare_verdicts import noise_known_col, threshold_col, verdict_col
+from kernelscope.analyze.comparison import metrics
+from kernelscope.analyze.comparison.compare import ComparedRun, Comparison
+from kernelscope.analyze.comparison.compare_verdicts import noise_known_col, threshold_col, verdict_col
+from kernelscope.analyze.comparison.run_views import col, delta_col, ratio_col
 from kernelscope.report import figure_formats
 from kernelscope.report import formatting as fmt
 from kernelscope.report.html import markdown_to_html
@@ -172,7 +173,7 @@ def _phase_context(c: Comparison, phase: str, w: _Words, top_n: int) -> dict[str
 
 
 def row_verdict(row: dict[str, Any], label: str, base: str) -> SimpleNamespace | None:
-    """A table row's verdict on `label` against the baseline (the columns analyze/compare wrote), or None."""
+    """A table row's verdict on `label` against the baseline (the columns analyze/comparison/compare wrote), or None."""
     direction = row.get(verdict_col(label, base))
     if direction is None:
         return None
@@ -226,7 +227,7 @@ def _timings_table(c: Comparison, w: _Words) -> str:
 
 
 def verdict(w: _Words, v: SimpleNamespace | None) -> str:
-    """The verdict on a change (analyze/metrics.py): its direction and the threshold it was held to, or –."""
+    """The verdict on a change (analyze/comparison/metrics.py): its direction and the threshold it was held to, or –."""
     return "–" if v is None else fmt.plain(verdict_words(w, v))
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from kernelscope.analyze.path_tables import PathTables
-from kernelscope.analyze.path_walk import CLASSES
+from kernelscope.analyze.paths.path_tables import PathTables
+from kernelscope.analyze.paths.path_walk import CLASSES
 from kernelscope.report import figure_formats
 from kernelscope.report.figure_jobs import FigureJob
 

@@ -24,7 +24,7 @@ from matplotlib.text import Text
 
 from kernelscope.report import png_file
 
-PNG_DPI = 150  # every figure file, PNG and SVG (figures._write)
+PNG_DPI = 150  # every figure file, PNG and SVG (figure_base._write)
 # What Pillow is told where matplotlib saves a PNG itself (one language, or SVG as well): zlib level 1, as png_file.
 PNG_OPTIONS = {"compress_level": png_file.COMPRESSION_LEVEL}
 

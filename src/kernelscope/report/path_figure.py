@@ -1,5 +1,5 @@
 """The critical-path figure: per phase, the mean step's path split into its classes (drawing only; the numbers come
-from analyze/critical_path). Drawn by name from figures.py in a figure helper."""
+from analyze/paths/critical_path). Drawn by name from figures.py in a figure helper."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from kernelscope.analyze.path_walk import CLASSES  # noqa: E402
+from kernelscope.analyze.paths.path_walk import CLASSES  # noqa: E402
 from kernelscope.report import figure_formats, figure_versions  # noqa: E402
 from kernelscope.report.figure_inputs import words_for  # noqa: E402
 

@@ -10,8 +10,8 @@ from typing import Any
 import polars as pl
 
 from kernelscope import inert
-from kernelscope.analyze.path_walk import CLASSES
-from kernelscope.analyze.speedup import SpeedupStudy
+from kernelscope.analyze.paths.path_walk import CLASSES
+from kernelscope.analyze.paths.speedup import SpeedupStudy
 from kernelscope.report import formatting as fmt
 from kernelscope.report.templating import write_csv_tables
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from kernelscope.analyze import metrics
+from kernelscope.analyze.comparison import metrics
 from kernelscope.contracts.summary import Summary
 from kernelscope.report import formatting as fmt
 from kernelscope.report.templating import message_catalog

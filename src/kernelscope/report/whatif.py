@@ -14,9 +14,9 @@ import polars as pl
 from jinja2 import Environment
 
 from kernelscope import ranges
-from kernelscope.analyze.accelerator import MIN_COST_COVERAGE
-from kernelscope.analyze.projection import ProjectionModel, Target, default_model
-from kernelscope.analyze.whatif import WhatIf, dominant_groups
+from kernelscope.analyze.projection.accelerator import MIN_COST_COVERAGE
+from kernelscope.analyze.projection.projection import ProjectionModel, Target, default_model
+from kernelscope.analyze.projection.whatif import WhatIf, dominant_groups
 from kernelscope.contracts.run_info import Workload
 from kernelscope.report import figure_formats
 from kernelscope.report import formatting as fmt

@@ -1,5 +1,5 @@
 """The head of a what-if study: the run as measured kept apart from what the target's hardware and the design
-options each make of it (analyze/whatif.py `headline`), as the summary's first table and as three lines for the
+options each make of it (analyze/projection/whatif.py `headline`), as the summary's first table and as three lines for the
 terminal, which also say when the model carries most of a phase at its measured time and so projects little."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from kernelscope import inert, ranges
-from kernelscope.analyze.whatif import AS_IS, BOTH, HARDWARE, OPTIONS, WhatIf
+from kernelscope.analyze.projection.whatif import AS_IS, BOTH, HARDWARE, OPTIONS, WhatIf
 from kernelscope.report import formatting as fmt
 from kernelscope.report.templating import message_catalog
 

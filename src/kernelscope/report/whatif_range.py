@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kernelscope.analyze.projection import ProjectionModel
-from kernelscope.analyze.whatif import WhatIf
+from kernelscope.analyze.projection.projection import ProjectionModel
+from kernelscope.analyze.projection.whatif import WhatIf
 from kernelscope.report import formatting as fmt
 
 

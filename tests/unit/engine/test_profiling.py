@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 
 from kernelscope import engine_costs, ranges
-from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.catalog import classify
-from kernelscope.analyze.graph_replays import attribute_graph_replays
-from kernelscope.analyze.kernel_costs import DECLARED_MODEL, kernel_costs
+from kernelscope.analyze.attribution.attribution import attribute
+from kernelscope.analyze.attribution.graph_replays import attribute_graph_replays
+from kernelscope.analyze.costs.catalog import classify
+from kernelscope.analyze.costs.kernel_costs import DECLARED_MODEL, kernel_costs
 from kernelscope.load.kineto import load_kineto
 from tests.conftest import KINETO, write_trace
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import polars as pl
 
-from kernelscope.analyze.ncu_measurements import join_measurements
+from kernelscope.analyze.costs.ncu_measurements import join_measurements
 from kernelscope.capture import nsight_compute as nc
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import Hardware, NcuInfo, TraceInfo
+from kernelscope.contracts.run_info import Hardware
+from kernelscope.contracts.trace_records import NcuInfo, TraceInfo
 from kernelscope.errors import UserError
 from kernelscope.load import rundir, staging
 from kernelscope.load.ncu import NcuTables, read_ncu_csv, read_ncu_directory
@@ -66,7 +67,7 @@ def import_ncu(paths: list[Path], out: Path | None, runs_dir: Path, into: Path |
     run = Run(info=info, kernels=kernels, ops=pl.DataFrame(), ncu=measured)
     target = out or rundir.default_run_path(runs_dir, paths[0].stem, "ncu")
     with staging.staged_directory(target) as tmp:
-        tables.metrics.write_parquet(tmp / rundir.NCU_METRICS)
+        rundir.write_measurements(tmp, metrics=tables.metrics)
         write_run_directory(tmp, run, report=report, languages=languages)
     return target.resolve()
 

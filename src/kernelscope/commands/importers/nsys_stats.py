@@ -15,8 +15,9 @@ import polars as pl
 from kernelscope import ranges
 from kernelscope.analyze.integrity import summaries_audit
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import Hardware, TraceFile, TraceInfo
+from kernelscope.contracts.run_info import Hardware
 from kernelscope.contracts.tables import CPU_OP, conform_kernels
+from kernelscope.contracts.trace_records import TraceFile, TraceInfo
 from kernelscope.errors import UserError
 from kernelscope.load import rundir, staging
 from kernelscope.load.nsys_stats import read_nsys_stats

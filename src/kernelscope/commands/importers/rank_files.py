@@ -23,12 +23,12 @@ from typing import Any
 import polars as pl
 
 from kernelscope.allocator import trim_native_heap
-from kernelscope.analyze.attribution import attribute
-from kernelscope.analyze.attribution_sources import Sources, infer_attribution
-from kernelscope.analyze.host_calls import host_calls
+from kernelscope.analyze.attribution.attribution import attribute
+from kernelscope.analyze.attribution.attribution_sources import Sources, infer_attribution
 from kernelscope.analyze.integrity import audit_trace
-from kernelscope.analyze.processes import processes, split_processes
-from kernelscope.analyze.ranks import combine_calls, combine_ranks
+from kernelscope.analyze.ranks.host_calls import host_calls
+from kernelscope.analyze.ranks.processes import processes, split_processes
+from kernelscope.analyze.ranks.ranks import combine_calls, combine_ranks
 from kernelscope.contracts.trace import TraceMeta, TraceTables
 from kernelscope.errors import UserError
 from kernelscope.load.sources import read_trace
@@ -49,7 +49,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 @dataclass
 class RankTables:
     """One file read and attributed: its kernels and ops, where its attribution came from, what it says of itself,
-    and its runtime calls that launched nothing (analyze/host_calls)."""
+    and its runtime calls that launched nothing (analyze/ranks/host_calls)."""
 
     kernels: pl.DataFrame
     ops: pl.DataFrame

@@ -8,15 +8,16 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
-from kernelscope.analyze.attribution_sources import CAPTURE_TRACE, attribution_info
-from kernelscope.analyze.graph_replays import Recording, attribute_graph_replays
+from kernelscope.analyze.attribution.attribution_sources import CAPTURE_TRACE, attribution_info
+from kernelscope.analyze.attribution.graph_replays import Recording, attribute_graph_replays
+from kernelscope.analyze.attribution.recordings import capture_recordings
 from kernelscope.analyze.hardware import identify_spec
-from kernelscope.analyze.ranks import combine_calls, combine_ranks, rank_clock_offsets, trace_ranks
-from kernelscope.analyze.recordings import capture_recordings
+from kernelscope.analyze.ranks.ranks import combine_calls, combine_ranks, rank_clock_offsets, trace_ranks
 from kernelscope.commands.importers.rank_files import read_ranks, read_ranks_on_ray
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.run_info import Hardware, ModelInfo, TraceInfo, Workload
+from kernelscope.contracts.run_info import Hardware, ModelInfo, Workload
 from kernelscope.contracts.tables import CPU_OP
+from kernelscope.contracts.trace_records import TraceInfo
 from kernelscope.errors import UserError
 from kernelscope.load import rundir, staging
 from kernelscope.load.sources import hardware_from_properties, imported_run_info, read_trace, trace_file

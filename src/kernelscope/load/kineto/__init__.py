@@ -2,7 +2,8 @@
 
 `document.py` opens the file (plain or gzip) and finds the event array and the fields around it; `chunks.py`
 splits the array between top-level events and decodes the pieces (in a helper process too, for big traces);
-`events.py` turns decoded events into the kernels, launches and ops tables.
+`events.py` decodes a chunk into events (`event_records.py`: the structs and categories) and turns them into the
+kernels, launches and ops tables (`event_tables.py`).
 """
 
 from kernelscope.load.kineto.reader import load_kineto

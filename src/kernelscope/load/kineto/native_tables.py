@@ -21,7 +21,7 @@ from kernelscope.contracts.tables import (
     TRACE_LAUNCH_COLUMNS,
     TRACE_OP_COLUMNS,
 )
-from kernelscope.load.kineto import events
+from kernelscope.load.kineto import event_records, event_tables, events
 from kernelscope.load.names import MAX_NAME, bounded
 from kernelscope.load.native_reader import NATIVE_ENV
 
@@ -38,10 +38,10 @@ _KERNEL, _RUNTIME, _OP, _UNREAD = 1, 2, 3, 4  # 0: any other category
 
 
 def _category_codes() -> dict[str, int]:
-    codes = {cat: _KERNEL for cat in events.KERNEL_KINDS}
-    codes |= {cat: _RUNTIME for cat in events.RUNTIME_CATS}
-    codes |= {cat: _OP for cat in events.OP_CATS}
-    codes |= {cat: _UNREAD for cat in events.UNREAD_DEVICE_CATS}
+    codes = {cat: _KERNEL for cat in event_records.KERNEL_KINDS}
+    codes |= {cat: _RUNTIME for cat in event_records.RUNTIME_CATS}
+    codes |= {cat: _OP for cat in event_records.OP_CATS}
+    codes |= {cat: _UNREAD for cat in event_records.UNREAD_DEVICE_CATS}
     return codes
 
 
@@ -102,7 +102,7 @@ class _Chunk:
     # ---- columns
 
     def _names(self, codes: bytes) -> pl.Series:
-        """Names bounded as events._names bounds them, counting the rows cut."""
+        """Names bounded as event_tables._names bounds them, counting the rows cut."""
         if self._names_bounded is None:
             cut = np.fromiter((len(text) > MAX_NAME for text in self.strings), dtype=bool, count=len(self.strings))
             names = [bounded(text) for text in self.strings] if cut.any() else self.strings
@@ -146,14 +146,14 @@ class _Chunk:
         return raws.gather(positions)
 
     def _ids(self, pair: tuple[bytes, bytes]) -> np.ndarray:
-        """Process or thread ids as events.thread_id reads them: (values, valid)."""
+        """Process or thread ids as event_tables.thread_id reads them: (values, valid)."""
         values = np.frombuffer(pair[0], np.int64).copy()
         kind = np.frombuffer(pair[1], np.uint8)
         texts = kind == 2
         if texts.any():
             codes = values[texts]
             distinct = np.unique(codes)
-            converted = {int(code): events.thread_id(self.strings[int(code)]) for code in distinct.tolist()}
+            converted = {int(code): event_tables.thread_id(self.strings[int(code)]) for code in distinct.tolist()}
             values[texts] = [converted[int(code)] for code in codes.tolist()]
         return _nullable(values, kind != 1)
 
@@ -170,7 +170,7 @@ class _Chunk:
         tid_values, tid_kind = np.frombuffer(table["tid"][0], np.int64), np.frombuffer(table["tid"][1], np.uint8)
         columns = {
             "name": self._names(table["name"]),
-            "kind": self._mapped(table["cat"], lambda cat: events.KERNEL_KINDS[cat.lower()], pl.String),
+            "kind": self._mapped(table["cat"], lambda cat: event_records.KERNEL_KINDS[cat.lower()], pl.String),
             # The args' device and stream where written, else the event's pid and tid where they are integers.
             "device": _first(table["device"], (pid_values, pid_kind == 0)),
             "stream": _first(table["stream"], (tid_values, tid_kind == 0)),
@@ -202,14 +202,14 @@ class _Chunk:
             "dur_ns": dur,
             "correlation": _series(table["correlation"]),
             "external_id": _first(table["external_id"], _pair(table["external_id_old"])),
-            "kernel_name": self._texts(table["kernel_name"], convert=bounded),  # as events.py: not counted
+            "kernel_name": self._texts(table["kernel_name"], convert=bounded),  # as event_tables.py: not counted
         }, TRACE_LAUNCH_COLUMNS)
 
     def _ops(self, table: dict[str, Any], python: dict[str, Any]) -> pl.DataFrame:
-        """CPU ops and annotations first, then Python frames (no args), as events._op_table orders them."""
+        """CPU ops and annotations first, then Python frames (no args), as event_tables.op_table orders them."""
         frames = len(python["ts"]) // 8
         names = table["name"] + python["name"]
-        keep_concrete = np.fromiter((events.keeps_concrete_inputs(text) for text in self.strings), dtype=bool,
+        keep_concrete = np.fromiter((event_records.keeps_concrete_inputs(text) for text in self.strings), dtype=bool,
                                     count=len(self.strings))[np.frombuffer(table["name"], np.uint32)]
         ts = np.concatenate([np.frombuffer(table["ts"], np.float64), np.frombuffer(python["ts"], np.float64)])
         dur = np.rint(np.concatenate([np.frombuffer(table["dur"], np.float64),
@@ -217,7 +217,7 @@ class _Chunk:
         null_codes = np.full(frames, _NULL_CODE, np.uint32).tobytes()  # the Python frames' args
         return _frame({
             "name": self._names(names),
-            "cat": self._mapped(table["cat"] + python["cat"], lambda cat: events.OP_CATS[cat.lower()], pl.String),
+            "cat": self._mapped(table["cat"] + python["cat"], lambda cat: event_records.OP_CATS[cat.lower()], pl.String),
             "pid": self._ids(_joined(table["pid"], python["pid"])),
             "tid": self._ids(_joined(table["tid"], python["tid"])),
             "ts_us": pl.Series(ts, dtype=pl.Float64),
@@ -246,7 +246,7 @@ def _series(pair: tuple[bytes, bytes]) -> pl.Series:
 
 
 def _first(pair: tuple[bytes, bytes], fallback: tuple[np.ndarray, np.ndarray]) -> pl.Series:
-    """The first column's value where it has one, else the fallback's (events.py: `a if a is not None else b`)."""
+    """The first column's value where it has one, else the fallback's (event_tables.py: `a if a is not None else b`)."""
     values, valid = _pair(pair)
     other, other_valid = fallback
     return _nullable(np.where(valid, values, other), valid | other_valid)

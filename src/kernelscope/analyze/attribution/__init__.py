@@ -1,0 +1,1 @@
+"""Attribution: every kernel to its launch, CPU op, module, layer, phase and step, from kernelscope's ranges or what a foreign trace says of itself (its user annotations, Python frames, CUDA-graph capture recordings)."""

@@ -1,0 +1,1 @@
+"""Costs: FLOPs and bytes of every op and kernel (ATen ops, serving engines' and compilers' ops by rule, kernels without shapes from the model's config), the kernel catalog and report labels, GEMM shapes, the roofline and Nsight Compute's measured classes."""
