@@ -53,7 +53,7 @@ def _coverage(run: Path) -> dict:
 def _output_bytes(model: str | None, dims_text: str | None, types_text: str | None) -> float | None:
     """A pointwise or copy op's output bytes from its recorded inputs: the broadcast shape of its tensor inputs at the
     first input's element size (None for other models or unreadable shapes)."""
-    from kernelscope.analyze.costs.op_costs import DTYPE_BYTES
+    from kernelscope.analyze.costs.op_inputs import DTYPE_BYTES
 
     if model not in _OUTPUT_MODELS or not dims_text or not types_text:
         return None

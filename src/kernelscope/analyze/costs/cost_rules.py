@@ -26,7 +26,7 @@ from typing import Any
 
 from kernelscope.analyze.costs.cost_expressions import Formula, Missing, Scope, compile_formula, evaluate
 from kernelscope.analyze.costs.gemm_shape import SHORT_DTYPES, GemmShape
-from kernelscope.analyze.costs.op_costs import DTYPE_BYTES, MATRIX_PRECISION, OpCost, Tensor, parse_inputs
+from kernelscope.analyze.costs.op_inputs import DTYPE_BYTES, MATRIX_PRECISION, OpCost, Tensor, parse_inputs
 from kernelscope.analyze.costs.step_tokens import StepTokens
 from kernelscope.load import knowledge
 

@@ -50,7 +50,7 @@ def inner_summary(hidden: list[int], experts: int, inner: list[tuple[str, str | 
         if packing:
             up_n = up[2] if up[1] * packing == h else up[1]
             down_k = (down[1] if down[2] == h else down[2]) * packing
-            from kernelscope.analyze.costs.op_costs import DTYPE_BYTES
+            from kernelscope.analyze.costs.op_inputs import DTYPE_BYTES
 
             size = sum(int(np.prod(w)) * DTYPE_BYTES.get(t, 2) for w, t in weights[:2])
             found.update(up_n=up_n, down_k=down_k, expert_bytes=size / experts)

@@ -15,7 +15,7 @@ import json
 
 import polars as pl
 
-from kernelscope.analyze.costs.op_costs import DTYPE_BYTES, OpCost
+from kernelscope.analyze.costs.op_inputs import DTYPE_BYTES, OpCost
 
 INDEX_OP = "aten::index"
 _LOOKAHEAD = 16  # ops after the index op on its thread that may consume its result

@@ -33,7 +33,8 @@ from kernelscope.analyze.costs.kernel_extras import (
     gemm_layouts,
 )
 from kernelscope.analyze.costs.naming import with_kernel_catalog
-from kernelscope.analyze.costs.op_costs import MODELS, OpCost, op_cost
+from kernelscope.analyze.costs.op_costs import MODELS, op_cost
+from kernelscope.analyze.costs.op_inputs import OpCost
 from kernelscope.analyze.costs.op_splits import split_unit_costs
 from kernelscope.analyze.costs.sequence_estimates import estimated_from_sequence
 from kernelscope.analyze.costs.step_tokens import StepTokens, step_tokens

@@ -15,174 +15,28 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
-
-from kernelscope.analyze.costs.gemm_shape import SHORT_DTYPES, GemmShape
-
-DTYPE_BYTES = {
-    "c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4, "short int": 2,
-    "signed char": 1, "unsigned char": 1, "bool": 1, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
-    "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
-    "unsigned int": 4, "unsigned long": 8,
-}
-# Tensor-core precision of a matrix op, by its input dtype.
-MATRIX_PRECISION = {
-    "c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64", "signed char": "int8",
-    "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
-    "c10::Float8_e5m2fnuz": "fp8",
-}
-
-
-@dataclass(frozen=True)
-class OpCost:
-    flops: float
-    bytes: float
-    precision: str  # the roof: a key of the hardware's peak table (bf16, fp16, fp32, tf32, fp64, fp8, int8)
-    model: str  # which formula produced it
-    gemms: tuple[GemmShape, ...] = ()  # the GEMMs it solves, in launch order
-
-
-@dataclass(frozen=True)
-class Tensor:
-    shape: tuple[int, ...]
-    dtype: str
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * DTYPE_BYTES.get(self.dtype, 4)
-
-
-Args = list  # per input: Tensor, list[Tensor] (TensorList) or None (a scalar or absent tensor)
-Model = Callable[[Args, list[str]], OpCost | None]
-
-
-def parse_inputs(dims_json: str | None, types_json: str | None) -> Args:
-    """The op's inputs from the trace's JSON text: a Tensor where a shape of whole non-negative numbers has a known
-    dtype, a list of Tensors for a TensorList, else None (a scalar, an absent tensor, or anything malformed)."""
-    dims = json.loads(dims_json) if dims_json else []
-    types = json.loads(types_json) if types_json else []
-    dims = dims if isinstance(dims, list) else []
-    types = types if isinstance(types, list) else []
-    args: Args = []
-    for i, dim in enumerate(dims):
-        dtype = types[i] if i < len(types) and isinstance(types[i], str) else ""
-        if not isinstance(dim, list):
-            args.append(None)
-        elif dtype == "TensorList" or (dim and isinstance(dim[0], list)):
-            args.append([Tensor(tuple(d), "") for d in dim if isinstance(d, list) and _whole(d)])
-        elif dtype in DTYPE_BYTES and _whole(dim):
-            args.append(Tensor(tuple(dim), dtype))
-        else:
-            args.append(None)
-    return args
-
-
-def _whole(shape: list) -> bool:
-    return all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)
-
-
-def _tensors(args: Args) -> list[Tensor]:
-    return [a for a in args if isinstance(a, Tensor)]
-
-
-def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
-    try:
-        return tuple(np.broadcast_shapes(*shapes)) if shapes else ()
-    except ValueError:
-        return max(shapes, key=math.prod)
-
-
-def _matrix_precision(t: Tensor) -> str:
-    return MATRIX_PRECISION.get(t.dtype, "fp32")
-
-
-# ---- matrix products -------------------------------------------------------------------------------------
-
-
-def _gemm(m: int, n: int, k: int, batch: int, a: Tensor, b: Tensor, extra: int = 0) -> OpCost:
-    out_bytes = batch * m * n * DTYPE_BYTES.get(a.dtype, 2) if a.dtype not in ("signed char",) else batch * m * n * 4
-    out = SHORT_DTYPES.get(a.dtype, "?") if a.dtype != "signed char" else "int32"
-    if a.dtype.startswith("c10::Float8"):
-        out_bytes, out = batch * m * n * 2, "bf16"  # fp8 GEMMs write bf16/fp16
-    shape = GemmShape(m, n, k, batch, f"{SHORT_DTYPES.get(a.dtype, '?')}×{SHORT_DTYPES.get(b.dtype, '?')}→{out}")
-    return OpCost(2.0 * batch * m * n * k, float(a.nbytes + b.nbytes + out_bytes + extra), _matrix_precision(a),
-                  "gemm", (shape,))
-
-
-def mm(args: Args, concrete: list[str]) -> OpCost | None:
-    a, b = _tensors(args)[:2]
-    if len(a.shape) != 2 or len(b.shape) != 2:
-        return None
-    return _gemm(a.shape[0], b.shape[1], a.shape[1], 1, a, b)
-
-
-def addmm(args: Args, concrete: list[str]) -> OpCost | None:
-    t = _tensors(args)
-    if len(t) < 3:
-        return None
-    bias, a, b = t[:3]
-    return _gemm(a.shape[0], b.shape[1], a.shape[1], 1, a, b, extra=bias.nbytes)
-
-
-def bmm(args: Args, concrete: list[str]) -> OpCost | None:
-    a, b = _tensors(args)[:2]
-    if len(a.shape) != 3 or len(b.shape) != 3:
-        return None
-    return _gemm(a.shape[1], b.shape[2], a.shape[2], a.shape[0], a, b)
-
-
-def baddbmm(args: Args, concrete: list[str]) -> OpCost | None:
-    t = _tensors(args)
-    if len(t) < 3:
-        return None
-    c, a, b = t[:3]
-    return _gemm(a.shape[1], b.shape[2], a.shape[2], a.shape[0], a, b, extra=c.nbytes)
-
-
-def linear(args: Args, concrete: list[str]) -> OpCost | None:
-    t = _tensors(args)
-    x, w = t[:2]
-    if not x.shape or len(w.shape) != 2:
-        return None
-    m = math.prod(x.shape[:-1])
-    return _gemm(m, w.shape[0], x.shape[-1], 1, x, w, extra=t[2].nbytes if len(t) > 2 else 0)
-
-
-def scaled_mm(args: Args, concrete: list[str]) -> OpCost | None:
-    """(a [M, K], b [K, N], scale_a, scale_b, bias, scale_result, out_dtype, …): the scales are read too."""
-    t = _tensors(args)
-    a, b = t[:2]
-    scales = sum(x.nbytes for x in args[2:4] if isinstance(x, Tensor))
-    return _gemm(a.shape[0], b.shape[1], a.shape[1], 1, a, b, extra=scales)
-
-
-def grouped_mm(args: Args, concrete: list[str]) -> OpCost | None:
-    """MoE grouped GEMM: tokens [T, K] × experts [E, K, N] (rows routed to experts by offsets). The experts
-    actually read are unknown; at most min(E, T) of them hold tokens, which is what is counted."""
-    t = _tensors(args)
-    a, b = t[:2]
-    if len(a.shape) == 2 and len(b.shape) == 3:
-        tokens, k = a.shape
-        experts, _, n = b.shape
-        touched = min(experts, tokens)
-        weight_bytes = touched * k * n * DTYPE_BYTES.get(b.dtype, 2)
-        out_bytes = tokens * n * DTYPE_BYTES.get(a.dtype, 2)
-        shape = GemmShape(tokens, n, k, 1, f"{SHORT_DTYPES.get(a.dtype, '?')}×{SHORT_DTYPES.get(b.dtype, '?')}"
-                          f"→{SHORT_DTYPES.get(a.dtype, '?')}")
-        return OpCost(2.0 * tokens * k * n, float(a.nbytes + weight_bytes + out_bytes), _matrix_precision(a),
-                      "grouped_gemm", (shape,))
-    if len(a.shape) == 3 and len(b.shape) == 3:  # batched groups
-        return bmm(args, concrete)
-    return None
-
+from kernelscope.analyze.costs.matmul_costs import (
+    addmm,
+    baddbmm,
+    bmm,
+    convolution,
+    grouped_mm,
+    linear,
+    mm,
+    scaled_mm,
+)
+from kernelscope.analyze.costs.op_inputs import (
+    DTYPE_BYTES,
+    Args,
+    Model,
+    OpCost,
+    broadcast,
+    matrix_precision,
+    parse_inputs,
+    tensor_inputs,
+)
 
 # ---- attention -------------------------------------------------------------------------------------------
 
@@ -203,7 +57,7 @@ def _attention_for(name: str) -> Model:
     causal_at, layout = ATTENTION_SIGNATURES[name]
 
     def model(args: Args, concrete: list[str]) -> OpCost | None:
-        t = _tensors(args)
+        t = tensor_inputs(args)
         if len(t) < 3 or any(len(x.shape) != 4 for x in t[:3]):
             return None
         q, k, v = t[:3]
@@ -217,7 +71,7 @@ def _attention_for(name: str) -> Model:
         pairs = lq * lk - (lq * (lq - 1)) / 2 if causal and lk >= lq else float(lq * lk)
         flops = 2.0 * b * hq * pairs * (d + dv)
         out = b * hq * lq * dv * DTYPE_BYTES.get(q.dtype, 2)
-        return OpCost(flops, float(q.nbytes + k.nbytes + v.nbytes + out), _matrix_precision(q), "attention")
+        return OpCost(flops, float(q.nbytes + k.nbytes + v.nbytes + out), matrix_precision(q), "attention")
 
     return model
 
@@ -240,11 +94,11 @@ def _pointwise_for(base: str, inplace: bool) -> Model:
     per_element = POINTWISE_FLOPS[base]
 
     def model(args: Args, concrete: list[str]) -> OpCost | None:
-        tensors = _tensors(args)
+        tensors = tensor_inputs(args)
         if not tensors:
             return None
         first = tensors[0]
-        out_shape = _broadcast([t.shape for t in tensors])
+        out_shape = broadcast([t.shape for t in tensors])
         numel = math.prod(out_shape)
         if base in ("copy", "_copy_from"):
             src = tensors[1] if len(tensors) > 1 else first
@@ -265,7 +119,7 @@ REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "
 
 def _reduction_for(base: str) -> Model:
     def model(args: Args, concrete: list[str]) -> OpCost | None:
-        tensors = _tensors(args)
+        tensors = tensor_inputs(args)
         if not tensors:
             return None
         x = tensors[0]
@@ -293,7 +147,7 @@ def _reduced_numel(shape: tuple[int, ...], dims_text: str, base: str) -> int:
 
 def _per_element(flops: float, model_name: str, weight_inputs: int = 0) -> Model:
     def model(args: Args, concrete: list[str]) -> OpCost | None:
-        tensors = _tensors(args)
+        tensors = tensor_inputs(args)
         if not tensors:
             return None
         x = tensors[0]
@@ -316,7 +170,7 @@ def cat(args: Args, concrete: list[str]) -> OpCost | None:
 
 
 def embedding(args: Args, concrete: list[str]) -> OpCost | None:
-    t = _tensors(args)
+    t = tensor_inputs(args)
     if len(t) < 2:
         return None
     weight, indices = t[:2]
@@ -325,7 +179,7 @@ def embedding(args: Args, concrete: list[str]) -> OpCost | None:
 
 
 def index_select(args: Args, concrete: list[str]) -> OpCost | None:
-    t = _tensors(args)
+    t = tensor_inputs(args)
     if len(t) < 2 or not t[0].shape:
         return None
     index = t[-1]
@@ -334,7 +188,7 @@ def index_select(args: Args, concrete: list[str]) -> OpCost | None:
 
 
 def gather(args: Args, concrete: list[str]) -> OpCost | None:
-    t = _tensors(args)
+    t = tensor_inputs(args)
     if len(t) < 2:
         return None
     src, index = t[0], t[1]
@@ -343,7 +197,7 @@ def gather(args: Args, concrete: list[str]) -> OpCost | None:
 
 
 def scatter(args: Args, concrete: list[str]) -> OpCost | None:
-    t = _tensors(args)
+    t = tensor_inputs(args)
     if len(t) < 2:
         return None
     moved = sum(x.nbytes for x in t[1:])
@@ -358,7 +212,7 @@ def index(args: Args, concrete: list[str]) -> OpCost | None:
 
 
 def topk(args: Args, concrete: list[str]) -> OpCost | None:
-    t = _tensors(args)
+    t = tensor_inputs(args)
     if not t:
         return None
     x = t[0]
@@ -369,46 +223,13 @@ def topk(args: Args, concrete: list[str]) -> OpCost | None:
 
 
 def sort(args: Args, concrete: list[str]) -> OpCost | None:
-    t = _tensors(args)
+    t = tensor_inputs(args)
     if not t:
         return None
     x = t[0]
     n = x.shape[-1] if x.shape else 1
     return OpCost(x.numel * max(math.log2(max(n, 2)), 1.0), float(x.nbytes + x.numel * (DTYPE_BYTES.get(x.dtype, 4) + 8)),
                   "fp32", "sort")
-
-
-def convolution(args: Args, concrete: list[str]) -> OpCost | None:
-    t = _tensors(args)
-    if len(t) < 2 or len(t[0].shape) < 3:
-        return None
-    x, w = t[:2]
-    spatial = len(x.shape) - 2
-    stride = _ints(concrete, 3, spatial, 1)
-    padding = _ints(concrete, 4, spatial, 0)
-    dilation = _ints(concrete, 5, spatial, 1)
-    groups = int(concrete[8]) if len(concrete) > 8 and concrete[8].isdigit() else 1
-    out_spatial = [
-        (x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1) // stride[i] + 1
-        for i in range(spatial)
-    ]
-    n, out_c = x.shape[0], w.shape[0]
-    kernel = math.prod(w.shape[1:])  # (C / groups) · kernel size
-    out_numel = n * out_c * math.prod(out_spatial)
-    flops = 2.0 * out_numel * kernel
-    out_bytes = out_numel * DTYPE_BYTES.get(x.dtype, 2)
-    del groups  # already folded into the weight's shape
-    return OpCost(flops, float(x.nbytes + w.nbytes + out_bytes), _matrix_precision(x), "convolution")
-
-
-def _ints(concrete: list[str], at: int, n: int, default: int) -> list[int]:
-    try:
-        values = json.loads(concrete[at]) if at < len(concrete) and concrete[at] else None
-    except json.JSONDecodeError:
-        values = None
-    if isinstance(values, list) and len(values) >= n:
-        return [int(v) for v in values[:n]]
-    return [default] * n
 
 
 # ---- the registry ----------------------------------------------------------------------------------------
