@@ -96,6 +96,13 @@ def _interrupted() -> int:
     return 128 + signum
 
 
+def _signal_outside_command(exc: KeyboardInterrupt | Terminated) -> int:
+    if not _received:
+        _received.append(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
+    workers.run_cleanups()
+    return _interrupted()
+
+
 def _error(text: str) -> None:
     print(f"kernelscope: error: {' '.join(text.split())}", file=sys.stderr)
 
@@ -104,7 +111,12 @@ def entry() -> None:
     """The program (console script and `python -m kernelscope`): main(), then the exit. A signal that arrives
     once the command is over (its output whole, helpers and fork server being shut down) no longer changes the
     outcome: the exit status is the command's."""
-    code = main()
+    try:
+        code = main()
+    except (KeyboardInterrupt, Terminated) as exc:
+        # A signal outside the command proper: while the verbs' modules load (Python's own SIGINT handler is still
+        # in place), or between our handlers' installation and the command's start or after its end.
+        code = _signal_outside_command(exc)
     try:
         sys.stdout.flush()
     except BrokenPipeError:  # the reader went away after our last write (`… | head`): nothing more to say

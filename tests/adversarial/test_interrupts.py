@@ -227,3 +227,40 @@ def test_a_signal_once_the_output_is_in_place_leaves_a_finished_command(place, n
     assert proc.returncode == 0, (proc.returncode, proc.stderr)
     assert proc.stderr == "" and proc.stdout.strip() == str((work / "out").resolve())
     assert (work / "out" / "kernels.parquet").is_file() and _leftovers(work, temp) == []
+
+
+_SIGNAL_BEFORE_THE_COMMAND = """
+import os, signal, sys
+from kernelscope import cli
+from kernelscope.report import figure_formats
+
+class Chosen:  # the figure formats' context variable, set by main() after its signal handlers are in place
+    def __init__(self, var):
+        self.var = var
+    def set(self, value):
+        os.kill(os.getpid(), signal.{name})
+        return self.var.set(value)
+    def reset(self, token):
+        self.var.reset(token)
+    def get(self, *default):
+        return self.var.get(*default)
+
+figure_formats.chosen = Chosen(figure_formats.chosen)
+sys.argv = ["kernelscope", "-q", *sys.argv[1:]]
+cli.entry()
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_signal_before_the_command_starts_ends_it_in_one_line(place, name):
+    """A signal between the installation of kernelscope's handlers and the command's start (a loaded machine makes
+    that window long) ends the command like any other: one line, 128 + the signal's number, no traceback."""
+    work, temp = place
+    signum, code = SIGNALS[name]
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.run([sys.executable, "-c", _SIGNAL_BEFORE_THE_COMMAND.replace("{name}", name), "import",
+                           str(TRACE), "--out", "out", "--no-report"], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (work / "out").exists() and _leftovers(work, temp) == []
