@@ -13,7 +13,6 @@ sampled every 20 ms (psutil). Results go to benchmarks/results/ as JSON.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -26,6 +25,7 @@ from datetime import date
 from pathlib import Path
 
 import psutil
+from _process import peak_rss_until_exit  # benchmarks/ is on sys.path when run as a script
 from _provenance import commit  # benchmarks/ is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,11 +62,7 @@ if __name__ == "__main__":
 def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     started = time.perf_counter()
     proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peak = 0
-    while proc.poll() is None:
-        with contextlib.suppress(psutil.Error):
-            peak = max(peak, sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]))
-        time.sleep(0.02)
+    peak = peak_rss_until_exit(proc)
     out, err = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({proc.returncode}):\n{err[-3000:]}")

@@ -16,7 +16,6 @@ benchmarks/results/ as JSON.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -31,6 +30,7 @@ from datetime import date
 from pathlib import Path
 
 import psutil
+from _process import peak_rss_until_exit  # benchmarks/ is on sys.path when run as a script
 from _provenance import commit  # benchmarks/ is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,11 +67,7 @@ def run_tree(cmd: list[str], env: dict[str, str]) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peak = 0
-    while proc.poll() is None:
-        with contextlib.suppress(psutil.Error):
-            peak = max(peak, sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]))
-        time.sleep(0.02)
+    peak = peak_rss_until_exit(proc)
     out, err = proc.communicate()
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
