@@ -18,27 +18,15 @@ import stat
 import tempfile
 from pathlib import Path
 
+from kernelscope.load.cache_folders import cache_root, private_folder
+
 VERSION = 1
 KEEP = 64  # cache files kept (the most recently used); older ones are removed
 
 
 def cache_folder() -> Path | None:
     """The private folder of dataset caches, or None when caching is off or the folder is not ours alone."""
-    if os.environ.get("KERNELSCOPE_NO_CACHE"):
-        return None
-    if os.environ.get("KERNELSCOPE_CACHE_DIR"):
-        root = Path(os.environ["KERNELSCOPE_CACHE_DIR"])
-    else:
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelscope"
-    folder = root / f"datasets-v{VERSION}"
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.lstat()
-    except OSError:
-        return None
-    if not stat.S_ISDIR(info.st_mode) or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or info.st_uid != os.getuid():
-        return None
-    return folder
+    return private_folder(cache_root() / f"datasets-v{VERSION}")
 
 
 def identity(path: str) -> list[int] | None:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import os
-import stat
 import sys
 from importlib import resources
 from pathlib import Path
@@ -25,16 +23,10 @@ from pathlib import Path
 import jinja2
 from jinja2.bccache import Bucket, FileSystemBytecodeCache
 
+from kernelscope.load.cache_folders import cache_root, private_folder
+
 # The parts of the report package whose contents can end up in compiled templates.
 _FINGERPRINTED = ("*.py", "templates/*", "messages/*")
-
-
-def cache_root() -> Path:
-    """$KERNELSCOPE_CACHE_DIR, else $XDG_CACHE_HOME/kernelscope, else ~/.cache/kernelscope."""
-    if os.environ.get("KERNELSCOPE_CACHE_DIR"):
-        return Path(os.environ["KERNELSCOPE_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "kernelscope"
 
 
 @functools.cache
@@ -65,15 +57,7 @@ class _QuietCache(FileSystemBytecodeCache):
 def bytecode_cache(namespace: str) -> FileSystemBytecodeCache | None:
     """The compiled-template cache of one environment (`namespace`: page kind, language and anything else its
     filters depend on), or None when caching is off or its folder is not private to this user."""
-    if os.environ.get("KERNELSCOPE_NO_CACHE"):
-        return None
-    folder = cache_root() / f"templates-{fingerprint()}" / namespace
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.stat()
-    except OSError:
-        return None
-    # Compiled code from this folder is executed: use it only if no one else can have written there.
-    if not stat.S_ISDIR(info.st_mode) or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or info.st_uid != os.getuid():
+    folder = private_folder(cache_root() / f"templates-{fingerprint()}" / namespace)
+    if folder is None:
         return None
     return _QuietCache(str(folder))
