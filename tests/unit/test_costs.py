@@ -135,3 +135,18 @@ def test_op_costs_give_each_modelled_op_its_own_cost(trace):
            for op_id, flops, nbytes, precision, model in op_costs(ops).iter_rows()}
     assert len(expected) > 100
     assert got == expected
+
+
+def test_a_profile_runs_cost_context_counts_its_own_ranks():
+    """A profile run records its own trace (no imported files): its ranks come from its parallel settings."""
+    import json
+    from pathlib import Path
+
+    from kernelscope.analyze.costs.kernel_costs import cost_context
+    from kernelscope.load.rundir import read_run_info
+
+    run = Path(__file__).resolve().parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
+    recorded = json.loads((run / "run.json").read_text())
+    assert "files" not in (recorded.get("trace") or {})  # a profile run's trace lists no imported files
+    world = (recorded.get("parallel") or {}).get("world_size") or 1
+    assert dict(cost_context(read_run_info(run)).config).get("ranks") in (None, float(world))
