@@ -17,6 +17,7 @@ from kernelscope import ranges
 from kernelscope.analyze.structure.kernel_sequence import KernelSequence
 from kernelscope.analyze.structure.layer_runs import LayerGroup
 from kernelscope.analyze.structure.pass_phases import PassFacts, PassPhases, first_projection_rows
+from kernelscope.analyze.structure.step_inference import step_numbers
 
 _PROJECTIONS = ("aten::mm", "aten::addmm", "aten::linear", "aten::_scaled_mm")
 BY_LOOKUP, BY_HOST_PAUSE, BY_DEVICE_IDLE = "embedding lookup", "longest host pause", "longest device idle gap"
@@ -86,19 +87,9 @@ def pass_facts(seq: KernelSequence, ops: pl.DataFrame, passes: list[Pass], layer
     return facts
 
 
-def numbered(phases: list[str]) -> list[int]:
-    """Step numbers per phase, from 0, in order."""
-    seen: dict[str, int] = {}
-    out = []
-    for phase in phases:
-        out.append(seen.get(phase, 0))
-        seen[phase] = out[-1] + 1
-    return out
-
-
 def pass_columns(seq: KernelSequence, passes: list[Pass], found: PassPhases, rows: int) -> tuple[pl.Series, pl.Series]:
     """Per kernel row: the phase and step of its pass (unknown / null outside every pass)."""
-    steps = numbered(found.phases)
+    steps = step_numbers(found.phases)
     phase = np.full(rows, ranges.UNKNOWN, dtype=object)
     step = np.full(rows, -1, dtype=np.int64)
     for p, ph, st in zip(passes, found.phases, steps, strict=True):

@@ -71,7 +71,7 @@ def infer_steps(ops: pl.DataFrame, launches: Launches, span: int) -> Steps | Non
     if candidates is None:
         return None
     order = np.lexsort((candidates.start, candidates.thread))
-    numbered = _numbers([candidates.phase[i] for i in order])
+    numbered = step_numbers([candidates.phase[i] for i in order])
     steps = [StepInfo(phase=candidates.phase[i], step=number, label=candidates.label[i],
                       **(candidates.counts[i] if candidates.counts else {}))
              for i, number in sorted(zip(order, numbered, strict=True), key=lambda p: candidates.start[p[0]])]
@@ -244,7 +244,8 @@ def _with_phases(steps: StepRanges, embeddings: pl.DataFrame, forwards: pl.DataF
     return steps
 
 
-def _numbers(phases: list[str]) -> list[int]:
+def step_numbers(phases: list[str]) -> list[int]:
+    """Step numbers per phase, from 0, in order."""
     seen: dict[str, int] = {}
     out = []
     for phase in phases:

@@ -30,7 +30,6 @@ from kernelscope import ranges
 from kernelscope.analyze.attribution.python_frames import Launches
 from kernelscope.analyze.structure.inferred_passes import (
     Pass,
-    numbered,
     pass_columns,
     pass_facts,
     passes_from_groups,
@@ -56,6 +55,7 @@ from kernelscope.analyze.structure.layer_runs import (
 )
 from kernelscope.analyze.structure.pass_phases import pass_phases, phase_level
 from kernelscope.analyze.structure.periods import Repeat
+from kernelscope.analyze.structure.step_inference import step_numbers
 from kernelscope.analyze.structure.training_phases import (
     TRAINING_PHASES,
     is_training,
@@ -367,7 +367,7 @@ def _inferred_passes(out: Inferred, seq: KernelSequence, ops: pl.DataFrame, pass
                                      evidence=f"one group of repeated layers per forward pass; boundaries: {placed}"))
     out.levels.append(phase_level(found))
     out.steps = [StepInfo(phase=ph, step=s, label="inferred forward pass", tokens=t)
-                 for ph, s, t in zip(found.phases, numbered(found.phases), found.tokens, strict=True)]
+                 for ph, s, t in zip(found.phases, step_numbers(found.phases), found.tokens, strict=True)]
 
 
 def _phases_of_marked(out: Inferred, seq: KernelSequence, ops: pl.DataFrame, passes: list[Pass],
@@ -384,4 +384,4 @@ def _phases_of_marked(out: Inferred, seq: KernelSequence, ops: pl.DataFrame, pas
         pl.select(pl.when(fill).then(step).otherwise(out.kernels["step"])).to_series().alias("step"))
     out.phase_filled |= fill.to_numpy()
     out.steps = [StepInfo(phase=ph, step=s, label="marked step", tokens=t)
-                 for ph, s, t in zip(found.phases, numbered(found.phases), found.tokens, strict=True)]
+                 for ph, s, t in zip(found.phases, step_numbers(found.phases), found.tokens, strict=True)]
