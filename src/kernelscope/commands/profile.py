@@ -20,6 +20,7 @@ from kernelscope.commands.profile_plan import (
     Plan,
     ProfileOptions,
     build_session,
+    energy_pass,
     plan_workload,
     time_session,
     workload_record,
@@ -65,6 +66,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", action="store_true",
                    help="record Python stacks too (torch.profiler with_stack): the report then names the source line "
                         "of every kernel; the trace grows several times")
+    p.add_argument("--energy", action="store_true",
+                   help="CUDA: --repeats more plain generations while NVML's board energy counter and power are "
+                        "sampled: joules per token of prefill and decode (run.json energy, power.parquet, "
+                        "energy.parquet; needs nvidia-ml-py)")
     d = p.add_argument_group("several GPUs (docs/multi-gpu.md)")
     d.add_argument("--gpus", type=positive_int, default=1, metavar="N",
                    help="processes on this node, one per GPU, started like torchrun (NCCL; on CPU: N processes over "
@@ -102,7 +107,7 @@ def run(args: argparse.Namespace, steps) -> int:
 
 
 def run_profile(options: ProfileOptions, steps=None) -> Path:
-    from kernelscope.load import staging
+    from kernelscope.load import rundir, staging
     from kernelscope.pipeline import write_run_directory
     from kernelscope.progress import SILENT
 
@@ -115,8 +120,12 @@ def run_profile(options: ProfileOptions, steps=None) -> Path:
     _warm_up_helpers(options)
     session = build_session(plan, options, steps)
     timed = time_session(session, options, plan.per_image, steps)
+    energy = energy_pass(session, plan, options, steps) if options.energy else None
     with staging.staged_directory(plan.target) as tmp:
         run, compressing = _record(session, plan, options, timed, tmp, steps)
+        if energy is not None:
+            run.info = run.info.replace(energy=energy.info)
+            rundir.write_energy(tmp, energy.samples, energy.windows)
         try:
             with steps.step("Writing tables and report"):
                 write_run_directory(tmp, run, report=options.report, languages=options.languages)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import torch
 
     from kernelscope.contracts.run_info import Workload
+    from kernelscope.contracts.trace_records import EnergyInfo
     from kernelscope.workload.generation import GenerationSettings
     from kernelscope.workload.inputs import ImageRequest, WorkloadInputs
     from kernelscope.workload.model import ModelSource
@@ -47,6 +48,7 @@ class ProfileOptions:
     image_size: int = 768
     crop_mode: bool = True
     stack: bool = False  # record Python frames: every kernel gets its source line
+    energy: bool = False  # sample the board's energy counter and power over more plain generations
     gpus: int = 1  # processes on this node (one per GPU); > 1 or nnodes > 1 runs commands/profile_ranks.py
     tp: int | None = None  # tensor-parallel degree (default: the world size when several ranks run)
     ep: int = 1  # expert-parallel degree
@@ -65,7 +67,8 @@ class ProfileOptions:
             prompt_len=args.prompt_len, new_tokens=args.new_tokens, layers=args.layers, warmup=args.warmup, repeats=args.repeats,
             seed=args.seed, temperature=args.temperature, no_repeat_ngram_size=args.no_repeat_ngram_size,
             image_paths=tuple(args.image_paths), images=args.images, base_size=args.base_size,
-            image_size=args.image_size, crop_mode=args.crop_mode, stack=args.stack, gpus=args.gpus, tp=args.tp,
+            image_size=args.image_size, crop_mode=args.crop_mode, stack=args.stack,
+            energy=getattr(args, "energy", False), gpus=args.gpus, tp=args.tp,
             ep=args.ep, nnodes=args.nnodes, node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
             out=args.out, runs_dir=args.runs_dir, report=not args.no_report, languages=args.lang,
         )
@@ -110,6 +113,8 @@ def plan_workload(options: ProfileOptions, steps, target: Path | None = None) ->
     device = resolve_device(options.device)
     if device.type == "cuda" and device.index is not None:
         torch.cuda.set_device(device)
+    if options.energy:
+        check_energy(options, device)
     model_name = options.model or (GPU_DEFAULT_MODEL if device.type == "cuda" else CPU_DEFAULT_MODEL)
     dtype = parse_dtype(options.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
     source = resolve_model_source(model_name)
@@ -193,6 +198,51 @@ def time_session(session: WorkloadSession, options: ProfileOptions, per_image: b
         warm_up(session, options.warmup, advance)
     with steps.step("Timing without the profiler", total=2 * options.repeats * count) as advance:
         return time_generations(session, options.repeats, per_image, advance)
+
+
+def check_energy(options: ProfileOptions, device: torch.device) -> None:
+    """--energy reads one CUDA GPU's board counter: refused elsewhere, and NVML opened once so that a missing
+    library fails before the model is built."""
+    from kernelscope.capture.energy import EnergyMeter
+
+    if device.type != "cuda":
+        raise UserError(f"--energy: needs a CUDA GPU (the board's energy counter), the run is on {device}")
+    if options.gpus > 1 or options.nnodes > 1:
+        raise UserError("--energy: one GPU per run (--gpus 1)")
+    EnergyMeter(device.index if device.index is not None else torch.cuda.current_device()).close()
+
+
+def energy_pass(session: WorkloadSession, plan: Plan, options: ProfileOptions, steps) -> MeasuredEnergy:
+    """--repeats more plain generations, the energy counter and power sampled: run.json's `energy`, the samples
+    and the windows with their joules."""
+    import polars as pl
+    import torch
+
+    from kernelscope.analyze.energy import energy_info
+    from kernelscope.workload.energy_pass import measure_energy
+
+    settings = plan.settings
+    prompts = [settings.batch_size * ((image.prompt_tokens or settings.prompt_len) if plan.per_image
+                                      else settings.prompt_len)
+               for image in (plan.inputs.images or [None] * session.generations)]
+    index = plan.device.index if plan.device.index is not None else torch.cuda.current_device()
+    with steps.step("Measuring energy (board counter and power)", total=options.repeats * session.generations) \
+            as advance:
+        captured = measure_energy(session, options.repeats, index, prompts, advance)
+    samples = pl.DataFrame(vars(captured.samples), schema=dict.fromkeys(vars(captured.samples), pl.Int64))
+    windows = pl.DataFrame(vars(captured.windows), schema={
+        "repeat": pl.Int64, "generation": pl.Int64, "phase": pl.String, "step": pl.Int64, "start_ns": pl.Int64,
+        "end_ns": pl.Int64, "tokens": pl.Int64})
+    info, windows = energy_info(samples, windows, captured.started_ns, captured.ended_ns, options.repeats,
+                                session.generations, captured.interval_s)
+    return MeasuredEnergy(info, samples, windows)
+
+
+@dataclass
+class MeasuredEnergy:
+    info: EnergyInfo
+    samples: Any  # power.parquet's rows (pl.DataFrame)
+    windows: Any  # energy.parquet's rows
 
 
 def workload_record(options: ProfileOptions, plan: Plan, session: WorkloadSession) -> Workload:

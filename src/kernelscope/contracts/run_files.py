@@ -13,3 +13,5 @@ NCU = "ncu.parquet"
 NCU_METRICS = "ncu_metrics.parquet"
 NCU_DIR = "ncu"
 REPORT_DIR = "report"
+POWER = "power.parquet"  # profile --energy: the energy counter and power samples
+ENERGY = "energy.parquet"  # profile --energy: every sampled window (setup, prefill, decode step) and its joules

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from kernelscope.contracts.record import Record
-from kernelscope.contracts.trace_records import GraphReplays, NcuInfo, TraceInfo
+from kernelscope.contracts.trace_records import EnergyInfo, GraphReplays, NcuInfo, TraceInfo
 
 SCHEMA_VERSION = 1
 
@@ -291,6 +291,7 @@ class RunInfo(Record, kw_only=True, omit_defaults=True):
     schema_version: int  # required: always written
     ncu: NcuInfo | None = None
     parallel: ParallelInfo | None = None  # runs of several processes (profile --gpus N)
+    energy: EnergyInfo | None = None  # profile --energy
 
     @classmethod
     def from_json(cls, data: bytes | str) -> RunInfo:

@@ -167,3 +167,37 @@ class GraphReplays(Record, kw_only=True):
     methods: list[ReplayMethod] = msgspec.field(default_factory=list)
     captures: list[str] = msgspec.field(default_factory=list)  # capture trace files given (`import --capture`)
     unattributed: list[UnattributedReplays] = msgspec.field(default_factory=list)
+
+
+class EnergyPhase(Record, kw_only=True):
+    """One phase of `profile --energy`'s sampled generations (setup: before the first forward pass; between:
+    outside every generation's windows), over all of them. joules: the board's energy counter, interpolated
+    between its updates at the windows' edges (measured); joules_from_power: the power samples integrated over the
+    same windows (measured, another instrument)."""
+
+    phase: str
+    seconds: float
+    windows: int
+    tokens: int
+    joules: float
+    joules_from_power: float | None = None
+    joules_per_token: float | None = None  # joules ÷ tokens (prefill: prompt tokens; decode: new tokens)
+    mean_watts: float | None = None
+
+
+class EnergyInfo(Record, kw_only=True):
+    """run.json's `energy` (docs/run-format.md): what the board counter and power read over `profile --energy`'s
+    sampled generations. counter_joules: the counter's change over the whole pass; power_joules: power integrated
+    over it; agreement: power_joules ÷ counter_joules (the two instruments checked against each other)."""
+
+    method: str
+    repeats: int
+    generations: int
+    samples: int
+    sample_interval_ms: float
+    counter_update_ms: float | None  # median time between the counter's updates, as sampled
+    pass_seconds: float
+    counter_joules: float
+    power_joules: float | None = None
+    agreement: float | None = None
+    phases: list[EnergyPhase] = msgspec.field(default_factory=list)

@@ -17,11 +17,13 @@ from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_files import (  # noqa: F401  (read elsewhere as rundir.TRACE, …)
     CALLS,
     CRITICAL_PATH,
+    ENERGY,
     KERNELS,
     NCU,
     NCU_DIR,
     NCU_METRICS,
     OPS,
+    POWER,
     REPORT_DIR,
     RUN_JSON,
     SUMMARY_JSON,
@@ -106,6 +108,13 @@ def write_measurements(directory: Path, measured: pl.DataFrame | None = None, me
         (directory / NCU_DIR).mkdir()
         for name, path in files.items():
             path.replace(directory / NCU_DIR / name)
+
+
+def write_energy(directory: Path, samples: pl.DataFrame, windows: pl.DataFrame) -> None:
+    """profile --energy's samples (power.parquet) and windows with their joules (energy.parquet) into `directory`
+    (a staging directory)."""
+    _write_table(samples, directory / POWER)
+    _write_table(windows, directory / ENERGY)
 
 
 def write_critical_path(directory: Path, segments: pl.DataFrame | None) -> None:
