@@ -80,14 +80,18 @@ def energy_info(samples: pl.DataFrame, windows: pl.DataFrame, started_ns: int, e
     seconds = (ended_ns - started_ns) * 1e-9
     in_windows = sum(p.seconds for p in phases)
     between_power = power - sum(p.joules_from_power or 0.0 for p in phases) if power is not None else None
-    phases.append(EnergyPhase(phase=BETWEEN, seconds=seconds - in_windows, windows=0, tokens=0,
-                              joules=counter - sum(p.joules for p in phases), joules_from_power=between_power))
+    between = counter - sum(p.joules for p in phases)
+    phases.append(EnergyPhase(phase=BETWEEN, seconds=seconds - in_windows, windows=0, tokens=0, joules=between,
+                              joules_from_power=between_power,
+                              mean_watts=between / (seconds - in_windows) if seconds > in_windows else None))
     updates = np.diff(t) * 1e-6
+    decode = measured.filter(pl.col("phase") == "decode")
+    step_ms = float((decode["end_ns"] - decode["start_ns"]).median()) * 1e-6 if decode.height else None
     info = EnergyInfo(
         method=METHOD, repeats=repeats, generations=generations, samples=samples.height,
         sample_interval_ms=interval_s * 1e3,
         counter_update_ms=float(np.median(updates)) if len(updates) else None,
-        pass_seconds=seconds, counter_joules=counter, power_joules=power,
+        pass_seconds=seconds, decode_step_ms=step_ms, counter_joules=counter, power_joules=power,
         agreement=power / counter if power is not None and counter > 0 else None, phases=phases,
     )
     return info, measured

@@ -14,8 +14,9 @@ from kernelscope.analyze.structure.phases import phase_table
 from kernelscope.analyze.structure.structure_summary import structure_summary
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
-from kernelscope.contracts.summary import CriticalPathPhase, KeyTimings, PhaseSummary, Summary
+from kernelscope.contracts.summary import CriticalPathPhase, EnergySummary, KeyTimings, PhaseSummary, Summary
 from kernelscope.contracts.tables import COST_SOURCES, CPU_OP
+from kernelscope.contracts.trace_records import EnergyInfo
 
 
 def _share(kernels: pl.DataFrame, condition: pl.Expr) -> float:
@@ -89,7 +90,17 @@ def summarize(run: Run, phases: pl.DataFrame | None = None, critical: CriticalPa
         # What the files read were missing or held inconsistently, each counted (docs/run-format.md).
         integrity=integrity if (integrity := integrity_summary(info.trace.audits() if info.trace else [])) is not None
         else msgspec.UNSET,
+        energy=_energy(info.energy),
     )
+
+
+def _energy(energy: EnergyInfo | None) -> EnergySummary | msgspec.UnsetType:
+    if energy is None:
+        return msgspec.UNSET
+    per_token = {p.phase: p.joules_per_token for p in energy.phases}
+    return EnergySummary(prefill_joules_per_token=per_token.get("prefill"),
+                         decode_joules_per_token=per_token.get("decode"),
+                         counter_joules=energy.counter_joules, agreement=energy.agreement)
 
 
 def _critical_path(critical: CriticalPath | None) -> dict[str, CriticalPathPhase] | msgspec.UnsetType:

@@ -83,6 +83,17 @@ class NoiseSummary(msgspec.Struct, kw_only=True):
     metrics: dict[str, MetricNoise] = msgspec.field(default_factory=dict)
 
 
+class EnergySummary(msgspec.Struct, kw_only=True):
+    """summary.json `energy` (profile --energy; run.json `energy` has every phase): joules per token of prefill
+    (per prompt token) and decode (per new token), from the board's energy counter, and the check of the power
+    samples against it over the whole measured stretch."""
+
+    prefill_joules_per_token: float | None = None
+    decode_joules_per_token: float | None = None
+    counter_joules: float
+    agreement: float | None = None  # power samples integrated ÷ counter
+
+
 class IntegritySummary(msgspec.Struct, kw_only=True):
     """The integrity audit of every file the run was read from, added up (summary.json `integrity`; each count is
     run.json's per-file `audit`, docs/run-format.md). A count is null where no file's format has that check."""
@@ -137,6 +148,7 @@ class Summary(Record, kw_only=True):
     critical_path: dict[str, CriticalPathPhase] | msgspec.UnsetType = msgspec.UNSET
     noise: NoiseSummary | msgspec.UnsetType = msgspec.UNSET
     integrity: IntegritySummary | msgspec.UnsetType = msgspec.UNSET
+    energy: EnergySummary | msgspec.UnsetType = msgspec.UNSET
     schema_version: int = SCHEMA_VERSION
 
     @classmethod

@@ -197,6 +197,7 @@ class EnergyInfo(Record, kw_only=True):
     sample_interval_ms: float
     counter_update_ms: float | None  # median time between the counter's updates, as sampled
     pass_seconds: float
+    decode_step_ms: float | None = None  # median decode window of the sampled generations (vs timings' tpot_ms)
     counter_joules: float
     power_joules: float | None = None
     agreement: float | None = None

@@ -19,6 +19,7 @@ from kernelscope.analyze.report_tables import (
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
+from kernelscope.contracts.trace_records import EnergyInfo
 from kernelscope.report import formatting as fmt
 from kernelscope.report.critical_path import path_context
 from kernelscope.report.tables_spec import SPECS, table_markdown
@@ -98,6 +99,7 @@ def page_context(run: Run, summary: Summary, tables: ReportTables, top_n: int, l
         # The phase table's optional columns this run fills (older runs lack the launch calls): the note under
         # the table explains those only.
         "phase_columns": [c for c in tables.phases.columns if tables.phases[c].is_not_null().any()],
+        "energy": _energy_context(run.info.energy, table),
         "idle_phases": table("idle_phases", tables.idle.per_phase if tables.idle is not None else None),
         "idle_gaps": table("idle_gaps", tables.idle.largest if tables.idle is not None else None),
         "communication": _communication_context(tables, table),
@@ -198,6 +200,19 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
         **_timing_spread(run, lang),
         **trust_context(summary, lang),
     }
+
+
+def _energy_context(energy: EnergyInfo | None, table: _Tables) -> dict[str, Any] | None:
+    """profile --energy's phases as a table (tokens only where a phase has them), and the record for the words."""
+    if energy is None or not energy.phases:
+        return None
+    rows = pl.DataFrame([{"phase": p.phase, "time_ns": p.seconds * 1e9, "tokens": p.tokens or None,
+                          "joules": p.joules, "joules_per_token": p.joules_per_token, "mean_watts": p.mean_watts,
+                          "joules_from_power": p.joules_from_power} for p in energy.phases],
+                        schema={"phase": pl.String, "time_ns": pl.Float64, "tokens": pl.Int64, "joules": pl.Float64,
+                                "joules_per_token": pl.Float64, "mean_watts": pl.Float64,
+                                "joules_from_power": pl.Float64})
+    return {"table": table("energy", rows), "info": msgspec.to_builtins(energy)}
 
 
 def _timing_spread(run: Run, lang: str) -> dict[str, Any]:

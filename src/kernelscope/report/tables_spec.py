@@ -39,6 +39,8 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
     "mb": lambda v: "–" if v is None else f"{v / 1e6:,.1f} MB",
     "bytes": lambda v: "–" if v is None else (f"{v / 1e6:,.2f} MB" if v >= 1e5 else f"{v / 1e3:,.1f} KB"),
     "gbs": lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
+    "joules": lambda v: "–" if v is None else (f"{v:,.1f} J" if abs(v) >= 1 else f"{v * 1e3:,.2f} mJ"),
+    "watts": lambda v: "–" if v is None else f"{v:,.0f} W",
 }
 TEXT_FORMATTERS = {"text", "code", "term"}
 
@@ -108,6 +110,9 @@ SPECS: dict[str, Spec] = {
               ("device_time", "device_time_ns", "dur"), ("prefill_tokens", "prefill_tokens?", "int"),
               ("decode_tokens", "decode_tokens?", "int"), ("tokens", "tokens?", "int"), ("requests", "requests?", "int"),
               ("marker", "label?", "code")],
+    "energy": [("phase", "phase", "term"), ("energy_time", "time_ns", "dur"), ("tokens", "tokens?", "int"),
+               ("energy", "joules", "joules"), ("energy_per_token", "joules_per_token?", "joules"),
+               ("mean_power", "mean_watts?", "watts"), ("energy_from_power", "joules_from_power?", "joules")],
     "idle_phases": [("phase", "phase", "term"), ("idle_gaps", "gaps", "int"), ("idle_total", "idle_ns", "dur"),
                     ("largest_gap", "largest_ns", "dur"), ("largest_gap_pct", "largest_pct", "pct"),
                     ("host_wait_pct", "host_wait_pct?", "pct")],
