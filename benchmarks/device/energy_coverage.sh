@@ -5,13 +5,13 @@
 #      `ncu --coverage` then measures;
 #   2. a second energy run of another shape (batch 8, prompt 512, 32 new tokens: run-b8/);
 #   3. `ncu run/ --coverage 0.95` within what is left of the call.
-# Writes under $OUT: steps.txt, env.txt, runs/<name>/ (run.json, summary.json, power.parquet, energy.parquet,
-# kernels.parquet, ncu.parquet: each run without its trace and report), coverage.txt (the measured share checked
+# Writes under $OUT: steps.txt, env.txt, energy-runs.tar.gz (run/ and run-b8/: run.json, summary.json,
+# power.parquet, energy.parquet, kernels.parquet, ncu.parquet; no trace, no report), coverage.txt (the measured share checked
 # from the run's own tables), the logs.
 set -u -o pipefail
 OUT=${OUT:-device-out}
 W=/tmp/ks-energy
-rm -rf "$W" && mkdir -p "$W" "$OUT/runs"
+rm -rf "$W" && mkdir -p "$W" "$OUT" "$W/keep"
 export PYTHONPATH=src:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 ks() { python3 -m kernelscope -q "$@"; }
 log() { printf '%s %s\n' "$(date +%T)" "$*" | tee -a "$OUT/steps.txt"; }
@@ -24,17 +24,18 @@ begin=$SECONDS
 
 log "profile --energy (default workload)"; t0=$SECONDS
 timeout 170 python3 -m kernelscope -q profile --energy --no-report --out "$W/run" > "$W/profile.log" 2>&1
-log "profile rc=$? $((SECONDS-t0))s"; tail -3 "$W/profile.log"
+log "profile rc=$? $((SECONDS-t0))s"; tail -n 3 "$W/profile.log"
 
 log "profile --energy b8 p512"; t0=$SECONDS
 timeout 110 python3 -m kernelscope -q profile --energy --no-report --batch-size 8 --prompt-len 512 --new-tokens 32 \
   --out "$W/run-b8" > "$W/profile-b8.log" 2>&1
-log "profile b8 rc=$? $((SECONDS-t0))s"; tail -3 "$W/profile-b8.log"
+log "profile b8 rc=$? $((SECONDS-t0))s"; tail -n 3 "$W/profile-b8.log"
 
-left=$((560 - (SECONDS - begin) - 40))
+[ -f "$W/run/run.json" ] || { log "energy profile failed: plain profile for ncu"; timeout 150 python3 -m kernelscope -q profile --no-report --out "$W/run" > "$W/profile-plain.log" 2>&1; }
+left=$((${BUDGET_S:-560} - (SECONDS - begin) - 40))
 log "ncu --coverage 0.95 (timeout ${left}s)"; t0=$SECONDS
 PATH=/usr/local/cuda/bin:$PATH ks ncu "$W/run" --coverage 0.95 --timeout "$left" > "$W/ncu.log" 2>&1
-log "ncu rc=$? $((SECONDS-t0))s"; tail -5 "$W/ncu.log"
+log "ncu rc=$? $((SECONDS-t0))s"; tail -n 5 "$W/ncu.log"
 
 python3 - "$W/run" > "$OUT/coverage.txt" 2>&1 <<'PY'
 import json, sys
@@ -49,12 +50,13 @@ ncu = pl.read_parquet(run / "ncu.parquet")
 print("measured share of decode kernel time:", measured_share(every_launch(kernels, ncu, "decode")))
 PY
 for name in run run-b8; do
-  mkdir -p "$OUT/runs/$name"
+  mkdir -p "$W/keep/$name"
   cp "$W/$name"/*.json "$W/$name"/power.parquet "$W/$name"/energy.parquet "$W/$name"/kernels.parquet \
-    "$W/$name"/ncu.parquet "$OUT/runs/$name/" 2>/dev/null
+    "$W/$name"/ncu.parquet "$W/keep/$name/" 2>/dev/null
 done
+(cd "$W/keep" && tar czf "$OUT/energy-runs.tar.gz" .)
 cp "$W"/*.log "$OUT/"
-python3 - "$OUT/runs" <<'PY'
+python3 - "$W/keep" <<'PY'
 import json, sys
 from pathlib import Path
 for run in sorted(Path(sys.argv[1]).iterdir()):
@@ -66,5 +68,5 @@ for run in sorted(Path(sys.argv[1]).iterdir()):
     for p in e.get("phases", []):
         print("  ", p)
 PY
-cat "$OUT/coverage.txt" | tail -3
+tail -n 3 "$OUT/coverage.txt"
 log "done $((SECONDS-begin))s"
