@@ -41,7 +41,7 @@ python3 - "$W/run" > "$OUT/coverage.txt" 2>&1 <<'PY'
 import json, sys
 from pathlib import Path
 import polars as pl
-from kernelscope.analyze.ncu_coverage import every_launch, measured_share
+from kernelscope.analyze.costs.ncu_coverage import every_launch, measured_share
 run = Path(sys.argv[1])
 info = json.loads((run / "run.json").read_text()).get("ncu") or {}
 print(json.dumps(info, indent=1))

@@ -72,3 +72,28 @@ def test_measurements_reach_every_launch_of_their_configuration(kernels):
             assert row["measured_launches"] is None and row["dram_bytes"] is None
     assert hits > len(ncu)  # every launch of a profiled configuration, not only the profiled ones
     assert measured_share(joined) == pytest.approx(measured_time / total)
+
+
+def test_functions_in_an_anonymous_namespace_keep_their_name():
+    """CUPTI spells a function of an unnamed namespace `ns::(anonymous namespace)::f<…>(…)`; the parenthesis is part of
+    the qualified name, not the parameter list, so the base name Nsight Compute is filtered by is `f`. Names from a
+    committed H200 trace: the KV cache's concatenation kernels, index selection, arange."""
+    import gzip
+    import json
+
+    from kernelscope.analyze.costs.ncu_measurements import base_function_name
+
+    trace = Path(__file__).resolve().parents[1] / "data" / "kineto" / "h200-qwen2-0.5b-p16-n4.trace.json.gz"
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    names = {e["name"] for e in events if e.get("cat") == "kernel" and "(anonymous namespace)::" in e["name"]}
+    expected = {"CatArrayBatchedCopy", "CatArrayBatchedCopy_vectorized", "CatArrayBatchedCopy_alignedK_contig",
+                "indexSelectSmallIndex", "elementwise_kernel_with_index"}
+    for name in names:
+        # The function: the identifier right after the last '(anonymous namespace)::' before its template arguments.
+        head = name.split("<", 1)[0]
+        if head.endswith(")") or "(anonymous namespace)::" not in head:
+            continue  # the unnamed namespace is inside the template arguments only
+        want = head.rsplit("::", 1)[-1]
+        assert want in expected
+        assert base_function_name(name) == want
+    assert {base_function_name(n) for n in names} >= expected

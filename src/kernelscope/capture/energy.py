@@ -9,6 +9,7 @@ NVML's own timestamps are carried over to that clock, so the counter's update mo
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,13 +46,10 @@ class EnergyMeter:
             import pynvml
         except ImportError:
             raise UserError("--energy: NVML is not available (install nvidia-ml-py: pip install nvidia-ml-py)") from None
-        import torch
-
         self._nvml = pynvml
         try:
             pynvml.nvmlInit()
-            uuid = str(torch.cuda.get_device_properties(cuda_index).uuid)
-            self._handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+            self._handle = self._find(cuda_index)
             first = self.read()
         except pynvml.NVMLError as exc:
             raise UserError(f"--energy: NVML cannot read cuda:{cuda_index}'s energy counter ({exc})") from None
@@ -60,6 +58,18 @@ class EnergyMeter:
                             f"{FIELD_TOTAL_ENERGY})")
         # NVML stamps values in µs of the Unix clock; this offset carries them to perf_counter's.
         self._unix_to_perf_ns = time.perf_counter_ns() - time.time_ns()
+
+    def _find(self, cuda_index: int) -> Any:
+        """NVML's handle of CUDA's device: by its UUID; by index where no device list renumbers them."""
+        import torch
+
+        uuid = str(torch.cuda.get_device_properties(cuda_index).uuid)
+        try:
+            return self._nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        except self._nvml.NVMLError:
+            if os.environ.get("CUDA_VISIBLE_DEVICES"):
+                raise
+            return self._nvml.nvmlDeviceGetHandleByIndex(cuda_index)
 
     def read(self) -> tuple[int, int | None, int | None, int | None, int | None]:
         """(host ns, energy mJ, energy taken at, power mW, power taken at); host ns is the call's midpoint."""

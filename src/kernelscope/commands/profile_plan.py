@@ -203,6 +203,8 @@ def time_session(session: WorkloadSession, options: ProfileOptions, per_image: b
 def check_energy(options: ProfileOptions, device: torch.device) -> None:
     """--energy reads one CUDA GPU's board counter: refused elsewhere, and NVML opened once so that a missing
     library fails before the model is built."""
+    import torch
+
     from kernelscope.capture.energy import EnergyMeter
 
     if device.type != "cuda":

@@ -30,7 +30,8 @@ MEAN_COLUMNS = ["sm_throughput_pct", "dram_throughput_pct", "mem_throughput_pct"
 def base_function_name(name: str) -> str:
     """The unqualified function name of a demangled kernel signature, the same for CUPTI's and Nsight's
     spellings: 'void at::native::vectorized_elementwise_kernel<4, …>(int, …)' → 'vectorized_elementwise_kernel'."""
-    text = name.strip()
+    # '(anonymous namespace)' qualifies a name (CUPTI's spelling; Nsight's is '<unnamed>'): not a parameter list.
+    text = name.strip().replace("(anonymous namespace)", "{anonymous}")
     depth, cut = 0, len(text)
     for i, ch in enumerate(text):  # the parameter list starts at the first '(' outside template brackets
         if ch == "<":
