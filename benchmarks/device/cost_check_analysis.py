@@ -82,8 +82,11 @@ def compare(run: Path, measured) -> dict:
                                                       | ((pl.col("phase") == "decode") & (pl.col("step") == 0))))
                .sort("start_ns"))
     shapes = pl.read_parquet(run / "ops.parquet").select(
-        pl.col("op_id").alias("cost_op_id"), pl.col("input_dims").cast(pl.String), pl.col("input_types").cast(pl.String))
+        pl.col("op_id").alias("cost_op_id"), pl.col("name").alias("op_name"), pl.col("input_dims").cast(pl.String),
+        pl.col("input_types").cast(pl.String))
     kernels = kernels.join(shapes, on="cost_op_id", how="left", maintain_order="left")
+    config = json.loads((run / "run.json").read_text()).get("model", {}).get("config") or {}
+    experts = config.get("num_experts") or config.get("n_routed_experts") or config.get("num_local_experts")
     ours = [_base_name(normalize(n)) for n in kernels["name"].to_list()]
     theirs = [_base_name(normalize(n)) for n in measured["kernel_name"].to_list()]
     blocks = difflib.SequenceMatcher(None, ours, theirs, autojunk=False).get_matching_blocks()
@@ -100,9 +103,41 @@ def compare(run: Path, measured) -> dict:
             "dram_read_bytes": m.get("dram_read_bytes"), "dram_write_bytes": m.get("dram_write_bytes"),
             "l2_bytes": None if m.get("l2_read_bytes") is None else m["l2_read_bytes"] + (m.get("l2_write_bytes") or 0),
             "analytic_flops": k["flops"], "measured_flops": m.get("flops"), "duration_us": m.get("duration_us"),
+            "op": k["op_name"], "l2_read_bytes": m.get("l2_read_bytes"), "l2_write_bytes": m.get("l2_write_bytes"),
+            "tensor_flops": m.get("flops_tensor"),
+            "cuda_core_flops": sum(m.get(f"flops_{p}") or 0 for p in ("fp32", "fp16", "fp64")),
+            **_gemm_padding(k, m, experts),
         })
     return {"kernels_in_run": len(ours), "launches_measured": len(theirs), "matched": len(pairs),
             "classes": _classes(rows), "checks": _checks(rows), "launches": rows}
+
+
+def _gemm_padding(k: dict, m: dict, experts: int | None) -> dict:
+    """For a GEMM launch on the tensor cores: the whole-tile FLOPs its kernel's tile implies (cost_check_tiles.py),
+    and for a grouped GEMM whether the measured count is whole tiles of rows (groups: the stacked weights' leading
+    dimension, else the model config's experts)."""
+    from cost_check_tiles import grouped_padding, nvjet_tile_flops
+
+    shape = (k["gemm_m"], k["gemm_n"], k["gemm_k"])
+    if k["category"] != "GEMM" or None in shape or not m.get("flops_tensor"):
+        return {}
+    name = m["kernel_name"]
+    grid = (int(m["grid_x"] or 1), int(m["grid_y"] or 1), int(m["grid_z"] or 1))
+    out: dict = {"grid": list(grid), "tile_flops": nvjet_tile_flops(name, *shape, grid)}
+    grouped = grouped_padding(name, *shape, _groups(k["input_dims"]) or experts, m["flops_tensor"])
+    if grouped is not None:
+        out["grouped"] = grouped
+    return out
+
+
+def _groups(dims_text: str | None) -> int | None:
+    """A grouped GEMM's groups: the leading dimension of its stacked (3-d) weights."""
+    try:
+        dims = json.loads(dims_text or "")
+    except ValueError:
+        return None
+    stacked = [d for d in dims if isinstance(d, list) and len(d) == 3]
+    return stacked[0][0] if stacked else None
 
 
 def _base_name(name: str) -> str:
@@ -148,10 +183,12 @@ def _summary(rows: list[dict]) -> dict:
 
     per = sorted(x for r in rows if (x := _ratio(r["analytic_bytes"], r["measured_bytes"])) is not None)
     l2 = [r for r in rows if r.get("l2_bytes")]
+    tensor = [r for r in rows if r.get("tensor_flops")]
     return {"launches": len(rows), "bytes_ratio": _ratio(total("analytic_bytes"), total("measured_bytes")),
             "bytes_ratio_l2": _ratio(sum(r["analytic_bytes"] or 0 for r in l2), sum(r["l2_bytes"] for r in l2)),
             "dram_write_share": _ratio(total("dram_write_bytes"), total("measured_bytes")),
             "flops_ratio": _ratio(total("analytic_flops"), total("measured_flops")),
+            "flops_ratio_tensor": _ratio(sum(r["analytic_flops"] or 0 for r in tensor), total("tensor_flops")),
             "bytes_ratio_min": per[0] if per else None, "bytes_ratio_median": per[len(per) // 2] if per else None,
             "bytes_ratio_max": per[-1] if per else None}
 
@@ -167,12 +204,41 @@ def _checks(rows: list[dict]) -> dict:
     gemms = [r for r in rows if r["category"] == "GEMM" and r["gemm"][0] and r["gemm"][0] >= 128
              and r["analytic_flops"] and r["measured_flops"]]
     exact = [r for r in gemms if abs(r["analytic_flops"] / r["measured_flops"] - 1) <= 0.01]
-    return {"memory_bound_launches": len(memory), "bytes_within_15pct": len(within),
+    return {**_gemm_checks(rows), "memory_bound_launches": len(memory), "bytes_within_15pct": len(within),
             "with_l2_traffic": len(l2), "bytes_within_15pct_of_l2": len(within_l2),
             "pointwise_copy_reading_1mb": len(reads), "reads_within_15pct_of_dram_reads": len(reads_within),
             "analytic_reads_over_dram_reads": _ratio(sum(r["analytic_read_bytes"] for r in reads),
                                                      sum(r["dram_read_bytes"] for r in reads)),
             "full_tile_gemm_launches": len(gemms), "flops_within_1pct": len(exact)}
+
+
+def _near(a: float | None, b: float | None, within: float = 0.01) -> bool:
+    return bool(a) and bool(b) and abs(a / b - 1) <= within
+
+
+def _gemm_checks(rows: list[dict]) -> dict:
+    """GEMM FLOPs against the tensor pipes' count: exact where the problem fills its kernel's tiles; elsewhere the
+    count must be the whole tiles the kernel's tile implies (nvjet), or whole tiles of rows within the groups'
+    bounds (grouped GEMMs); what neither explains is listed."""
+    gemms = [r for r in rows if r["category"] == "GEMM" and r["analytic_flops"] and r.get("tensor_flops")]
+    filling = [r for r in gemms
+               if r.get("tile_flops") is not None and _near(r["tile_flops"], r["analytic_flops"], 1e-9)]
+    padded = [r for r in gemms if r.get("tile_flops") is not None and r not in filling]
+    grouped = [r for r in gemms if r.get("grouped")]
+    explained = ([r for r in filling if _near(r["analytic_flops"], r["tensor_flops"])]
+                 + [r for r in padded if _near(r["tile_flops"], r["tensor_flops"])]
+                 + [r for r in grouped if r["grouped"]["whole_tiles_within_bounds"]])
+    other = [r for r in gemms if r.get("tile_flops") is None and not r.get("grouped")]
+    unexplained = [r for r in gemms if r not in explained and r not in other]
+    return {"tensor_gemm_launches": len(gemms), "filling_tiles": len(filling),
+            "filling_tiles_exact": sum(_near(r["analytic_flops"], r["tensor_flops"]) for r in filling),
+            "padded_to_tiles": len(padded),
+            "padded_count_exact": sum(_near(r["tile_flops"], r["tensor_flops"]) for r in padded),
+            "grouped": len(grouped),
+            "grouped_whole_tiles": sum(r["grouped"]["whole_tiles_within_bounds"] for r in grouped),
+            "other_tile_unknown": len(other),
+            "other_within_1pct": sum(_near(r["analytic_flops"], r["tensor_flops"]) for r in other),
+            "unexplained": [f"{r['name'][:60]} {r['gemm']}" for r in unexplained]}
 
 
 def _headline(results: dict) -> dict:
