@@ -97,10 +97,10 @@ def summarize(run: Run, phases: pl.DataFrame | None = None, critical: CriticalPa
 def _energy(energy: EnergyInfo | None) -> EnergySummary | msgspec.UnsetType:
     if energy is None:
         return msgspec.UNSET
-    per_token = {p.phase: p.joules_per_token for p in energy.phases}
-    return EnergySummary(prefill_joules_per_token=per_token.get("prefill"),
-                         decode_joules_per_token=per_token.get("decode"),
-                         counter_joules=energy.counter_joules, agreement=energy.agreement)
+    return EnergySummary(prefill_joules_per_token=energy.prefill_joules_per_token,
+                         decode_joules_per_token=energy.decode_joules_per_token,
+                         counter_joules=energy.counter_joules, agreement=energy.agreement,
+                         counter_update_ms=energy.counter_update_ms)
 
 
 def _critical_path(critical: CriticalPath | None) -> dict[str, CriticalPathPhase] | msgspec.UnsetType:

@@ -5,6 +5,7 @@ before anything is built), the workload session, its timings without the profile
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -220,7 +221,7 @@ def energy_pass(session: WorkloadSession, plan: Plan, options: ProfileOptions, s
     import polars as pl
     import torch
 
-    from kernelscope.analyze.energy import energy_info
+    from kernelscope.analyze.energy import StageBounds, energy_info
     from kernelscope.workload.energy_pass import measure_energy
 
     settings = plan.settings
@@ -228,15 +229,17 @@ def energy_pass(session: WorkloadSession, plan: Plan, options: ProfileOptions, s
                                       else settings.prompt_len)
                for image in (plan.inputs.images or [None] * session.generations)]
     index = plan.device.index if plan.device.index is not None else torch.cuda.current_device()
+    prefill_session = dataclasses.replace(session, settings=dataclasses.replace(settings, new_tokens=1))
     with steps.step("Measuring energy (board counter and power)", total=options.repeats * session.generations) \
             as advance:
-        captured = measure_energy(session, options.repeats, index, prompts, advance)
+        captured = measure_energy(session, prefill_session, options.repeats, index, prompts, advance)
     samples = pl.DataFrame(vars(captured.samples), schema=dict.fromkeys(vars(captured.samples), pl.Int64))
     windows = pl.DataFrame(vars(captured.windows), schema={
-        "repeat": pl.Int64, "generation": pl.Int64, "phase": pl.String, "step": pl.Int64, "start_ns": pl.Int64,
-        "end_ns": pl.Int64, "tokens": pl.Int64})
-    info, windows = energy_info(samples, windows, captured.started_ns, captured.ended_ns, options.repeats,
-                                session.generations, captured.interval_s)
+        "stage": pl.String, "repeat": pl.Int64, "generation": pl.Int64, "phase": pl.String, "step": pl.Int64,
+        "start_ns": pl.Int64, "end_ns": pl.Int64, "tokens": pl.Int64})
+    stages = [StageBounds(s.name, s.started_ns, s.ended_ns, s.generations) for s in captured.stages]
+    info, windows = energy_info(samples, windows, stages, options.repeats, session.generations,
+                                captured.interval_s)
     return MeasuredEnergy(info, samples, windows)
 
 

@@ -84,14 +84,15 @@ class NoiseSummary(msgspec.Struct, kw_only=True):
 
 
 class EnergySummary(msgspec.Struct, kw_only=True):
-    """summary.json `energy` (profile --energy; run.json `energy` has every phase): joules per token of prefill
-    (per prompt token) and decode (per new token), from the board's energy counter, and the check of the power
-    samples against it over the whole measured stretch."""
+    """summary.json `energy` (profile --energy; run.json `energy` has every stage and phase): joules per prompt token
+    of prefill and per new token of decode, from the board's energy counter, and the check of the power samples
+    against it over the full generations."""
 
     prefill_joules_per_token: float | None = None
     decode_joules_per_token: float | None = None
     counter_joules: float
     agreement: float | None = None  # power samples integrated ÷ counter
+    counter_update_ms: float | None = None
 
 
 class IntegritySummary(msgspec.Struct, kw_only=True):

@@ -170,10 +170,10 @@ class GraphReplays(Record, kw_only=True):
 
 
 class EnergyPhase(Record, kw_only=True):
-    """One phase of `profile --energy`'s sampled generations (setup: before the first forward pass; between:
-    outside every generation's windows), over all of them. joules: the board's energy counter, interpolated
-    between its updates at the windows' edges (measured); joules_from_power: the power samples integrated over the
-    same windows (measured, another instrument)."""
+    """One phase of `profile --energy`'s full generations (setup: before the first forward pass; between: outside
+    every generation's windows), over all of them. joules: the board's energy counter interpolated between its
+    updates at the windows' edges (estimated where mean_window_ms is shorter than the counter's update interval);
+    joules_from_power: the power samples integrated over the same windows."""
 
     phase: str
     seconds: float
@@ -183,12 +183,30 @@ class EnergyPhase(Record, kw_only=True):
     joules_from_power: float | None = None
     joules_per_token: float | None = None  # joules ÷ tokens (prefill: prompt tokens; decode: new tokens)
     mean_watts: float | None = None
+    mean_window_ms: float | None = None
+
+
+class EnergyStage(Record, kw_only=True):
+    """One stage of the energy pass: `prefill_only` (generations of one new token, repeated) or `generation` (the
+    full generations). mean_watts: the counter's change between its first and last update inside the stage over
+    the time between them (measured; update_intervals of them, 0: interpolated over the stage)."""
+
+    stage: str
+    seconds: float
+    generations: int
+    update_intervals: int
+    mean_watts: float
+    generation_ms: float | None = None  # the median generation's length
+    joules_per_generation: float | None = None  # mean_watts × generation_ms
+    prompt_tokens: int = 0
+    new_tokens: int = 0  # decode tokens: batch × (new tokens − 1) per generation
 
 
 class EnergyInfo(Record, kw_only=True):
-    """run.json's `energy` (docs/run-format.md): what the board counter and power read over `profile --energy`'s
-    sampled generations. counter_joules: the counter's change over the whole pass; power_joules: power integrated
-    over it; agreement: power_joules ÷ counter_joules (the two instruments checked against each other)."""
+    """run.json's `energy` (docs/run-format.md). prefill_joules_per_token: a one-token generation's joules per
+    prompt token; decode_joules_per_token: a full generation's less a one-token generation's, per new token after
+    the first (both measured over whole counter updates). counter_joules: the counter's change over the full
+    generations; power_joules: power integrated over them; agreement: power_joules ÷ counter_joules."""
 
     method: str
     repeats: int
@@ -196,9 +214,12 @@ class EnergyInfo(Record, kw_only=True):
     samples: int
     sample_interval_ms: float
     counter_update_ms: float | None  # median time between the counter's updates, as sampled
-    pass_seconds: float
-    decode_step_ms: float | None = None  # median decode window of the sampled generations (vs timings' tpot_ms)
+    pass_seconds: float  # the full generations' stage
+    decode_step_ms: float | None = None  # median decode window of the full generations (vs timings' tpot_ms)
+    prefill_joules_per_token: float | None = None
+    decode_joules_per_token: float | None = None
     counter_joules: float
     power_joules: float | None = None
     agreement: float | None = None
     phases: list[EnergyPhase] = msgspec.field(default_factory=list)
+    stages: list[EnergyStage] = msgspec.field(default_factory=list)

@@ -48,6 +48,17 @@ def number(value: float | int | None, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
+def joules(value: float | None) -> str:
+    """Joules from a kilojoule to a millijoule: '12.3 J', '0.41 mJ'."""
+    if missing(value):
+        return "–"
+    return f"{value:,.1f} J" if abs(value) >= 1 else f"{value * 1e3:,.2f} mJ"
+
+
+def watts(value: float | None) -> str:
+    return "–" if missing(value) else f"{value:,.0f} W"
+
+
 def gigabytes(value: float | None) -> str:
     """Bytes in GB with two decimals; amounts under 10 MB in the unit they reach (never "0.00 GB")."""
     if missing(value):

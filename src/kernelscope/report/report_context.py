@@ -51,6 +51,7 @@ def report_environment(lang: str, cpu_run: bool = False) -> Environment:
     headers = {**words["headers"], **(words["headers_cpu"] if cpu_run else {})}
     env = template_environment(words, dict(
         duration=fmt.duration, ms=fmt.ms, percent=fmt.percent, ratio=fmt.ratio_percent, number=fmt.number,
+        joules=fmt.joules,
         gb=fmt.gigabytes, bytes=fmt.byte_amount, flop=fmt.flop_amount, code=fmt.code, text=fmt.markdown_text, term=lambda v: terms.get(v, v) if isinstance(v, str) else v,
         tb=lambda v: "–" if v is None else f"{v / 1e12:,.2f} TB/s",
         gbs=lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
@@ -212,7 +213,10 @@ def _energy_context(energy: EnergyInfo | None, table: _Tables) -> dict[str, Any]
                         schema={"phase": pl.String, "time_ns": pl.Float64, "tokens": pl.Int64, "joules": pl.Float64,
                                 "joules_per_token": pl.Float64, "mean_watts": pl.Float64,
                                 "joules_from_power": pl.Float64})
-    return {"table": table("energy", rows), "info": msgspec.to_builtins(energy)}
+    update = energy.counter_update_ms
+    short = [p.phase for p in energy.phases if update and p.mean_window_ms is not None and p.mean_window_ms < update]
+    return {"table": table("energy", rows), "info": msgspec.to_builtins(energy),
+            "short": short}
 
 
 def _timing_spread(run: Run, lang: str) -> dict[str, Any]:

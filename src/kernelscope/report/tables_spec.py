@@ -39,8 +39,8 @@ FORMATTERS: dict[str, Callable[[Any], str]] = {
     "mb": lambda v: "–" if v is None else f"{v / 1e6:,.1f} MB",
     "bytes": lambda v: "–" if v is None else (f"{v / 1e6:,.2f} MB" if v >= 1e5 else f"{v / 1e3:,.1f} KB"),
     "gbs": lambda v: "–" if v is None else f"{v / 1e9:,.1f} GB/s",
-    "joules": lambda v: "–" if v is None else (f"{v:,.1f} J" if abs(v) >= 1 else f"{v * 1e3:,.2f} mJ"),
-    "watts": lambda v: "–" if v is None else f"{v:,.0f} W",
+    "joules": fmt.joules,
+    "watts": fmt.watts,
 }
 TEXT_FORMATTERS = {"text", "code", "term"}
 
