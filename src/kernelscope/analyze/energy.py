@@ -9,8 +9,10 @@ driver 580; the reads in between repeat the last value), so:
 - per window (estimated where a window is shorter than an update interval): the counter interpolated linearly
   between its updates at the window's edges, so a short prefill shares its update interval's mean power with the
   decode steps around it. These give the phase table of the full generations and tile its stage exactly;
-- the check: the power samples (another NVML quantity) integrated over the full generations against the counter's
-  change over them.
+- the checks: prefill's and decode's joules per token times the full generations' tokens against the counter's
+  change read around them (the per-token values are stage means over whole updates, the total is read at the
+  stage's edges); and the power samples (NVML's instantaneous board power, another quantity, updated about as
+  often as the counter) integrated over the full generations.
 
 Tables (docs/run-format.md): samples as power.parquet holds them (host_ns, energy_mj, energy_at_ns, power_mw,
 power_at_ns), windows as energy.parquet holds them (stage, repeat, generation, phase, step, start_ns, end_ns,
@@ -100,7 +102,8 @@ def _stage(t: np.ndarray, e_mj: np.ndarray, bounds: StageBounds, windows: pl.Dat
     mine = windows.filter(pl.col("stage") == bounds.name)
     lengths = mine.group_by("repeat", "generation").agg(pl.col("end_ns").max() - pl.col("start_ns").min())
     median_ns = float(lengths["end_ns"].median()) if lengths.height else None
-    return EnergyStage(stage=bounds.name, seconds=(bounds.ended_ns - bounds.started_ns) * 1e-9,
+    return EnergyStage(stage=bounds.name, started_ns=bounds.started_ns, ended_ns=bounds.ended_ns,
+                       seconds=(bounds.ended_ns - bounds.started_ns) * 1e-9,
                        generations=bounds.generations, update_intervals=intervals, mean_watts=watts,
                        generation_ms=median_ns * 1e-6 if median_ns is not None else None,
                        joules_per_generation=watts * median_ns * 1e-9 if median_ns is not None else None,
@@ -132,6 +135,9 @@ def energy_info(samples: pl.DataFrame, windows: pl.DataFrame, stages: list[Stage
     updates = np.diff(t) * 1e-6
     spacing = np.diff(np.sort(samples["host_ns"].to_numpy())) * 1e-6
     prefill_j, decode_j = _per_token(records)
+    full_record = next(r for r in records if r.stage == GENERATION)
+    rebuilt = (prefill_j * full_record.prompt_tokens + decode_j * full_record.new_tokens
+               if prefill_j is not None and decode_j is not None else None)
     info = EnergyInfo(
         method=METHOD, repeats=repeats, generations=generations, samples=samples.height,
         sample_interval_ms=float(np.median(spacing)) if len(spacing) else interval_s * 1e3,
@@ -140,6 +146,7 @@ def energy_info(samples: pl.DataFrame, windows: pl.DataFrame, stages: list[Stage
         counter_joules=counter, power_joules=power,
         agreement=power / counter if power is not None and counter > 0 else None, phases=phases, stages=records,
         prefill_joules_per_token=prefill_j, decode_joules_per_token=decode_j,
+        per_token_joules=rebuilt, per_token_check=rebuilt / counter if rebuilt is not None and counter > 0 else None,
     )
     return info, measured
 

@@ -99,7 +99,8 @@ def _energy(energy: EnergyInfo | None) -> EnergySummary | msgspec.UnsetType:
         return msgspec.UNSET
     return EnergySummary(prefill_joules_per_token=energy.prefill_joules_per_token,
                          decode_joules_per_token=energy.decode_joules_per_token,
-                         counter_joules=energy.counter_joules, agreement=energy.agreement,
+                         counter_joules=energy.counter_joules, per_token_check=energy.per_token_check,
+                         agreement=energy.agreement,
                          counter_update_ms=energy.counter_update_ms)
 
 

@@ -222,7 +222,7 @@ def energy_pass(session: WorkloadSession, plan: Plan, options: ProfileOptions, s
     import torch
 
     from kernelscope.analyze.energy import StageBounds, energy_info
-    from kernelscope.workload.energy_pass import measure_energy
+    from kernelscope.capture.energy_pass import measure_energy
 
     settings = plan.settings
     prompts = [settings.batch_size * ((image.prompt_tokens or settings.prompt_len) if plan.per_image

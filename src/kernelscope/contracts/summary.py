@@ -91,6 +91,7 @@ class EnergySummary(msgspec.Struct, kw_only=True):
     prefill_joules_per_token: float | None = None
     decode_joules_per_token: float | None = None
     counter_joules: float
+    per_token_check: float | None = None  # per-token values × tokens ÷ counter
     agreement: float | None = None  # power samples integrated ÷ counter
     counter_update_ms: float | None = None
 

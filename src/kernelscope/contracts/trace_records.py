@@ -192,6 +192,8 @@ class EnergyStage(Record, kw_only=True):
     the time between them (measured; update_intervals of them, 0: interpolated over the stage)."""
 
     stage: str
+    started_ns: int | None = None  # on power.parquet's clock (host_ns)
+    ended_ns: int | None = None
     seconds: float
     generations: int
     update_intervals: int
@@ -206,7 +208,8 @@ class EnergyInfo(Record, kw_only=True):
     """run.json's `energy` (docs/run-format.md). prefill_joules_per_token: a one-token generation's joules per
     prompt token; decode_joules_per_token: a full generation's less a one-token generation's, per new token after
     the first (both measured over whole counter updates). counter_joules: the counter's change over the full
-    generations; power_joules: power integrated over them; agreement: power_joules ÷ counter_joules."""
+    generations, read at their edges; per_token_check: the per-token values times the full generations' tokens
+    over it; power_joules: the power samples integrated over them; agreement: power_joules ÷ counter_joules."""
 
     method: str
     repeats: int
@@ -219,6 +222,8 @@ class EnergyInfo(Record, kw_only=True):
     prefill_joules_per_token: float | None = None
     decode_joules_per_token: float | None = None
     counter_joules: float
+    per_token_joules: float | None = None  # prefill and decode per token × the full generations' tokens
+    per_token_check: float | None = None  # per_token_joules ÷ counter_joules
     power_joules: float | None = None
     agreement: float | None = None
     phases: list[EnergyPhase] = msgspec.field(default_factory=list)

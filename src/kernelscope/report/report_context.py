@@ -204,15 +204,16 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
 
 
 def _energy_context(energy: EnergyInfo | None, table: _Tables) -> dict[str, Any] | None:
-    """profile --energy's phases as a table (tokens only where a phase has them), and the record for the words."""
+    """profile --energy's phases as a table (tokens only where a phase has them), the record for the words, and the
+    phases whose windows are shorter than an update of the counter (their joules are interpolated)."""
     if energy is None or not energy.phases:
         return None
+    # Per token only from the stages (the words above): a short window's interpolated share is no measurement.
     rows = pl.DataFrame([{"phase": p.phase, "time_ns": p.seconds * 1e9, "tokens": p.tokens or None,
-                          "joules": p.joules, "joules_per_token": p.joules_per_token, "mean_watts": p.mean_watts,
-                          "joules_from_power": p.joules_from_power} for p in energy.phases],
+                          "joules": p.joules, "mean_watts": p.mean_watts, "joules_from_power": p.joules_from_power}
+                         for p in energy.phases],
                         schema={"phase": pl.String, "time_ns": pl.Float64, "tokens": pl.Int64, "joules": pl.Float64,
-                                "joules_per_token": pl.Float64, "mean_watts": pl.Float64,
-                                "joules_from_power": pl.Float64})
+                                "mean_watts": pl.Float64, "joules_from_power": pl.Float64})
     update = energy.counter_update_ms
     short = [p.phase for p in energy.phases if update and p.mean_window_ms is not None and p.mean_window_ms < update]
     return {"table": table("energy", rows), "info": msgspec.to_builtins(energy),
