@@ -293,7 +293,7 @@ def _launching_ops(kernels: pl.DataFrame, host_ops: pl.DataFrame | None, hosts: 
     band = int(max((hosts["end_ns"].max() or 0), 0)) + 2 if hosts.height else 2
     if host_ops is None or host_ops.height == 0 or hosts.height == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return LaunchingOps(empty, empty, [], band)
+        return LaunchingOps(empty, empty, pl.Series("name", [], dtype=pl.String), band)
     ops = host_ops if "rank" in host_ops.columns else host_ops.with_columns(pl.lit(0, pl.Int64).alias("rank"))
     band = max(band, int((ops["start_ns"] + ops["dur_ns"]).max() or 0) + 2)
     launching = kernels.select(pl.col("top_op_id").drop_nulls().unique().alias("op_id"))
@@ -302,8 +302,8 @@ def _launching_ops(kernels: pl.DataFrame, host_ops: pl.DataFrame | None, hosts: 
     start = ops["thread"].to_numpy().astype(np.int64) * band + ops["start_ns"].to_numpy()
     order = np.argsort(start, kind="stable")
     start = start[order]
-    names = ops["name"].cast(pl.String).to_list()
-    return LaunchingOps(start, start + ops["dur_ns"].to_numpy()[order], [names[i] for i in order], band)
+    names = ops["name"].cast(pl.String).gather(order)  # a column, not a Python string per op
+    return LaunchingOps(start, start + ops["dur_ns"].to_numpy()[order], names, band)
 
 
 @dataclass
@@ -313,7 +313,7 @@ class LaunchingOps:
 
     starts: np.ndarray
     ends: np.ndarray
-    names: list[str]
+    names: pl.Series  # String, in the order of `starts`
     band: int
 
     def __post_init__(self) -> None:
