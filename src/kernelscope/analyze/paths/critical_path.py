@@ -17,7 +17,7 @@ import polars as pl
 
 from kernelscope import ranges
 from kernelscope.analyze.paths.dependency_graph import DependencyGraph, dependency_graph
-from kernelscope.analyze.paths.path_segments import STEP_KEY, concatenated, segment_table
+from kernelscope.analyze.paths.path_segments import STEP_KEY, segment_table
 from kernelscope.analyze.paths.path_walk import BETWEEN, CLASSES, HOST, Walk, chase, cut, states
 from kernelscope.analyze.structure.phases import end_ns
 from kernelscope.analyze.structure.training_phases import TRAINING_PHASES
@@ -102,11 +102,8 @@ def paths_of(graph: DependencyGraph, windows: pl.DataFrame, ends: np.ndarray) ->
             walked = _appended(walked, int(graph.end[node]), t_end)
         walks.append(walked)
     del table  # the walk's per-state arrays, before the table's columns are made
-    walked_all = concatenated(walks)
-    walks.clear()
-    segments = segment_table(graph, walked_all, windows)
-    del walked_all
-    return CriticalPath(segments=segments, steps=_step_table(windows, segments), graph=graph, windows=windows)
+    segments, lengths = segment_table(graph, walks, windows)
+    return CriticalPath(segments=segments, steps=_step_table(windows, lengths), graph=graph, windows=windows)
 
 
 def _appended(walked: Walk, start: int, end: int) -> Walk:
@@ -139,7 +136,8 @@ def _end_nodes(graph: DependencyGraph, windows: pl.DataFrame) -> np.ndarray:
 
 def _step_table(windows: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
     """Per step: its window, the path's length (all of it and per class), the rank holding most of the path (ties:
-    the lowest) and how many ranks the path crosses."""
+    the lowest) and how many ranks the path crosses. segments: STEP_KEY, rank, class and dur_ns of the path's
+    segments, or of their sums per step, rank and class."""
     per_class = segments.group_by(STEP_KEY).agg(
         pl.col("dur_ns").sum().alias("path_ns"),
         *[pl.col("dur_ns").filter(pl.col("class") == c).sum().alias(f"{c}_ns") for c in CLASSES],

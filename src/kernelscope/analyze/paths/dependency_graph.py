@@ -37,6 +37,10 @@ from kernelscope.load import knowledge
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
 EDGES = ("none", "stream", "launch", "event", "inferred", "thread", "sync", "collective", "unexplained")
 NONE, STREAM, LAUNCH, EVENT, INFERRED, THREAD, SYNC, COLLECTIVE, UNEXPLAINED = range(len(EDGES))
+# Columns of the device nodes the graph is built from and then lets go (the graph is held while the path's segments
+# are made from it).
+_BUILD_ONLY = ("lane", "end_ns", "pid", "tid", "launch_api", "launch_start_ns", "launch_dur_ns", "correlation",
+               "top_op_id")
 # What the device nodes keep of their kernels row (attribution of path segments).
 DEVICE_COLUMNS = ("kernel_id", "name", "kind", "rank", "device", "stream", "phase", "step", "generation", "module",
                   "layer", "op", "category", "library", "friendly_name")
@@ -144,7 +148,7 @@ def dependency_graph(kernels: pl.DataFrame, calls: pl.DataFrame | None = None,
     h_binding = np.where(thread_pred >= 0, thread_pred, -1)
     h_anchor = np.where(thread_pred >= 0, np.minimum(prev_end, h_start), h_start)
     return DependencyGraph(
-        devices=devices.drop("lane", "end_ns"), hosts=hosts, start=start, end=end, rank=rank,
+        devices=devices.drop(*_BUILD_ONLY), hosts=hosts, start=start, end=end, rank=rank,
         binding=np.concatenate([binding, h_binding]),
         edge=np.concatenate([edge, np.where(h_binding >= 0, THREAD, NONE)]),
         anchor=np.concatenate([anchor, h_anchor]),

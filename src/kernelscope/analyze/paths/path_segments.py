@@ -61,10 +61,30 @@ def concatenated(walks: list[Walk]) -> Segments:
                     window, np.full(len(window), -1, dtype=np.int64))
 
 
-def segment_table(graph: DependencyGraph, walked: Segments, windows: pl.DataFrame) -> pl.DataFrame:
-    """critical_path.parquet's rows (PATH_SEGMENT_COLUMNS) of `walked`, its host gaps cut into pieces."""
+def segment_table(graph: DependencyGraph, walks: list[Walk], windows: pl.DataFrame
+                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """critical_path.parquet's rows (PATH_SEGMENT_COLUMNS) of the walks of windows 0, 1, … (the list is emptied as
+    they are taken in), their host gaps cut into pieces; and the path's length per window, rank and class (STEP_KEY,
+    rank, class, dur_ns: a few rows per step, what the steps table is summed from)."""
+    walked = concatenated(walks)
+    walks.clear()
     cut = _cut_gaps(graph, walked)
-    return _named(graph, cut, windows)
+    del walked
+    rank = np.where(cut.node >= 0, graph.rank[np.maximum(cut.node, 0)], 0)
+    lengths = _lengths(cut, rank, windows)
+    return _named(graph, cut, rank, windows), lengths
+
+
+def _lengths(s: Segments, rank: np.ndarray, windows: pl.DataFrame) -> pl.DataFrame:
+    """The path's time per window, rank and class: the steps table's sums without grouping every segment by its
+    step's strings."""
+    summed = (pl.DataFrame({"_window": s.window, "rank": rank, "_cls": s.cls, "dur_ns": s.end - s.start},
+                           schema={"_window": pl.Int32, "rank": pl.Int64, "_cls": pl.Int8, "dur_ns": pl.Int64})
+              .group_by("_window", "rank", "_cls").agg(pl.col("dur_ns").sum()).sort("_window", "rank", "_cls"))
+    window = summed["_window"].cast(pl.Int64).to_numpy()
+    return summed.select(*[_pick(windows[c], window) for c in STEP_KEY], "rank",
+                         pl.Series("class", CLASSES, dtype=pl.String).gather(summed["_cls"].cast(pl.Int64)),
+                         "dur_ns")
 
 
 @dataclass
@@ -191,18 +211,23 @@ def _pick(column: pl.Series, rows: np.ndarray) -> pl.Series:
     return column.extend_constant(None, 1).gather(np.where(rows >= 0, rows, len(column)))
 
 
-def _named(graph: DependencyGraph, s: Segments, windows: pl.DataFrame) -> pl.DataFrame:
+def _named(graph: DependencyGraph, s: Segments, rank: np.ndarray, windows: pl.DataFrame) -> pl.DataFrame:
     """Step, rank, kernel or op, module, layer of each segment: a device node's own kernel; a host node's call, with
-    the module and layer of the first kernel it launched (host time before a call: the call's)."""
+    the module and layer of the first kernel it launched (host time before a call: the call's). The table's columns
+    are made one at a time, each segment array let go once the last column that needs it is made."""
     n_dev = graph.n_device
-    node, what = s.node, s.what
+    dev, hosts = graph.devices, graph.hosts
+    columns = [*[_pick(windows[c], s.window.astype(np.int64)) for c in STEP_KEY],
+               pl.Series("rank", rank, dtype=pl.Int64), pl.Series("start_ns", s.start, dtype=pl.Int64),
+               pl.Series("dur_ns", s.end - s.start, dtype=pl.Int64),
+               pl.Series("class", CLASSES, dtype=pl.String).gather(s.cls.astype(np.int64)).alias("class"),
+               pl.Series("edge", [None if e == "none" else e for e in EDGES], dtype=pl.String).gather(
+                   s.edge.astype(np.int64)).alias("edge")]
+    node, what, name_row = s.node, s.what, s.name_row
+    s.window = s.start = s.end = s.cls = s.edge = s.node = s.what = s.name_row = None  # taken: let go as used
     own_device = (node >= 0) & (node < n_dev)
     host = np.where(node >= n_dev, node - n_dev, -1)
-    launched = (np.where(host >= 0, graph.launched_device[np.maximum(host, 0)], -1) if graph.hosts.height
-                else np.full(len(node), -1, dtype=np.int64))
-    device = np.where(own_device, node, launched)  # whose attribution a segment carries
-    del launched
-    dev, hosts = graph.devices, graph.hosts
+    columns.append(_pick(hosts["tid"], host).alias("tid"))
     body = what == BODY
     cpu_op = ~graph.call[np.maximum(host, 0)] if hosts.height else np.zeros(len(node), dtype=bool)
     # kind: a body is its device node's kind, `cpu_op` or `call` (or `none` without a node); the rest by what it is.
@@ -210,26 +235,26 @@ def _named(graph: DependencyGraph, s: Segments, windows: pl.DataFrame) -> pl.Dat
                       what == BETWEEN, what == UNRECORDED],
                      [len(KINDS) + node, CPU_OP_KIND, CALL, NONE_KIND, HOST_KIND, UNRECORDED_KIND], LATENCY_KIND)
     del cpu_op, body
-    kinds = pl.concat([pl.Series(KINDS, dtype=pl.String), dev["kind"].cast(pl.String)])
+    columns.append(_pick(pl.concat([pl.Series(KINDS, dtype=pl.String), dev["kind"].cast(pl.String)]), kind)
+                   .alias("kind"))
+    del kind
     # name: a device node's own; host time between calls: the launching op it lies in; else the call's.
     n_ops = len(graph.launching_ops.names)
     between = (what == BETWEEN) & (host >= 0)
-    name = np.where(own_device, node, np.where(between, np.where(s.name_row >= 0, n_dev + s.name_row, -1),
+    name = np.where(own_device, node, np.where(between, np.where(name_row >= 0, n_dev + name_row, -1),
                                                np.where(host >= 0, n_dev + n_ops + host, -1)))
+    del between, name_row
     names = pl.concat([dev["name"].cast(pl.String), graph.launching_ops.names.cast(pl.String),
                        hosts["api"].cast(pl.String)])
+    columns.append(_pick(names, name).alias("name"))
+    del names, name
     own = np.where(own_device, node, -1)
-    edges = pl.Series([None if e == "none" else e for e in EDGES], dtype=pl.String)
-    table = pl.DataFrame([
-        *[_pick(windows[c], s.window.astype(np.int64)) for c in STEP_KEY],
-        pl.Series("rank", np.where(node >= 0, graph.rank[np.maximum(node, 0)], 0), dtype=pl.Int64),
-        pl.Series("start_ns", s.start, dtype=pl.Int64), pl.Series("dur_ns", s.end - s.start, dtype=pl.Int64),
-        pl.Series("class", CLASSES, dtype=pl.String).gather(s.cls.astype(np.int64)).alias("class"),
-        _pick(kinds, kind).alias("kind"), _pick(names, name).alias("name"),
-        _pick(dev["module"], device).alias("module"), _pick(dev["layer"], device).alias("layer"),
-        _pick(dev["op"], np.where(what != BETWEEN, device, -1)).alias("op"),
-        _pick(dev["kernel_id"], own).alias("kernel_id"),
-        edges.gather(s.edge.astype(np.int64)).alias("edge"),
-        _pick(dev["stream"], own).alias("stream"), _pick(hosts["tid"], host).alias("tid"),
-    ])
-    return table.select(list(PATH_SEGMENT_COLUMNS)).cast(PATH_SEGMENT_COLUMNS)
+    columns += [_pick(dev["kernel_id"], own).alias("kernel_id"), _pick(dev["stream"], own).alias("stream")]
+    del own
+    launched = (np.where(host >= 0, graph.launched_device[np.maximum(host, 0)], -1) if hosts.height
+                else np.full(len(node), -1, dtype=np.int64))
+    device = np.where(own_device, node, launched)  # whose attribution a segment carries
+    del launched, host, node, own_device
+    columns += [_pick(dev["module"], device).alias("module"), _pick(dev["layer"], device).alias("layer"),
+                _pick(dev["op"], np.where(what != BETWEEN, device, -1)).alias("op")]
+    return pl.DataFrame(columns).select(list(PATH_SEGMENT_COLUMNS)).cast(PATH_SEGMENT_COLUMNS)
