@@ -9,6 +9,7 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
+from kernelscope.allocator import trim_native_heap
 from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
 from kernelscope.analyze.hardware import Ceilings, ceilings_for
 from kernelscope.analyze.paths.critical_path import CriticalPath
@@ -49,7 +50,13 @@ def write_run_directory(directory: Path, run: Run, report: bool = True,
     segments = critical.segments if critical is not None else None
     if not report:
         with steps.step("Writing the tables"):
-            rundir.write_run(directory, run, summary, segments)
+            # The path's segments are written first and let go, with the graph they were read from, before the
+            # run's own tables are written (at ~1 GB of trace they are a third of a gigabyte).
+            del critical
+            rundir.write_critical_path(directory, segments)
+            segments = None
+            trim_native_heap()  # the critical path's NumPy arrays, freed into glibc's heaps
+            rundir.write_run(directory, run, summary)
         return summary
     from kernelscope.report.render import render_report  # matplotlib and Jinja are imported only for a report
 

@@ -16,25 +16,13 @@ import numpy as np
 import polars as pl
 
 from kernelscope import ranges
-from kernelscope.analyze.paths.dependency_graph import EDGES, DependencyGraph, dependency_graph
-from kernelscope.analyze.paths.path_walk import (
-    BETWEEN,
-    BODY,
-    CLASSES,
-    GAP,
-    HOST,
-    LAUNCH_CLASS,
-    UNRECORDED,
-    Walk,
-    chase,
-    cut,
-    states,
-)
+from kernelscope.analyze.paths.dependency_graph import DependencyGraph, dependency_graph
+from kernelscope.analyze.paths.path_segments import STEP_KEY, segment_table
+from kernelscope.analyze.paths.path_walk import BETWEEN, CLASSES, HOST, Walk, chase, cut, states
 from kernelscope.analyze.structure.phases import end_ns
 from kernelscope.analyze.structure.training_phases import TRAINING_PHASES
 from kernelscope.contracts.tables import PATH_SEGMENT_COLUMNS
 
-STEP_KEY = ["phase", "generation", "step"]
 TRAINING_STEP = "training"  # the phase of a training step's path (its parts' phases are forward, backward, optimizer)
 SEGMENT_SCHEMA = PATH_SEGMENT_COLUMNS
 
@@ -112,13 +100,10 @@ def paths_of(graph: DependencyGraph, windows: pl.DataFrame, ends: np.ndarray) ->
         walked = cut(table, chase(table, state, t_start) if node >= 0 else np.zeros(0, dtype=np.int64), t_start, t_end)
         if node >= 0 and t_start < graph.end[node] < t_end:  # host time after the last op that ended before
             walked = _appended(walked, int(graph.end[node]), t_end)
-        walks.append((i, walked))
-    segments = _segments(graph, walks)
-    key = windows.with_row_index("_window").with_columns(pl.col("_window").cast(pl.Int64)).select(
-        "_window", *STEP_KEY)
-    segments = (segments.join(key, on="_window", how="left").sort("_window", "start_ns")
-                .select(list(SEGMENT_SCHEMA)).cast(SEGMENT_SCHEMA))
-    return CriticalPath(segments=segments, steps=_step_table(windows, segments), graph=graph, windows=windows)
+        walks.append(walked)
+    del table  # the walk's per-state arrays, before the table's columns are made
+    segments, lengths = segment_table(graph, walks, windows)
+    return CriticalPath(segments=segments, steps=_step_table(windows, lengths), graph=graph, windows=windows)
 
 
 def _appended(walked: Walk, start: int, end: int) -> Walk:
@@ -149,153 +134,10 @@ def _end_nodes(graph: DependencyGraph, windows: pl.DataFrame) -> np.ndarray:
     return out
 
 
-def _segments(graph: DependencyGraph, walks: list[tuple[int, Walk]]) -> pl.DataFrame:
-    """Every window's walk as rows: host time between calls cut into time inside outermost CPU ops that launched
-    device work (`launch`, named after that op) and the rest (`host`), every segment named after its node."""
-    columns = [np.concatenate([getattr(w, c) for _, w in walks]) if walks else np.zeros(0, dtype=np.int64)
-               for c in ("node", "start", "end", "cls", "what", "edge")]
-    window = np.concatenate([np.full(len(w.node), i, dtype=np.int64) for i, w in walks]) if walks else \
-        np.zeros(0, dtype=np.int64)
-    node, start, end, cls, what, edge = columns
-    gap = cls == GAP
-    thread = np.where(gap & (node >= graph.n_device),
-                      graph.thread[np.maximum(node - graph.n_device, 0)] if len(graph.thread) else 0, 0)
-    pieces = _gap_pieces(graph, node[gap], thread[gap], start[gap], end[gap])
-    owner = np.flatnonzero(gap)[pieces.row]
-    keep = ~gap
-    table = pl.DataFrame({
-        "node": np.concatenate([node[keep], node[owner]]), "start_ns": np.concatenate([start[keep], pieces.start]),
-        "end_ns": np.concatenate([end[keep], pieces.end]),
-        "cls": np.concatenate([cls[keep], np.where(pieces.inside, LAUNCH_CLASS, HOST)]),
-        "what": np.concatenate([what[keep], what[owner]]), "edge": np.concatenate([edge[keep], edge[owner]]),
-        "_window": np.concatenate([window[keep], window[owner]]),
-    }, schema={"node": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cls": pl.Int64, "what": pl.Int64,
-               "edge": pl.Int64, "_window": pl.Int64})
-    labels = pl.concat([pl.Series([None] * int(keep.sum()), dtype=pl.String), pieces.label])
-    return _named(graph, table.with_columns(labels.alias("label")))
-
-
-@dataclass
-class _Pieces:
-    row: np.ndarray  # the gap each piece comes from
-    start: np.ndarray
-    end: np.ndarray
-    inside: np.ndarray  # inside an outermost CPU op that launched device work
-    label: pl.Series  # that op's name (null outside one)
-
-
-def _gap_pieces(graph: DependencyGraph, node: np.ndarray, thread: np.ndarray, a: np.ndarray, b: np.ndarray
-                ) -> _Pieces:
-    """Each gap [a, b) before host `node` on its thread cut where the launching ops' union begins and ends; on a
-    re-timed graph (the CPU ops' times no longer apply) into its launch share, then the rest."""
-    if graph.retimed:
-        return _retimed_pieces(graph, node, a, b)
-    ops = graph.launching_ops
-    band = thread * ops.band
-    starts, ends, _ = ops.merged
-    lo, hi = band + a, band + b
-    first = np.searchsorted(ends, lo, side="right")  # the merged intervals each gap meets: [first, last)
-    last = np.searchsorted(starts, hi, side="left")
-    count = np.maximum(last - first, 0)
-    # Boundaries of each gap: its ends and every start and end of the intervals it meets, clipped to it.
-    row = np.repeat(np.arange(len(a)), count)
-    offset = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-    j = np.repeat(first, count) + offset
-    inner = np.concatenate([np.clip(starts[j], lo[row], hi[row]), np.clip(ends[j], lo[row], hi[row])]) if len(j) \
-        else np.zeros(0, dtype=np.int64)
-    cut_row = np.concatenate([np.arange(len(a)), np.arange(len(a)), np.concatenate([row, row])])
-    cut_at = np.concatenate([lo, hi, inner])
-    order = np.lexsort((cut_at, cut_row))
-    cut_row, cut_at = cut_row[order], cut_at[order]
-    same = cut_row[1:] == cut_row[:-1]
-    p_row, p_lo, p_hi = cut_row[:-1][same], cut_at[:-1][same], cut_at[1:][same]
-    real = p_hi > p_lo
-    p_row, p_lo, p_hi = p_row[real], p_lo[real], p_hi[real]
-    k = np.searchsorted(starts, p_lo, side="right") - 1
-    inside = (k >= 0) & (ends[np.maximum(k, 0)] > p_lo) if len(starts) else np.zeros(len(p_lo), dtype=bool)
-    name_row = np.searchsorted(ops.starts, p_lo, side="right") - 1
-    named = inside & (name_row >= 0)
-    named[named] = ops.ends[name_row[named]] > p_lo[named]
-    names = pl.Series(ops.names, dtype=pl.String) if ops.names else pl.Series([], dtype=pl.String)
-    label = (names.gather(pl.Series(np.maximum(name_row, 0))).scatter(np.flatnonzero(~named), None)
-             if len(names) and len(p_lo) else pl.Series([None] * len(p_lo), dtype=pl.String))
-    shift = band[p_row]
-    return _Pieces(row=p_row, start=p_lo - shift, end=p_hi - shift, inside=inside, label=label)
-
-
-def _retimed_pieces(graph: DependencyGraph, node: np.ndarray, a: np.ndarray, b: np.ndarray) -> _Pieces:
-    """Re-timed gaps: each one's launch share (the share of its time inside launching ops before), then the rest."""
-    h = node - graph.n_device
-    whole = (graph.gap_launch[h] + graph.gap_host[h]).astype(np.float64)
-    share = np.divide(graph.gap_launch[h], whole, out=np.zeros(len(h)), where=whole > 0)
-    mid = a + np.rint((b - a) * np.clip(share, 0.0, 1.0)).astype(np.int64)
-    rows = np.arange(len(a))
-    row = np.concatenate([rows, rows])
-    lo, hi = np.concatenate([a, mid]), np.concatenate([mid, b])
-    inside = np.concatenate([np.ones(len(a), dtype=bool), np.zeros(len(a), dtype=bool)])
-    real = hi > lo
-    order = np.lexsort((lo[real], row[real]))
-    return _Pieces(row=row[real][order], start=lo[real][order], end=hi[real][order], inside=inside[real][order],
-                   label=pl.Series([None] * int(real.sum()), dtype=pl.String))
-
-
-def _named(graph: DependencyGraph, table: pl.DataFrame) -> pl.DataFrame:
-    """Rank, kernel or op, module, layer of each segment: a device node's own kernel; a host node's call, with the
-    module and layer of the first kernel it launched (host time before a call: the call's)."""
-    n_dev = graph.n_device
-    node = table["node"].to_numpy()
-    host = np.where(node >= n_dev, node - n_dev, -1)
-    launched = (np.where(host >= 0, graph.launched_device[np.maximum(host, 0)], -1) if graph.hosts.height
-                else np.full(len(node), -1, dtype=np.int64))
-    device = np.where((node >= 0) & (node < n_dev), node, launched)
-    dev = graph.devices
-    pick = pl.Series(np.maximum(device, 0))
-
-    def of_device(column: str) -> pl.Series:
-        if dev.height == 0:
-            return pl.Series(column, [None] * len(node), dtype=dev.schema[column])
-        values = dev[column].gather(pick)
-        return values.scatter(np.flatnonzero(device < 0), None) if (device < 0).any() else values
-
-    def of_host(column: str, dtype: pl.DataType) -> pl.Series:
-        if graph.hosts.height == 0:
-            return pl.Series([None] * len(node), dtype=dtype)
-        values = graph.hosts[column].gather(pl.Series(np.maximum(host, 0)))
-        return values.scatter(np.flatnonzero(host < 0), None) if (host < 0).any() else values
-
-    own_device = (node >= 0) & (node < n_dev)
-    # Names by their codes, gathered from a few strings (numpy arrays of strings made Polars copy each row).
-    kind = np.where(own_device, 0, np.where(host >= 0, 1, 2))
-    what = table["what"].to_numpy()
-    body = what == BODY
-    kind_name = pl.Series(["device", "call", "none", "host", "unrecorded", "latency"]).gather(
-        np.where(what == BETWEEN, 3, np.where(what == UNRECORDED, 4, np.where(body, kind, 5))))
-    device_kind = of_device("kind")
-    cpu_op = ~graph.call[np.maximum(host, 0)] if graph.hosts.height else np.zeros(len(node), dtype=bool)
-    kind_name = (pl.when(pl.Series(body & own_device)).then(device_kind)
-                 .when(pl.Series(body & (host >= 0) & cpu_op)).then(pl.lit("cpu_op"))
-                 .when(pl.Series(body & (host >= 0))).then(pl.lit("call")).otherwise(kind_name))
-    name = (pl.when(pl.Series(own_device)).then(of_device("name"))
-            .when(pl.Series((what == BETWEEN) & (host >= 0))).then(table["label"])
-            .otherwise(of_host("api", pl.String)))
-    rank = np.where(node >= 0, graph.rank[np.maximum(node, 0)], 0)
-    return table.select(
-        pl.Series("rank", rank, dtype=pl.Int64), "start_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
-        pl.Series("class", CLASSES).gather(table["cls"]),
-        kind_name.alias("kind"), name.alias("name"),
-        of_device("module").alias("module"), of_device("layer").alias("layer"),
-        pl.when(pl.Series(what != BETWEEN)).then(of_device("op")).alias("op"),
-        pl.when(pl.Series(own_device)).then(of_device("kernel_id")).alias("kernel_id"),
-        pl.Series("edge", EDGES).gather(table["edge"]).replace("none", None).alias("edge"),
-        pl.when(pl.Series(own_device)).then(of_device("stream")).alias("stream"),
-        of_host("tid", pl.Int64).alias("tid"),
-        table["_window"],
-    )
-
-
 def _step_table(windows: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
     """Per step: its window, the path's length (all of it and per class), the rank holding most of the path (ties:
-    the lowest) and how many ranks the path crosses."""
+    the lowest) and how many ranks the path crosses. segments: STEP_KEY, rank, class and dur_ns of the path's
+    segments, or of their sums per step, rank and class."""
     per_class = segments.group_by(STEP_KEY).agg(
         pl.col("dur_ns").sum().alias("path_ns"),
         *[pl.col("dur_ns").filter(pl.col("class") == c).sum().alias(f"{c}_ns") for c in CLASSES],

@@ -37,6 +37,10 @@ from kernelscope.load import knowledge
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
 EDGES = ("none", "stream", "launch", "event", "inferred", "thread", "sync", "collective", "unexplained")
 NONE, STREAM, LAUNCH, EVENT, INFERRED, THREAD, SYNC, COLLECTIVE, UNEXPLAINED = range(len(EDGES))
+# Columns of the device nodes the graph is built from and then lets go (the graph is held while the path's segments
+# are made from it).
+_BUILD_ONLY = ("lane", "end_ns", "pid", "tid", "launch_api", "launch_start_ns", "launch_dur_ns", "correlation",
+               "top_op_id")
 # What the device nodes keep of their kernels row (attribution of path segments).
 DEVICE_COLUMNS = ("kernel_id", "name", "kind", "rank", "device", "stream", "phase", "step", "generation", "module",
                   "layer", "op", "category", "library", "friendly_name")
@@ -144,7 +148,7 @@ def dependency_graph(kernels: pl.DataFrame, calls: pl.DataFrame | None = None,
     h_binding = np.where(thread_pred >= 0, thread_pred, -1)
     h_anchor = np.where(thread_pred >= 0, np.minimum(prev_end, h_start), h_start)
     return DependencyGraph(
-        devices=devices.drop("lane", "end_ns"), hosts=hosts, start=start, end=end, rank=rank,
+        devices=devices.drop(*_BUILD_ONLY), hosts=hosts, start=start, end=end, rank=rank,
         binding=np.concatenate([binding, h_binding]),
         edge=np.concatenate([edge, np.where(h_binding >= 0, THREAD, NONE)]),
         anchor=np.concatenate([anchor, h_anchor]),
@@ -293,7 +297,7 @@ def _launching_ops(kernels: pl.DataFrame, host_ops: pl.DataFrame | None, hosts: 
     band = int(max((hosts["end_ns"].max() or 0), 0)) + 2 if hosts.height else 2
     if host_ops is None or host_ops.height == 0 or hosts.height == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return LaunchingOps(empty, empty, [], band)
+        return LaunchingOps(empty, empty, pl.Series("name", [], dtype=pl.String), band)
     ops = host_ops if "rank" in host_ops.columns else host_ops.with_columns(pl.lit(0, pl.Int64).alias("rank"))
     band = max(band, int((ops["start_ns"] + ops["dur_ns"]).max() or 0) + 2)
     launching = kernels.select(pl.col("top_op_id").drop_nulls().unique().alias("op_id"))
@@ -302,8 +306,8 @@ def _launching_ops(kernels: pl.DataFrame, host_ops: pl.DataFrame | None, hosts: 
     start = ops["thread"].to_numpy().astype(np.int64) * band + ops["start_ns"].to_numpy()
     order = np.argsort(start, kind="stable")
     start = start[order]
-    names = ops["name"].cast(pl.String).to_list()
-    return LaunchingOps(start, start + ops["dur_ns"].to_numpy()[order], [names[i] for i in order], band)
+    names = ops["name"].cast(pl.String).gather(order)  # a column, not a Python string per op
+    return LaunchingOps(start, start + ops["dur_ns"].to_numpy()[order], names, band)
 
 
 @dataclass
@@ -313,7 +317,7 @@ class LaunchingOps:
 
     starts: np.ndarray
     ends: np.ndarray
-    names: list[str]
+    names: pl.Series  # String, in the order of `starts`
     band: int
 
     def __post_init__(self) -> None:

@@ -23,8 +23,13 @@ def dense_codes(*columns: np.ndarray) -> np.ndarray:
     """One small non-negative code per distinct combination of the columns' values."""
     if not columns or len(columns[0]) == 0:
         return np.zeros(0, dtype=np.int64)
-    stacked = np.stack([np.asarray(c, dtype=np.int64) for c in columns], axis=1)
-    return np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    # Column by column, each folded into the codes so far (in the columns' lexicographic order, as a row-wise
+    # unique would number them): sorting plain integers, not rows (a row-wise unique took 0.2 s per million rows).
+    codes = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        own = np.unique(np.asarray(column, dtype=np.int64), return_inverse=True)[1].reshape(-1)
+        codes = np.unique(codes * (int(own.max()) + 1) + own, return_inverse=True)[1].reshape(-1)
+    return codes.astype(np.int64)
 
 
 def latest_before(group: np.ndarray, end: np.ndarray, query_group: np.ndarray, query_time: np.ndarray,

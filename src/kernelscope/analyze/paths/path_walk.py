@@ -23,6 +23,7 @@ GAP = len(CLASSES)  # host time between calls: split into launch and host pieces
 # before anything the path could follow was recorded (a rank that started later than the step's first rank).
 BODY, LATENCY, BETWEEN, UNRECORDED = range(4)
 SLOTS = 3  # segments a state holds at most
+CODE = np.int8  # class, what and edge codes: a few values each (a byte, not eight, per segment and slot)
 _NEVER = -(2**62)
 
 
@@ -44,7 +45,8 @@ class States:
 
 @dataclass
 class Walk:
-    """Segments in time order: node (-1: none), start and end (ns), class, what it is, the edge it belongs to."""
+    """Segments in time order: node (-1: none), start and end (ns), class, what it is, the edge it belongs to (the
+    last three as CODE)."""
 
     node: np.ndarray
     start: np.ndarray
@@ -61,8 +63,8 @@ def states(graph: DependencyGraph) -> States:
     out = States(node=np.concatenate([np.arange(n), np.arange(n_dev, n)]).astype(np.int64),
                  succ=np.full(count, -1, dtype=np.int64), exit=np.full(count, _NEVER, dtype=np.int64),
                  lo=np.full((count, SLOTS), 0, dtype=np.int64), hi=np.full((count, SLOTS), -1, dtype=np.int64),
-                 cls=np.zeros((count, SLOTS), dtype=np.int64), what=np.zeros((count, SLOTS), dtype=np.int64),
-                 edge=np.zeros((count, SLOTS), dtype=np.int64))
+                 cls=np.zeros((count, SLOTS), dtype=CODE), what=np.zeros((count, SLOTS), dtype=CODE),
+                 edge=np.zeros((count, SLOTS), dtype=CODE))
     _device_states(graph, out)
     _host_states(graph, out)
     return out
@@ -160,4 +162,4 @@ def cut(table: States, visited: np.ndarray, t_start: int, t_end: int) -> Walk:
     if reached > t_start:  # the chain ended (a thread's first call, a cycle cut short) before the window's start
         parts = [np.append(column, value) for column, value in zip(parts, (-1, t_start, reached, HOST, UNRECORDED, NONE),
                                                                     strict=True)]
-    return Walk(*[column[::-1].astype(np.int64) for column in parts])
+    return Walk(*[column[::-1] for column in parts])
