@@ -35,7 +35,7 @@ class ProjectionModel:
     # root mean square over held-out projections): "same" when source and target are of one family, "other" else.
     uncertainty: dict[str, dict[str, float]] = field(default_factory=dict)
     # Device (its spec's name) → the shares of its datasheet bandwidth and compute peaks that runs of one workload on
-    # it and on a measured device show it reaches (projection_pairs.roof_shares); only for datasheet ceilings.
+    # it and on a measured device show it reaches (projection_kinds); only for datasheet ceilings.
     device_roofs: dict[str, tuple[float, float]] = field(default_factory=dict)
     # Device (its spec's name) → kind of work → its per-kernel latency relative to the factors' (vendor libraries and
     # launch paths differ by kind: an attention kernel of another vendor's library); fitted on pairs of runs
