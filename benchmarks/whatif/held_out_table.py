@@ -66,7 +66,7 @@ def _pct(value: float | None) -> str:
 def markdown_table(result: dict) -> str:
     s = result["summary"]
     variants = ["unchanged", "before", "after", *(v for v in s if v not in ("unchanged", "before", "after"))]
-    names = {"unchanged": "time unchanged", "before": "until 2026-12-02", "after": "**now**"}
+    names = {"unchanged": "time unchanged", "before": "shipped before", "after": "**now**"}
     record = result.get("record") or f"whatif-held-out-{result['date']}.json"
     lines = [f"Held-out projections, {result['date']} ([{record}](../benchmarks/results/{record})): "
              "mean absolute error of the estimate's device time per step against the other device's measurement "

@@ -188,3 +188,45 @@ def test_fit_pair_names_each_run_once(tmp_path):
     runs = [RUNS / "h200-qwen2-0.5b-ncu", RUNS / "h100-qwen2-0.5b-ncu"]
     with pytest.raises(UserError, match="more than one pair"):
         fit_projection(runs, None, [[runs[0], runs[1]], [runs[0], RUNS / "h200-qwen2-1.5b-slim"]])
+
+
+def test_kind_latency_multiplies_that_kind_only(pair):
+    """A target's per-kind latency multiplies the per-launch latency of its kind of work, and of no other."""
+    from kernelscope.analyze.projection.projection import Options, project
+
+    h200, _ = pair
+    model = default_model()
+    plain = project(h200.inputs, h200.target.changed(kind_latency={}), model, Options(), h200.l2_bytes)
+    slow = project(h200.inputs, h200.target.changed(kind_latency={"attention": 3.0}), model, Options(), h200.l2_bytes)
+    for group, base, now in zip(plain["group"], plain["latency_per_launch_ns"], slow["latency_per_launch_ns"],
+                                strict=True):
+        factor = model.factors_of(group).latency_ns * h200.target.latency_scale
+        assert base == pytest.approx(factor)
+        assert now == pytest.approx(factor * (3.0 if group == "attention" else 1.0))
+
+
+def test_device_kinds_fit_lowers_the_pairs_error(pair):
+    """Fitting the H100's per-kind latency and roof shares from the pair never leaves the pair's squared ln error
+    (per phase and kind, both ways) above that of no multipliers, and every value comes from the grids."""
+    from kernelscope.analyze.projection.projection_kinds import (
+        KIND_GRID,
+        ROOF_GRID,
+        fit_device_kinds,
+        log_errors,
+        side,
+    )
+
+    h200, h100 = pair
+    model = default_model()
+    sides = []
+    for own, other in ((h200, h100), (h100, h200)):
+        measured = {(p, g): v for p, g, v in measured_per_step(other.inputs).iter_rows() if g != ALL}
+        sides.append(side(own.inputs, own.target, other.target, model, own.l2_bytes, own.label, other.label, measured))
+    kinds, roofs = fit_device_kinds(sides, {h100.label})
+
+    def cost(k, r):
+        return sum(e * e for s in sides for e in log_errors(s, k, r))
+
+    assert cost(kinds, roofs) <= cost({}, {}) + 1e-12
+    assert all(min(abs(v - g) for g in KIND_GRID) < 1e-3 for v in kinds.get(h100.label, {}).values())
+    assert all(min(abs(v - g) for g in ROOF_GRID) < 1e-3 for v in roofs.get(h100.label, ()))
