@@ -4,8 +4,8 @@ PAIRS below are runs of one workload measured on two devices. Each pair is held 
 FIT_ONLY (runs without a counterpart on another device) and every other pair, then each side of the held-out pair
 is projected onto the other side's device and compared with that device's measurement, per phase (device time per
 step) and per kind of work. The errors of every fold together are the held-out table. The same is done for the model
-of the shipped procedure (`after`: data/projection.toml [fit] as fit.sh runs it, refitted on each fold), of the fit
-shipped before (`before`), of variants (ABLATIONS, SCALE_ONLY) and for assuming the time does not change
+of the shipped procedure (`after`: data/projection.toml [fit] as fit.sh runs it, refitted on each fold), of the
+procedure shipped before (`before`), of variants (ABLATIONS, ONE_SCALE) and for assuming the time does not change
 (`unchanged`).
 
     python3 benchmarks/whatif/held_out.py [--corpus /work/corpus] [--out benchmarks/results/whatif-held-out-DATE.json]
@@ -22,7 +22,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -69,22 +69,20 @@ PAIRS = [
 FIT_ONLY = ["kineto/h200-llama-3-8b-p16-n3.trace.json.gz", "kineto/h200-qwen2-1.5b-b8-p16-n3.trace.json.gz",
             "kineto/h200-deepseek-v3-p16-n3.trace.json.gz", "kineto/h200-qwen2-4l-b4-p128-n3.trace.json.gz",
             "kineto/h200-qwen3moe-2l-b4-p128-n3.trace.json.gz", "runs/h100-qwen2-1.5b-b8-slim"]
-# The fit shipped until 2026-12-02 (`before`): absolute errors (ns), a latency scale per device, one set of factors,
-# our own runs only. The variants change it one way or several.
-BEFORE = {"grid_points": 40, "efficiency_min": 0.25, "efficiency_max": 1.5, "relative": False, "device_scales": True,
-          "scale_by": "device", "roofs": False}
-ABLATIONS = [  # (name, changes to BEFORE, factors per family, public pairs in the fit)
-    ("+ public pairs", {}, False, True),
-    ("+ public, relative", {"relative": True}, False, True),
-    ("+ public, relative, no device scales", {"relative": True, "device_scales": False}, False, True),
-    ("+ public, relative, per family", {"relative": True, "device_scales": False}, True, True),
-    ("run scales, own runs", {"relative": True, "scale_by": "run"}, False, False),
-    ("+ public, run scales, absolute", {"scale_by": "run"}, False, True),
-    ("+ public, relative, run scales", {"relative": True, "scale_by": "run"}, False, True),
-    ("+ public, relative, run scales, roofs", {"relative": True, "scale_by": "run", "roofs": True}, False, True),
+# The fit shipped before 2026-11-23 (one latency scale per device, absolute errors, our own runs only), kept as a
+# reference column.
+ONE_SCALE = {"grid_points": 40, "efficiency_min": 0.25, "efficiency_max": 1.5, "relative": False,
+             "device_scales": True, "scale_by": "device", "roofs": False}
+# `before`: the procedure shipped until 2026-12-02 (a latency scale per run, device scales from pairs, the estimate
+# from each phase's sums). The variants change the shipped one (`after`) one way each: (name, changes to its [fit],
+# estimate kernel by kernel).
+BEFORE = ({"roofs": False, "kind_latency": False}, False)
+ABLATIONS = [
+    ("estimate per kernel only", {"roofs": False, "kind_latency": False}, True),
+    ("+ per-kind latency", {"roofs": False, "kind_latency": True}, True),
+    ("+ roof shares", {"roofs": True, "kind_latency": False}, True),
+    ("after, estimate from the sums", {}, False),
 ]
-# Factors fitted on our own runs, every run's latency scale with them, each device's from the pairs (public ones too).
-SCALE_ONLY = [("relative, run scales, public pairs for device scales only", {"relative": True, "scale_by": "run"})]
 RECORDED_VARIANTS = ("after", "before", "unchanged")  # the shipped model and its baselines: their rows in the record
 MIN_SHARE = 0.03  # kinds of work under 3% of their phase are left out of the per-kind table
 
@@ -118,13 +116,13 @@ def load(ref: str, corpus: Path, work: Path) -> FitRun | None:
                   target.family, ceilings.spec.name if ceilings.spec else None)
 
 
-def project_pair(a: FitRun, b: FitRun, model, pair: Pair, variant: str) -> list[dict]:
+def project_pair(a: FitRun, b: FitRun, model, pair: Pair, variant: str, per_kernel: bool = True) -> list[dict]:
     rows = []
     for source, other in ((a, b), (b, a)):
         # As the study does: the run's own per-kernel latency, moved by the devices' scales (with_run_latency).
         source_target, other_target = with_run_latency(source.inputs, fitted_target(source, model),
                                                         fitted_target(other, model), model)
-        estimate = cross_estimate(source.inputs, source_target, other_target, model, source.l2_bytes)
+        estimate = cross_estimate(source.inputs, source_target, other_target, model, source.l2_bytes, per_kernel)
         if variant == "unchanged":
             estimate = estimate.with_columns(pl.col("measured_ns").alias("estimate_ns"))
         table = compare(estimate, measured_per_step(other.inputs), MIN_SHARE).filter(pl.col("phase") != "unknown")
@@ -163,6 +161,9 @@ def main() -> None:
             a, b = load(pair.a, args.corpus, work), load(pair.b, args.corpus, work)
             (pairs.append((pair, a, b)) if a and b else missing.append(pair.name))
     settings = default_model().fit
+    # The shipped model without what it learnt from pairs (device scales, roof shares, per-kind latency), so that no
+    # fold sees the held-out pair through it; each fold fits its own.
+    base = replace(default_model(), device_latency={}, device_roofs={}, device_kind_latency={}, uncertainty={})
     rows = []
     for i, (pair, a, b) in enumerate(pairs):
         fitting = fit_only + [r for j, (_, x, y) in enumerate(pairs) if j != i for r in (x, y)]
@@ -171,20 +172,23 @@ def main() -> None:
         # The shipped procedure (data/projection.toml [fit]) as fit.sh fits it: factors on the fold's own runs, device
         # scales from its pairs, the public runs giving their scales only.
         public_runs = {r.label for r in fitting if r.label.startswith("corpus/")}
-        shipped = fit_model(fitting, default_model(), settings, bool(settings.get("families", False)), fitting_pairs,
-                            public_runs)
+
+        def fitted(changes: dict, fitting=fitting, fitting_pairs=fitting_pairs, public_runs=public_runs):
+            return fit_model(fitting, base, {**settings, **changes}, bool(settings.get("families", False)),
+                             fitting_pairs, public_runs)
+
+        shipped = fitted({})
         rows += project_pair(a, b, shipped, pair, "after") + project_pair(a, b, shipped, pair, "unchanged")
-        for variant, changes, families, public in ABLATIONS:
-            model = fit_model(fitting if public else own, default_model(), {**BEFORE, **changes}, families,
-                              fitting_pairs)
-            rows += project_pair(a, b, model, pair, variant)
-        rows += project_pair(a, b, fit_model(own, default_model(), BEFORE, False), pair, "before")
-        for variant, changes in SCALE_ONLY:
-            model = fit_model(fitting, default_model(), {**BEFORE, **changes}, False, fitting_pairs, public_runs)
-            rows += project_pair(a, b, model, pair, variant)
+        rows += project_pair(a, b, fitted(BEFORE[0]), pair, "before", BEFORE[1])
+        for variant, changes, per_kernel in ABLATIONS:
+            model = shipped if not changes else fitted(changes)
+            rows += project_pair(a, b, model, pair, variant, per_kernel)
+        rows += project_pair(a, b, fit_model(own, base, ONE_SCALE, False), pair, "one scale per device",
+                             False)
     result = {
         "date": datetime.now(UTC).date().isoformat(), "commit": commit(), "device": "CPU (projections only)",
         "command": "python3 benchmarks/whatif/held_out.py " + " ".join(sys.argv[1:]),
+        "record": args.out.name if args.out else None,
         "fit_only": FIT_ONLY, "pairs": [p.__dict__ for p, _, _ in pairs], "missing": missing,
         "min_share": MIN_SHARE, "summary": summarise(rows), "uncertainty": uncertainty(rows), "projections": rows,
     }

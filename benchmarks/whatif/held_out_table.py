@@ -66,8 +66,9 @@ def _pct(value: float | None) -> str:
 def markdown_table(result: dict) -> str:
     s = result["summary"]
     variants = ["unchanged", "before", "after", *(v for v in s if v not in ("unchanged", "before", "after"))]
-    names = {"unchanged": "time unchanged", "before": "one scale per device", "after": "**now**"}
-    lines = [f"Held-out projections, {result['date']} (benchmarks/results/whatif-held-out-{result['date']}.json): "
+    names = {"unchanged": "time unchanged", "before": "shipped before", "after": "**now**"}
+    record = result.get("record") or f"whatif-held-out-{result['date']}.json"
+    lines = [f"Held-out projections, {result['date']} ([{record}](../benchmarks/results/{record})): "
              "mean absolute error of the estimate's device time per step against the other device's measurement "
              "(largest in brackets).", "",
              "| | projections | " + " | ".join(names.get(v, v) for v in variants) + " |",

@@ -43,20 +43,51 @@ def _measured(name: str) -> dict[str, float]:
     return {p: t / steps[p] for p, t in totals.items()}
 
 
+def _kernel_model_ns(row: dict, target, model) -> float | None:
+    """One kernel's projected time on `target`, computed here from the model's factors and the target's ceilings
+    (latency + max(bytes ÷ (bandwidth · e_mem), flops ÷ (peak · e_cmp))); None where the projection carries it."""
+    factors = model.factors.get(row["group"]) or model.factors["other"]
+    flops, moved = row["flops"] or 0.0, row["bytes_used"]
+    peak = target.flops.get(row["precision"]) if row["precision"] else None
+    if not row["modelled"] or (flops > 0 and peak is None):
+        return None
+    memory = 1e9 * moved / (target.bandwidth * factors.memory_efficiency) if moved is not None else 0.0
+    compute = 1e9 * flops / (peak * factors.compute_efficiency) if flops > 0 else 0.0
+    latency = factors.latency_ns * target.latency_scale * target.kind_latency.get(row["group"], 1.0)
+    return latency * row["instances"] + max(memory, compute)
+
+
 def test_cross_estimate_against_the_other_run(pair):
+    """Each kernel's measured time × its model on the H100 ÷ its model on the H200, summed per phase."""
     h200, h100 = pair
     model = default_model()
     estimate = cross_estimate(h200.inputs, h200.target, h100.target, model, h200.l2_bytes)
     table = compare(estimate, measured_per_step(h100.inputs)).filter(pl.col("group") == ALL)
     mine, other = _measured("h200-qwen2-0.5b-ncu"), _measured("h100-qwen2-0.5b-ncu")
+    steps = {p: v["steps"] for p, v in json.loads((RUNS / "h200-qwen2-0.5b-ncu" / "summary.json").read_text())[
+        "phases"].items()}
+    expected: dict[str, float] = {}
+    for row in h200.inputs.iter_rows(named=True):
+        on_source, on_other = _kernel_model_ns(row, h200.target, model), _kernel_model_ns(row, h100.target, model)
+        time = row["dur_ns"] * on_other / on_source if on_source else row["dur_ns"]
+        expected[row["phase"]] = expected.get(row["phase"], 0.0) + time / steps[row["phase"]]
     assert set(table["phase"]) == set(mine) & set(other)
     for row in table.iter_rows(named=True):
         assert row["measured_ns"] == pytest.approx(mine[row["phase"]])
         assert row["other_ns"] == pytest.approx(other[row["phase"]])
+        assert row["estimate_ns"] == pytest.approx(expected[row["phase"]], rel=1e-6)
+        assert row["error"] == pytest.approx(row["estimate_ns"] / other[row["phase"]] - 1)
+        assert row["log_ratio"] == pytest.approx(np.log(row["estimate_ns"] / other[row["phase"]]))
+
+
+def test_cross_estimate_of_the_sums(pair):
+    """per_kernel=False: the phase's measured time × the ratio of the model's sums."""
+    h200, h100 = pair
+    estimate = cross_estimate(h200.inputs, h200.target, h100.target, default_model(), h200.l2_bytes, per_kernel=False)
+    mine = _measured("h200-qwen2-0.5b-ncu")
+    for row in estimate.filter(pl.col("group") == ALL).iter_rows(named=True):
         expected = mine[row["phase"]] * row["target_model_ns"] / row["source_model_ns"]
         assert row["estimate_ns"] == pytest.approx(expected)
-        assert row["error"] == pytest.approx(expected / other[row["phase"]] - 1)
-        assert row["log_ratio"] == pytest.approx(np.log(expected / other[row["phase"]]))
 
 
 def test_kinds_of_work_add_up_to_the_phase(pair):
@@ -157,3 +188,45 @@ def test_fit_pair_names_each_run_once(tmp_path):
     runs = [RUNS / "h200-qwen2-0.5b-ncu", RUNS / "h100-qwen2-0.5b-ncu"]
     with pytest.raises(UserError, match="more than one pair"):
         fit_projection(runs, None, [[runs[0], runs[1]], [runs[0], RUNS / "h200-qwen2-1.5b-slim"]])
+
+
+def test_kind_latency_multiplies_that_kind_only(pair):
+    """A target's per-kind latency multiplies the per-launch latency of its kind of work, and of no other."""
+    from kernelscope.analyze.projection.projection import Options, project
+
+    h200, _ = pair
+    model = default_model()
+    plain = project(h200.inputs, h200.target.changed(kind_latency={}), model, Options(), h200.l2_bytes)
+    slow = project(h200.inputs, h200.target.changed(kind_latency={"attention": 3.0}), model, Options(), h200.l2_bytes)
+    for group, base, now in zip(plain["group"], plain["latency_per_launch_ns"], slow["latency_per_launch_ns"],
+                                strict=True):
+        factor = model.factors_of(group).latency_ns * h200.target.latency_scale
+        assert base == pytest.approx(factor)
+        assert now == pytest.approx(factor * (3.0 if group == "attention" else 1.0))
+
+
+def test_device_kinds_fit_lowers_the_pairs_error(pair):
+    """Fitting the H100's per-kind latency and roof shares from the pair never leaves the pair's squared ln error
+    (per phase and kind, both ways) above that of no multipliers, and every value comes from the grids."""
+    from kernelscope.analyze.projection.projection_kinds import (
+        KIND_GRID,
+        ROOF_GRID,
+        fit_device_kinds,
+        log_errors,
+        side,
+    )
+
+    h200, h100 = pair
+    model = default_model()
+    sides = []
+    for own, other in ((h200, h100), (h100, h200)):
+        measured = {(p, g): v for p, g, v in measured_per_step(other.inputs).iter_rows() if g != ALL}
+        sides.append(side(own.inputs, own.target, other.target, model, own.l2_bytes, own.label, other.label, measured))
+    kinds, roofs = fit_device_kinds(sides, {h100.label})
+
+    def cost(k, r):
+        return sum(e * e for s in sides for e in log_errors(s, k, r))
+
+    assert cost(kinds, roofs) <= cost({}, {}) + 1e-12
+    assert all(min(abs(v - g) for g in KIND_GRID) < 1e-3 for v in kinds.get(h100.label, {}).values())
+    assert all(min(abs(v - g) for g in ROOF_GRID) < 1e-3 for v in roofs.get(h100.label, ()))

@@ -204,7 +204,9 @@ MODEL_HEADER = (
     "kinds whose bytes a decode step re-reads (weights, KV cache), on-chip bandwidth ÷ DRAM bandwidth.\n"
     "[fit]: the search bounds and the runs fitted. [device_latency]: per fitted device, its per-kernel\n"
     "latency relative to the factors' (geometric mean 1). [factors.*]: per kind of work. [families.*.*]: factors\n"
-    "fitted per device family (with [fit] families = true). [uncertainty.same|other]: per kind of work and per\n"
+    "fitted per device family (with [fit] families = true). [device_roofs.*]: shares of a datasheet device's\n"
+    "bandwidth and compute peaks, [device_kind_latency.*]: its per-kernel latency per kind of work, both from pairs of\n"
+    "runs (with [fit] roofs, kind_latency). [uncertainty.same|other]: per kind of work and per\n"
     "phase (\"*\"), RMS of ln(estimate / measured) over held-out projections (benchmarks/whatif/held_out.py)."
 )
 
@@ -235,6 +237,7 @@ def _write_model(out: Path, fitted, settings: dict, runs: list[Path], pair_label
         "families": {name: {g: _factor_table(f) for g, f in table.items()} for name, table in fitted.families.items()},
         "uncertainty": fitted.uncertainty,
         "device_roofs": {name: {"memory": m, "compute": c} for name, (m, c) in fitted.device_roofs.items()},
+        "device_kind_latency": fitted.device_kind_latency,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(model_toml(data, MODEL_HEADER), encoding="utf-8")

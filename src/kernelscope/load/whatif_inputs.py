@@ -239,6 +239,9 @@ def model_toml(data: dict[str, Any], header: str) -> str:
                                                                        for k, v in values.items()]
     for name, values in (data.get("device_roofs") or {}).items():
         lines += ["", f"[device_roofs.{_key(name)}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+    for name, values in (data.get("device_kind_latency") or {}).items():
+        lines += ["", f"[device_kind_latency.{_key(name)}]"] + [f"{_key(k)} = {_toml_value(v)}"
+                                                                 for k, v in values.items()]
     for case, values in (data.get("uncertainty") or {}).items():
         lines += ["", f"[uncertainty.{_key(case)}]"] + [f"{_key(k)} = {_toml_value(v)}" for k, v in values.items()]
     return "\n".join(lines) + "\n"

@@ -156,6 +156,9 @@ def project(inputs: pl.DataFrame, target: Target, model: ProjectionModel, option
                        + pl.col("_bytes") * share / (onchip_bw * pl.col("_em")))
     compute_ns = pl.when(pl.col("flops").fill_null(0) > 0).then(
         1e9 * pl.col("flops") / (pl.col("_peak") * pl.col("_ec"))).otherwise(0.0)
+    if target.kind_latency:  # the device's per-kernel latency differs by kind of work (projection_kinds)
+        k = k.with_columns(pl.col("_lat") * pl.col("group").replace_strict(
+            target.kind_latency, default=1.0, return_dtype=pl.Float64))
     latency_ns = pl.col("_lat") * target.latency_scale * pl.col("instances")
     k = k.with_columns(memory_ns.alias("memory_ns"), compute_ns.alias("compute_ns"), latency_ns.alias("latency_ns"))
     # A precision the target has no peak for cannot be projected: the kernel keeps its measured time.

@@ -1,8 +1,8 @@
 """Check the projection model against a measurement it did not see: a run of one workload measured on device A,
 projected onto device B, compared with the same workload measured on B (docs/whatif.md, "Held-out accuracy").
 
-The estimate is the one the study gives: measured on A × model(B) ÷ model(A), per phase and per kind of work, so
-that the model's error on A itself cancels. The comparison is per step (device time of one decode step, of the
+The estimate is the one the study gives: each kernel's time measured on A × model(B) ÷ model(A) for that kernel,
+summed per phase and per kind of work, so that the model's error on A itself cancels kernel by kernel. The comparison is per step (device time of one decode step, of the
 prefill, of a forward pass).
 """
 
@@ -13,6 +13,7 @@ import math
 import polars as pl
 
 from kernelscope.analyze.projection.projection import Options, ProjectionModel, Target, project
+from kernelscope.analyze.projection.projection_estimate import with_estimate, with_rows
 from kernelscope.analyze.structure.phases import step_counts
 
 ALL = "*"  # the group of a phase's total
@@ -28,16 +29,22 @@ def _per_step(projected: pl.DataFrame, steps: dict[str, int], value: str, name: 
 
 
 def cross_estimate(source: pl.DataFrame, source_target: Target, other_target: Target, model: ProjectionModel,
-                   source_l2_bytes: float | None) -> pl.DataFrame:
+                   source_l2_bytes: float | None, per_kernel: bool = True) -> pl.DataFrame:
     """A run's projection onto another device, per phase and kind of work (group `*`: the phase): `measured_ns`,
-    `source_model_ns`, `target_model_ns` and `estimate_ns` (measured × target ÷ source model), per step. `source`
+    `source_model_ns`, `target_model_ns` and `estimate_ns`, per step. The estimate is the study's: each kernel's
+    measured time × model(target) ÷ model(source) for that kernel, summed (projection_estimate); with
+    `per_kernel=False`, the sums' ratio (measured × target ÷ source model per phase and kind of work). `source`
     comes from projection_inputs; each device projects with the factors of its family."""
     steps = step_counts(source)
-    on_source = project(source, source_target, model, Options(), source_l2_bytes)
-    on_target = project(source, other_target, model, Options(), source_l2_bytes)
+    rows = with_rows(source)
+    on_source = project(rows, source_target, model, Options(), source_l2_bytes)
+    on_target = project(rows, other_target, model, Options(), source_l2_bytes)
     table = (_per_step(on_source, steps, "dur_ns", "measured_ns")
              .join(_per_step(on_source, steps, "projected_ns", "source_model_ns"), on=["phase", "group"])
              .join(_per_step(on_target, steps, "projected_ns", "target_model_ns"), on=["phase", "group"]))
+    if per_kernel:
+        estimate = _per_step(with_estimate(on_source, on_target), steps, "estimate_ns", "estimate_ns")
+        return table.join(estimate, on=["phase", "group"])
     ratio = pl.col("target_model_ns") / pl.col("source_model_ns")
     return table.with_columns(
         pl.when(pl.col("source_model_ns") > 0).then(pl.col("measured_ns") * ratio).otherwise(pl.col("measured_ns"))

@@ -22,12 +22,9 @@ from kernelscope.analyze.projection.projection import (
     phase_projection,
     project,
 )
-from kernelscope.analyze.projection.projection_pairs import (
-    pair_side,
-    roof_shares,
-    scales_from_pairs,
-    with_roofs,
-)
+from kernelscope.analyze.projection.projection_check import ALL, measured_per_step
+from kernelscope.analyze.projection.projection_kinds import Side, fit_device_kinds, side
+from kernelscope.analyze.projection.projection_pairs import scales_from_pairs, with_roofs
 
 
 @dataclass
@@ -164,7 +161,8 @@ def fit_model(runs: list[FitRun], model: ProjectionModel, settings: dict, famili
             "device_scales": bool(settings.get("device_scales", True))}
     model = replace(model, fit={**model.fit, **settings})  # the model says how it was fitted (with_run_latency reads it)
     if settings.get("scale_by") == "run":
-        fitted = _fit_with_pairs(runs, model, grid, pairs or [], bool(settings.get("roofs", False)), scale_only or set())
+        fitted = _fit_with_pairs(runs, model, grid, pairs or [], bool(settings.get("roofs", False)), scale_only or set(),
+                                 bool(settings.get("kind_latency", False)))
     else:
         fitted = with_fit(model, fit_factors(runs, **grid))
     if not families:
@@ -184,13 +182,14 @@ def fit_model(runs: list[FitRun], model: ProjectionModel, settings: dict, famili
 
 
 def _fit_with_pairs(runs: list[FitRun], model: ProjectionModel, grid: dict, pairs: list[tuple[str, str]],
-                    roofs: bool, scale_only: set[str]) -> ProjectionModel:
-    """Factors with a latency scale per run, each device's scale from the pairs; with `roofs`, the devices whose
-    ceilings are datasheet values also get the shares of their roofs the pairs show (projection_pairs), and the
-    factors are fitted again on the runs' devices as those shares make them."""
-    by_label = {r.label: r for r in runs}
+                    roofs: bool, scale_only: set[str], kinds: bool = False) -> ProjectionModel:
+    """Factors with a latency scale per run, each device's scale from the pairs; the devices whose ceilings are
+    datasheet values also get, from their pairs (projection_kinds), a per-kernel latency per kind of work (`kinds`)
+    and the shares of their roofs they reach (`roofs`; the factors are then fitted again on the runs' devices as
+    those shares make them)."""
     device_of = {r.label: r.key for r in runs}
     shares: dict[str, tuple[float, float]] = {}
+    kind_latency: dict[str, dict[str, float]] = {}
     fitted = model
     for _ in range(2 if roofs else 1):
         scaled = [replace(r, target=with_roofs(r.target, shares[r.key])) if r.key in shares else r for r in runs]
@@ -200,13 +199,29 @@ def _fit_with_pairs(runs: list[FitRun], model: ProjectionModel, grid: dict, pair
             run_scales = _run_scales(scaled, fit.factors, bool(grid.get("relative")))
         fitted = replace(with_fit(model, Fit(fit.factors, scales_from_pairs(run_scales, device_of, pairs))),
                          device_roofs=dict(shares))
+        if not (roofs or kinds):
+            break
+        datasheet = {r.key for r in runs if r.target.source.get("bandwidth") == "datasheet"}
+        kind_latency, shares = fit_device_kinds(_pair_sides(runs, fitted, pairs), datasheet, kinds, roofs)
         if not roofs:
             break
-        sides = {r.label: pair_side(r.label, r.inputs, fitted_target(r, fitted), r.l2_bytes) for r in runs}
-        datasheet = {r.key for r in runs if r.target.source.get("bandwidth") == "datasheet"}
-        shares = roof_shares(fitted, [(sides[a], sides[b]) for a, b in pairs if a in by_label and b in by_label],
-                             datasheet, {r.target.name: r.key for r in runs})
-    return replace(fitted, device_roofs=dict(shares))
+    return replace(fitted, device_roofs=dict(shares), device_kind_latency=kind_latency)
+
+
+def _pair_sides(runs: list[FitRun], model: ProjectionModel, pairs: list[tuple[str, str]]) -> list[Side]:
+    """Both directions of every pair whose runs are here, as projection_kinds fits them."""
+    by_label = {r.label: r for r in runs}
+    out = []
+    for a, b in pairs:
+        if a not in by_label or b not in by_label:
+            continue
+        for own, other in ((by_label[a], by_label[b]), (by_label[b], by_label[a])):
+            measured = {(p, g): v for p, g, v in measured_per_step(other.inputs).iter_rows() if g != ALL}
+            own_target = own.target.changed(latency_scale=model.device_latency.get(own.key, 1.0), family=own.family)
+            other_target = other.target.changed(latency_scale=model.device_latency.get(other.key, 1.0),
+                                                family=other.family)
+            out.append(side(own.inputs, own_target, other_target, model, own.l2_bytes, own.key, other.key, measured))
+    return out
 
 
 def _run_scales(runs: list[FitRun], factors: dict[str, GroupFactors], relative: bool) -> dict[str, float]:
@@ -223,8 +238,9 @@ def with_fit(model: ProjectionModel, fit: Fit) -> ProjectionModel:
 
 
 def fitted_target(run: FitRun, model: ProjectionModel) -> Target:
-    """The run's device as the model sees it: its fitted latency scale, family and roof shares."""
-    target = run.target.changed(latency_scale=model.device_latency.get(run.key, 1.0), family=run.family)
+    """The run's device as the model sees it: its fitted latency scale, per-kind latency, family and roof shares."""
+    target = run.target.changed(latency_scale=model.device_latency.get(run.key, 1.0), family=run.family,
+                                kind_latency=dict(model.device_kind_latency.get(run.key, {})))
     return with_roofs(target, model.device_roofs[run.key]) if run.key in model.device_roofs else target
 
 

@@ -35,8 +35,12 @@ class ProjectionModel:
     # root mean square over held-out projections): "same" when source and target are of one family, "other" else.
     uncertainty: dict[str, dict[str, float]] = field(default_factory=dict)
     # Device (its spec's name) → the shares of its datasheet bandwidth and compute peaks that runs of one workload on
-    # it and on a measured device show it reaches (projection_pairs.roof_shares); only for datasheet ceilings.
+    # it and on a measured device show it reaches (projection_kinds); only for datasheet ceilings.
     device_roofs: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # Device (its spec's name) → kind of work → its per-kernel latency relative to the factors' (vendor libraries and
+    # launch paths differ by kind: an attention kernel of another vendor's library); fitted on pairs of runs
+    # (projection_kinds), only for devices with datasheet ceilings.
+    device_kind_latency: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def factors_of(self, group: str) -> GroupFactors:
         return self.factors.get(group) or self.factors["other"]
@@ -66,6 +70,8 @@ def parse_model(data: dict[str, Any]) -> ProjectionModel:
         device_latency={name: float(v) for name, v in (data.get("device_latency") or {}).items()},
         device_roofs={name: (float(v["memory"]), float(v["compute"]))
                       for name, v in (data.get("device_roofs") or {}).items()},
+        device_kind_latency={name: {g: float(x) for g, x in table.items()}
+                             for name, table in (data.get("device_kind_latency") or {}).items()},
     )
 
 
@@ -89,6 +95,7 @@ class Target:
     latency_scale: float = 1.0  # per-kernel latency relative to the fitted GPUs (graphs, megakernel < 1)
     source: dict[str, str] = field(default_factory=dict)
     family: str | None = None  # the device's architecture: the projection model's factors may be fitted per family
+    kind_latency: dict[str, float] = field(default_factory=dict)  # kind of work → its per-kernel latency multiplier
 
     def peak(self, precision: str | None) -> float | None:
         if precision is None:
@@ -121,8 +128,11 @@ def target_from_ceilings(ceilings: Ceilings, model: ProjectionModel | None = Non
             if source.get(key) == "datasheet":
                 flops[key] *= compute
                 source[key] = f"datasheet × {compute:.2f} (fitted on pairs of runs)"
+    kinds = next((model.device_kind_latency[k] for k in keys if k in model.device_kind_latency), None) if model else None
+    if kinds:
+        source["latency"] += ", per kind of work from pairs of runs"
     return Target(name=name, bandwidth=bandwidth, flops=flops, l2_bytes=spec.l2_bytes if spec else None,
-                  latency_scale=scale or 1.0, source=source, family=family)
+                  latency_scale=scale or 1.0, source=source, family=family, kind_latency=dict(kinds or {}))
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from kernelscope.analyze.projection.projection import (
     requirement_solver,
     sweep,
 )
+from kernelscope.analyze.projection.projection_estimate import phase_estimates, with_estimate, with_rows
 from kernelscope.analyze.projection.projection_fit import with_run_latency
 from kernelscope.analyze.projection.projection_model import estimate_spread
 from kernelscope.analyze.ranks.communication import communication
@@ -83,7 +84,7 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
     steps = step_counts(inputs)  # once: every per-step table divides by them
     # Every table below is a sum per phase, kind of work or kernel name: projected from the launches of each name
     # that project alike, one row each.
-    merged = merge_kernel_launches(inputs)
+    merged = with_rows(merge_kernel_launches(inputs))
     source, target = with_run_latency(merged, source, target, model, steps)
     on_source = project(merged, source, model, Options(), source_l2_bytes, steps)
     # The run on its own device (the report's what-if) is projected once.
@@ -91,7 +92,9 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
     on_target = on_source if same else project(merged, target, model, options, source_l2_bytes, steps)
     calibration = phase_projection(on_source, steps)
     spread = estimate_spread(model, source, target)
-    phases = _with_range(_phase_table(calibration, calibration if same else phase_projection(on_target, steps)), spread)
+    estimates = phase_estimates(with_estimate(on_source, on_target), steps)
+    phases = _with_range(_phase_table(calibration, calibration if same else phase_projection(on_target, steps),
+                                      estimates), spread)
     timings = _timings(info, calibration)
     alike = merge_alike(merged, steps)  # scenarios, requirements and sweeps project the run many times
     requirements = _requirements(alike, target, model, options, source_l2_bytes, phases, settings)
@@ -106,7 +109,7 @@ def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: Project
         requirements=requirements,
         sweeps=pl.concat(sweep_tables, how="vertical_relaxed") if sweep_tables else pl.DataFrame(),
         timings=timings, spread=spread,
-        headline=_headline(merged, source, target, model, options, source_l2_bytes, steps, calibration,
+        headline=_headline(merged, source, target, model, options, source_l2_bytes, steps, calibration, on_source,
                            on_target if not same else on_source),
         parallel=(_parallel(inputs, source, target, model, options, source_l2_bytes, steps, parallel, settings)
                   if parallel is not None else None),
@@ -131,17 +134,17 @@ def _parallel(inputs: pl.DataFrame, source: Target, target: Target, model: Proje
                             request.source_link, request.target_link, knobs)
 
 
-def _phase_table(calibration: pl.DataFrame, target: pl.DataFrame) -> pl.DataFrame:
-    """measured (on the source), model on source and on target, and the estimate for the target: the measured
-    time times the model's target/source ratio, so the model's error on the measuring device cancels."""
+def _phase_table(calibration: pl.DataFrame, target: pl.DataFrame, estimates: pl.DataFrame) -> pl.DataFrame:
+    """measured (on the source), model on source and on target, and the estimate for the target: each kernel's
+    measured time times the model's target/source ratio for it (projection_estimate), so the model's error on the
+    measuring device cancels kernel by kernel; the speed-up is measured ÷ estimate."""
     cal = calibration.select("phase", "steps", "measured_per_step_ns",
                              pl.col("projected_per_step_ns").alias("source_model_ns"),
                              pl.col("ratio").alias("calibration_ratio"))
     tgt = target.select("phase", pl.col("projected_per_step_ns").alias("target_model_ns"), "carried_pct")
-    return cal.join(tgt, on="phase", how="left", maintain_order="left").with_columns(
-        (pl.col("measured_per_step_ns") * pl.col("target_model_ns") / pl.col("source_model_ns")).alias("estimate_ns"),
-        (pl.col("source_model_ns") / pl.col("target_model_ns")).alias("speedup"),
-    )
+    return (cal.join(tgt, on="phase", how="left", maintain_order="left")
+            .join(estimates, on="phase", how="left", maintain_order="left")
+            .with_columns((pl.col("measured_per_step_ns") / pl.col("estimate_ns")).alias("speedup")))
 
 
 def _with_range(phases: pl.DataFrame, spread: float | None) -> pl.DataFrame:
@@ -158,10 +161,10 @@ AS_IS, HARDWARE, OPTIONS, BOTH = "as is", "hardware", "options", "hardware and o
 
 def _headline(merged: pl.DataFrame, source: Target, target: Target, model: ProjectionModel, options: Options,
               source_l2_bytes: float | None, steps: dict[str, int], calibration: pl.DataFrame,
-              on_target: pl.DataFrame) -> pl.DataFrame:
+              on_source: pl.DataFrame, on_target: pl.DataFrame) -> pl.DataFrame:
     """What the run takes as measured, and what the model makes of it on the target's hardware alone, with the
     design options alone (on the measuring device) and with both (the study's target): per step of each phase,
-    each the measured time scaled by the model's ratio, as the phase table's estimate."""
+    each kernel's measured time scaled by the model's ratio for it, as the phase table's estimate."""
     base = calibration.select("phase", "measured_per_step_ns", pl.col("projected_per_step_ns").alias("model_ns"))
     hardware_only = target != source
     with_options = options != Options()
@@ -180,12 +183,16 @@ def _headline(merged: pl.DataFrame, source: Target, target: Target, model: Proje
         else:
             on = (on_target if setting is None or (hardware_only != with_options)
                   else project(merged, *setting[:1], model, setting[1], source_l2_bytes, steps))
-            projected = phase_projection(on, steps).select(
-                "phase", pl.col("projected_per_step_ns").alias("scenario_ns"), "carried_pct")
+            # Kernel by kernel, the measured time times the model's ratio (projection_estimate).
+            estimated = phase_estimates(with_estimate(on_source, on), steps)
+            projected = phase_projection(on, steps).select("phase", "carried_pct").join(
+                estimated.select("phase", pl.col("estimate_ns").alias("scenario_ns")), on="phase", how="left")
         parts.append(base.join(projected, on="phase", how="inner").select(
             pl.lit(name).alias("scenario"), "phase",
-            (pl.col("measured_per_step_ns") * pl.col("scenario_ns") / pl.col("model_ns")).alias("per_step_ns"),
-            (pl.col("model_ns") / pl.col("scenario_ns")).alias("speedup"), "carried_pct"))
+            pl.col("scenario_ns").alias("per_step_ns") if name != AS_IS else pl.col("measured_per_step_ns")
+            .alias("per_step_ns"),
+            (pl.col("measured_per_step_ns") / pl.col("scenario_ns")).alias("speedup") if name != AS_IS
+            else pl.lit(1.0).alias("speedup"), "carried_pct"))
     return pl.concat(parts, how="vertical_relaxed").filter(pl.col("phase") != ranges.UNKNOWN)
 
 
