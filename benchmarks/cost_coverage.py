@@ -39,6 +39,9 @@ CASES: dict[str, list[str]] = {
     "HF generate, stacks": [f"{T}/foreign/captured/hf_generate_stack.json.gz"],
     "HF generate, plain": [f"{T}/foreign/captured/hf_generate_plain.json.gz"],
     "HF generate, compiled (replays, no capture)": [f"{T}/foreign/captured/hf_generate_compiled.json.gz"],
+    "HF generate, compiled (replays, no capture) + --model-config": [
+        f"{T}/foreign/captured/hf_generate_compiled.json.gz", "--model-config",
+        f"{T}/configs/qwen2-0.5b-4l/config.json", "--batch-size", "2", "--prompt-len", "64"],
     "HF profiler-step loop": [f"{T}/foreign/captured/own_loop_profiler_steps.json.gz"],
     "HF graph replay + capture": [f"{T}/foreign/captured/graph_replay.json.gz", "--capture",
                                   f"{T}/foreign/captured/graph_capture.json.gz"],

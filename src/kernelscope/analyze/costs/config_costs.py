@@ -37,6 +37,8 @@ class Role:
     categories: tuple[str, ...]
     model: str
     formulas: dict[str, Formula]
+    gemms: tuple[tuple[Formula, Formula, Formula], ...] = ()  # model gemm_list: the unit's GEMMs, (m, n, k) each
+    attributions: tuple[str, ...] = ()  # where the kernel's module came from (kernels.attribution_source); any if empty
 
 
 @cache
@@ -44,15 +46,18 @@ def roles() -> tuple[Role, ...]:
     names = frozenset(_FUNCTIONS)
     return tuple(Role(id=r["id"], module=re.compile(r["module"]), categories=tuple(r.get("categories", ())),
                       model=r.get("model", "formula"),
-                      formulas={f: compile_formula(str(r[f]), names) for f in _FIELDS if f in r})
+                      formulas={f: compile_formula(str(r[f]), names) for f in _FIELDS if f in r},
+                      gemms=tuple(tuple(compile_formula(str(x), names) for x in g) for g in r.get("gemms", ())),
+                      attributions=tuple(r.get("attributions", ())))
                  for r in knowledge.cost_models().get("role", []))
 
 
-def role_of(module: str | None, category: str | None) -> str | None:
+def role_of(module: str | None, category: str | None, attribution: str | None = None) -> str | None:
     if not module:
         return None
     for role in roles():
-        if role.module.search(module) and (not role.categories or category in role.categories):
+        if (role.module.search(module) and (not role.categories or category in role.categories)
+                and (not role.attributions or attribution in role.attributions)):
             return role.id
     return None
 
@@ -62,15 +67,17 @@ def config_costs(k: pl.DataFrame, config: dict[str, float], tokens_of) -> pl.Dat
     tokens_of(phase, step) → StepTokens | None."""
     open_rows = (pl.col("cost_model").is_null() & (pl.col("kind") == "kernel") & pl.col("module").is_not_null()
                  & (pl.col("step").is_not_null() | (pl.col("phase") == "prefill")))
-    candidates = k.filter(open_rows).select("module", "category").unique()
+    columns = ["module", "category", "attribution_source"]
+    candidates = k.filter(open_rows).select(columns).unique()
     if not candidates.height:
         return k
-    mapping = [(m, c, role_of(m, c)) for m, c in candidates.iter_rows()]
-    assigned = pl.DataFrame(mapping, schema={"module": pl.String, "category": pl.String, "_role": pl.String},
+    mapping = [(m, c, a, role_of(m, c, a)) for m, c, a in candidates.iter_rows()]
+    assigned = pl.DataFrame(mapping, schema={"module": pl.String, "category": pl.String,
+                                             "attribution_source": pl.String, "_role": pl.String},
                             orient="row").filter(pl.col("_role").is_not_null())
     if not assigned.height:
         return k
-    k = k.join(assigned, on=["module", "category"], how="left", maintain_order="left", nulls_equal=True)
+    k = k.join(assigned, on=columns, how="left", maintain_order="left", nulls_equal=True)
     k = k.with_columns(pl.when(open_rows).then(pl.col("_role")).alias("_role"))
     keys = ["rank", "phase", "step", "generation", "module", "_role"]
     units = (k.filter(pl.col("_role").is_not_null()).group_by(keys, maintain_order=True).agg()
@@ -115,6 +122,15 @@ def _role_cost(role: Role, config: dict[str, float], tokens: StepTokens | None) 
             dtypes = f"{_name(act)}×{_name(weight)}→{_name(act)}"
             gemms = [{"m": m, "n": n, "k": kk, "batch": 1, "dtypes": dtypes}]
             return (2.0 * m * n * kk, float(nbytes), _PRECISION.get(int(act), "bf16"), "config.gemm", _source(tokens),
+                    list(_MATRIX["gemm"]), gemms)
+        if role.model == "gemm_list":  # several GEMMs in one module (a layer's parts read from the kernel sequence)
+            weight = config.get("weight_bytes", act)
+            dtypes = f"{_name(act)}×{_name(weight)}→{_name(act)}"
+            shapes = [tuple(int(evaluate(f, scope)) for f in g) for g in role.gemms]
+            gemms = [{"m": m, "n": n, "k": kk, "batch": 1, "dtypes": dtypes} for m, n, kk in shapes]
+            flops = sum(2.0 * m * n * kk for m, n, kk in shapes)
+            nbytes = sum((m * kk + m * n) * act + kk * n * weight for m, n, kk in shapes)
+            return (flops, float(nbytes), _PRECISION.get(int(act), "bf16"), "config.gemm", _source(tokens),
                     list(_MATRIX["gemm"]), gemms)
         if role.model == "attention":
             heads, kv_heads, d, dv = (get[x] for x in ("heads", "kv_heads", "head_dim", "v_head_dim"))

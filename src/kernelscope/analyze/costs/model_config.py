@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelscope.load import knowledge
+
 DTYPE_SIZES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float64": 8, "float8_e4m3fn": 1,
                "float8_e5m2": 1}
 # quantization_config: its method (or format) → bytes a weight element takes
@@ -59,6 +61,9 @@ def config_values(config: dict[str, Any]) -> dict[str, float]:
         out.setdefault("moe_intermediate", out.get("intermediate", 0.0))
         if not out["moe_intermediate"]:
             del out["moe_intermediate"]
+    # A gated MLP (act(gate) · up) has two input projections, a plain one (fc1, act, fc2) one.
+    model_type = str(c.get("model_type") or config.get("model_type") or "")
+    out["mlp_up"] = 1.0 if model_type in knowledge.cost_models().get("config", {}).get("ungated_mlp", []) else 2.0
     dtype = c.get("torch_dtype") or c.get("dtype") or config.get("torch_dtype") or config.get("dtype")
     act = DTYPE_SIZES.get(str(dtype).removeprefix("torch."), 2) if isinstance(dtype, str) else 2
     out["act_bytes"] = float(act)
