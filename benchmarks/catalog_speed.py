@@ -2,7 +2,7 @@
 
     python benchmarks/catalog_speed.py [--names 100000] [--repeats 3]
 
-Targets (issue 3): 100,000 distinct names in at most 2 s; a 100,000-character name in at most 50 ms.
+Targets: 100,000 distinct names in at most 2 s; a 100,000-character name in at most 50 ms.
 The names are variants of real ones: every kernel name of the committed fixtures (H200 captures, the
 qwen2-1.5b kernel list, the seed tables) with its numbers redrawn (tile sizes, vector widths, template
 values) and its element type swapped, until 100,000 distinct names exist. Each repeat classifies them with

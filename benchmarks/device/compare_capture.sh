@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device run for the comparison issue: the same workloads as the H200 fixtures and results, on another GPU, so
+# Device run for the comparison: the same workloads as the H200 fixtures and results, on another GPU, so
 # `kernelscope compare` has two real device runs of one workload (and two batch sizes of one model):
 # measured ceilings, the small fixture run (+ ncu on its top decode kernels), the default run at batch 1 and 8.
 # Run from a checkout root on the GPU machine; writes under $OUT.

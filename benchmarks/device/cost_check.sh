@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device run for the costing issue: analytic FLOPs and bytes against Nsight Compute per kernel class, on HF eager
+# Device run for the cost models: analytic FLOPs and bytes against Nsight Compute per kernel class, on HF eager
 # generate of a Qwen2-shaped model, a Qwen3-MoE-shaped model and FP8 torch._scaled_mm (benchmarks/device/cost_check.py
 # says what and how; FP8 first, then dense, then MoE, all within COST_CHECK_SECONDS = 420 s). Run from the checkout
 # root on the GPU machine (one H200, under 8 minutes); writes under $OUT:

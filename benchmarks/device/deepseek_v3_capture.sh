@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DeepSeek-V3 at full width over several GPUs (issue: the seed-002 layer → module → kernel table, measured):
+# DeepSeek-V3 at full width over several GPUs (a measured layer → module → kernel table):
 # `kernelscope profile --gpus G --ep G --model deepseek-v3-full --layers L`, batch 1 and batch B, each run
 # profiling prefill and decode, with its report (layer types dense and MoE, modules and kernels per rank, the
 # communication section, the per-rank skew).

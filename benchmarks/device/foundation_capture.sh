@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device run for the foundation issue: the default profile (qwen2-1.5b, bf16, batch 1, prompt 128,
+# Device run for the foundation checks: the default profile (qwen2-1.5b, bf16, batch 1, prompt 128,
 # 64 new tokens) and small real traces used as CPU test fixtures. Run from the checkout root on the GPU
 # machine; writes everything under $OUT (or ./device-out).
 set -u -o pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device run for the roofline and Nsight Compute issues: measured ceilings (hw calibrate), the default profile
+# Device run for the roofline and Nsight Compute: measured ceilings (hw calibrate), the default profile
 # with the new report, `kernelscope ncu` on a small run (fixtures) and on the default run (top 20 decode
 # kernels, timed). Run from the checkout root on the GPU machine; writes under $OUT.
 set -u -o pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Held-out captures for structure inference (issue: structure from evidence alone): plain torch.profiler traces of
+# Held-out captures for structure inference (structure from evidence alone): plain torch.profiler traces of
 # six programs that push no annotation (compiled HF generate, a greedy loop with and without record_shapes, training
 # steps, a small MoE's generate, a Triton-heavy decoder), each with its truth recorded at capture time, then what
 # kernelscope infers from each (summary.json `structure`, run.json `attribution.structure`). One H200, < 8 minutes.

@@ -1,4 +1,4 @@
-"""Feasibility probe (issue 21): can a persistent Triton kernel (one program per SM, grid-wide barriers between
+"""Feasibility probe: can a persistent Triton kernel (one program per SM, grid-wide barriers between
 dependent ops) stream qwen2-1.5b's batch-1 decode GEMVs near the copy bandwidth on an H100?
 
     PYTHONPATH=src python3 benchmarks/engine/persistent_probe.py --out DIR            # every phase, each in a child

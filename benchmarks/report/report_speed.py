@@ -76,7 +76,7 @@ def _once(src: Path, run: Path, extra: list[str], cache: Path | None = None) -> 
 
 def _import_modes(trees: dict[str, Path], trace: Path, rounds: int, cache: Path) -> dict[str, object]:
     """`import TRACE` with and without its report, trees and modes alternating; round 0 warms up and is not
-    kept. The ratio with/without is the issue's "import with report <= 1.5x import --no-report"."""
+    kept. The ratio with/without is the goal "import with report <= 1.5x import --no-report"."""
     modes = {"no-report": ["--no-report"], "report": []}
     runs: dict[str, list[float]] = {f"{name} {mode}": [] for name in trees for mode in modes}
     for round_index in range(rounds + 1):

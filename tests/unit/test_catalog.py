@@ -474,7 +474,7 @@ def test_h200_capture_kernels_are_all_known() -> None:
 
 
 def test_qwen2_1_5b_device_time_is_fully_named() -> None:
-    # The "done when": on the device-captured qwen2-1.5b run >= 99% of device time is named.
+    # The goal: on the device-captured qwen2-1.5b run >= 99% of device time is named.
     table = pl.read_csv(NAMES / "h200-qwen2-1.5b-default.csv")
     assert table.height == 61
     named = classify_frame(table["name"])
