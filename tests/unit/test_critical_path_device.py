@@ -80,3 +80,7 @@ def test_re_timing_against_the_measured_change_of_interleaved_steps(tmp_path, na
     else:
         assert result["predicted_change_ns"] == 0
         assert result["measured_change_ns"] < 0.2 * result["spins_saved_ns"]  # most of the spin hides
+        # Off the path the scale is the intervention's own size: the spins' change, not the (near-zero) measured one.
+        off = check.analyse_interleaved(trace, tmp_path / "off", expect="off_path")
+        assert off["rule"].startswith("off the path")
+        assert off["passed"] == (abs(off["measured_change_ns"]) <= check.TOLERANCE * off["spins_saved_ns"])
