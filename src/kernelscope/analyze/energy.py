@@ -114,8 +114,10 @@ def _stage(t: np.ndarray, e_mj: np.ndarray, bounds: StageBounds, windows: pl.Dat
 def energy_info(samples: pl.DataFrame, windows: pl.DataFrame, stages: list[StageBounds], repeats: int,
                 generations: int, interval_s: float) -> tuple[EnergyInfo, pl.DataFrame]:
     """run.json's `energy` and the windows with their joules."""
-    measured = window_energy(samples, windows)
     t, e_mj = counter_updates(samples)
+    if len(t) < 2:
+        raise ValueError("the energy counter never changed: nothing to measure (callers check counter_updates)")
+    measured = window_energy(samples, windows)
     by_name = {s.name: s for s in stages}
     records = [_stage(t, e_mj, s, windows) for s in stages]
     full = by_name[GENERATION]
@@ -153,14 +155,16 @@ def energy_info(samples: pl.DataFrame, windows: pl.DataFrame, stages: list[Stage
 
 def _per_token(stages: list[EnergyStage]) -> tuple[float | None, float | None]:
     """Prefill: a one-token generation's joules per prompt token. Decode: a full generation's joules less a
-    one-token generation's, per new token after the first (both stages ran the same prompts); none where the
-    difference is not positive (the full generations were not measured to cost more: too few of them)."""
+    one-token generation's, per new token after the first (both stages ran the same prompts); none where a stage
+    spans fewer than two whole updates of the counter, or the difference is not positive."""
     by_name = {s.stage: s for s in stages}
     alone, full = by_name.get(PREFILL_ONLY), by_name.get(GENERATION)
-    if alone is None or not alone.generations or not alone.prompt_tokens or alone.joules_per_generation is None:
+    if (alone is None or not alone.generations or not alone.prompt_tokens or alone.joules_per_generation is None
+            or alone.update_intervals < 2):
         return None, None
     prefill = alone.joules_per_generation / (alone.prompt_tokens / alone.generations)
-    if full is None or not full.generations or not full.new_tokens or full.joules_per_generation is None:
+    if (full is None or not full.generations or not full.new_tokens or full.joules_per_generation is None
+            or full.update_intervals < 2):
         return prefill, None
     extra = full.joules_per_generation - alone.joules_per_generation
     return prefill, extra / (full.new_tokens / full.generations) if extra > 0 else None

@@ -221,7 +221,7 @@ def energy_pass(session: WorkloadSession, plan: Plan, options: ProfileOptions, s
     import polars as pl
     import torch
 
-    from kernelscope.analyze.energy import StageBounds, energy_info
+    from kernelscope.analyze.energy import StageBounds, counter_updates, energy_info
     from kernelscope.capture.energy_pass import measure_energy
 
     settings = plan.settings
@@ -237,6 +237,9 @@ def energy_pass(session: WorkloadSession, plan: Plan, options: ProfileOptions, s
     windows = pl.DataFrame(vars(captured.windows), schema={
         "stage": pl.String, "repeat": pl.Int64, "generation": pl.Int64, "phase": pl.String, "step": pl.Int64,
         "start_ns": pl.Int64, "end_ns": pl.Int64, "tokens": pl.Int64})
+    if len(counter_updates(samples)[0]) < 2:
+        raise UserError(f"--energy: the board's energy counter did not change over the {samples.height} reads of the "
+                        "energy pass: nothing to measure")
     stages = [StageBounds(s.name, s.started_ns, s.ended_ns, s.generations) for s in captured.stages]
     info, windows = energy_info(samples, windows, stages, options.repeats, session.generations,
                                 captured.interval_s)
