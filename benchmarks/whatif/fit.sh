@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Refit the shipped projection model (src/kernelscope/data/projection.toml). The factors are fitted on the committed
-# device runs: the run directories under tests/data/runs (qwen2-0.5b on H200 and H100, qwen2-1.5b batch 1 on H200 and
-# H100, batch 8 on H100) and the H200 Kineto captures of llama-3-8b, qwen2-1.5b batch 8 and deepseek-v3 (imported
-# first). Each device's per-kernel latency scale comes from pairs of runs of one workload on two devices: our two
-# H200/H100 pairs, and TraceLens's five Hugging Face models on an H100 and an MI300X (from the corpus folder, $CORPUS,
-# default /work/corpus: benchmarks/corpus/build_corpus.py builds it), which give their scales only.
+# device runs: the run directories under tests/data/runs (qwen2-0.5b, qwen2-1.5b batch 1 and qwen2-1.5b batch 8, each
+# on an H200 and an H100) and the H200 Kineto captures of llama-3-8b, qwen2-1.5b batch 8 prompt 16 and deepseek-v3
+# (imported first). Each device's per-kernel latency scale comes from pairs of runs of one workload on two devices: our
+# three H200/H100 pairs, and TraceLens's five Hugging Face models on an H100 and an MI300X (from the corpus folder,
+# $CORPUS, default /work/corpus: benchmarks/corpus/build_corpus.py builds it), which give their scales only.
 # Then `python3 benchmarks/whatif/held_out.py --uncertainty-into src/kernelscope/data/projection.toml` refreshes the
 # held-out ranges.
 set -euo pipefail
@@ -32,6 +32,7 @@ for m in $MODELS; do
 done
 R=tests/data/runs
 python3 -m kernelscope -q hw fit $R/h200-qwen2-0.5b-ncu $R/h100-qwen2-0.5b-ncu $R/h200-qwen2-1.5b-slim \
-  $R/h100-qwen2-1.5b-b1-slim $R/h100-qwen2-1.5b-b8-slim "$W"/h200-* \
+  $R/h100-qwen2-1.5b-b1-slim $R/h200-qwen2-1.5b-b8-slim $R/h100-qwen2-1.5b-b8-slim "$W"/h200-* \
   --pair $R/h200-qwen2-0.5b-ncu $R/h100-qwen2-0.5b-ncu --pair $R/h200-qwen2-1.5b-slim $R/h100-qwen2-1.5b-b1-slim \
+  --pair $R/h200-qwen2-1.5b-b8-slim $R/h100-qwen2-1.5b-b8-slim \
   "${PAIRS[@]}" --out "${1:-src/kernelscope/data/projection.toml}"

@@ -241,7 +241,7 @@ def _fit_run(path: Path) -> FitRun:
 
 
 @pytest.mark.parametrize("name", ["h200-qwen2-0.5b-ncu", "h100-qwen2-0.5b-ncu", "h200-qwen2-1.5b-slim",
-                                  "h100-qwen2-1.5b-b8-slim"])
+                                  "h200-qwen2-1.5b-b8-slim", "h100-qwen2-1.5b-b8-slim"])
 def test_shipped_model_is_calibrated_on_device_runs(name):
     """Each committed device run (two models, two GPUs, two batch sizes) projected onto the GPU that measured
     it: every phase within ±15% of its measured device time."""
