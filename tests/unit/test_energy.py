@@ -133,6 +133,7 @@ def test_windows_tile_the_counter_over_the_full_generations():
     assert prefill.mean_window_ms < info.counter_update_ms  # labelled estimated in the report
 
 
+@pytest.mark.slow
 def test_energy_needs_a_cuda_gpu(tmp_path):
     result = subprocess.run([sys.executable, "-m", "kernelscope", "profile", "--energy", "--device", "cpu",
                              "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
