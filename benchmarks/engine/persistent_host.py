@@ -4,7 +4,6 @@ check a spin barrier needs, the random weights and the fp32 reference, and the l
 from __future__ import annotations
 
 import math
-import statistics
 import subprocess
 
 import torch
@@ -31,31 +30,13 @@ def log(*args) -> None:
     print(*args, flush=True)
 
 
-def median_seconds(fn, repeats: int, warmup: int = 3) -> float:
-    """kernelscope.capture.calibrate.median_seconds on a GPU: CUDA events, median after warm-up."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    torch.cuda.synchronize()
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
-
-
 def copy_bandwidth_GBps() -> float:
     """benchmarks/engine_decode.py copy_bandwidth(): calibrate.copy_bandwidth(cuda, 1 GiB, repeats=20)."""
-    n = 1 << 30
-    src = torch.rand(n // 4, device="cuda")
-    dst = torch.empty_like(src)
-    seconds = median_seconds(lambda: dst.copy_(src), 20)
-    src = dst = None
-    torch.cuda.empty_cache()
-    return 2 * (n // 4) * 4 / seconds / 1e9
+    from kernelscope.capture import calibrate
+
+    bandwidth = calibrate.copy_bandwidth(torch.device("cuda"), 1 << 30, repeats=20)
+    torch.cuda.empty_cache()  # the 2 GiB of copy buffers go back before the weights are built
+    return bandwidth / 1e9
 
 
 def graph_of(fn) -> torch.cuda.CUDAGraph:

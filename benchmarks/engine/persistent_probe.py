@@ -18,9 +18,9 @@ Phases (each a child process with its own timeout, so a deadlocked spin barrier 
   reference (1 and 28 layers) and for bitwise-identical repeats. The gate: ≥ 88% of copy for a checked variant.
 Results: benchmarks/results/engine-persistent-h100-2026-11-26/README.md (the gate failed: 72.7% at best).
 Copy bandwidth as benchmarks/engine_decode.py measures it (kernelscope.capture.calibrate.copy_bandwidth: 1 GiB
-fp32 device-to-device copy, read + write counted, CUDA events, median of 20 after 3 warm-ups), copied into
-persistent_host.py so that the probe needs torch and triton only. The kernels are in persistent_kernels.py, the
-buffers, launchers, reference and timing in persistent_host.py; this file holds the phases and the driver.
+fp32 device-to-device copy, read + write counted, CUDA events, median of 20 after 3 warm-ups).
+The kernels are in persistent_kernels.py, the buffers, launchers, reference and timing in persistent_host.py; this
+file holds the phases and the driver.
 """
 
 from __future__ import annotations
