@@ -42,8 +42,9 @@ from kernelscope.commands.export import export_run  # noqa: E402
 from kernelscope.commands.importers.traces import import_traces  # noqa: E402
 from kernelscope.errors import UserError  # noqa: E402
 from kernelscope.load.sources import read_trace  # noqa: E402
+from tests.audit_reference import audit_reference, crossing_slices  # noqa: E402
 from tests.nsys_reference import is_sqlite, op_ranges, processes  # noqa: E402
-from tests.trace_reference import audit_reference, crossing_slices, reference  # noqa: E402
+from tests.trace_reference import reference  # noqa: E402
 
 AUDIT_KEYS = ("stream_overlaps", "stream_overlap_ns", "stream_overlaps_pdl", "outside_window", "launches_without_kernel",
               "kernels_without_launch", "flows", "flows_unpaired", "clock_jumps", "devices_named", "devices_silent",

@@ -31,7 +31,7 @@ done
 python3 - "$W" "$OUT" <<'EOF'
 import json, sys
 from pathlib import Path
-from tests.trace_reference import audit_reference, crossing_slices
+from tests.audit_reference import audit_reference, crossing_slices
 
 work, out = Path(sys.argv[1]), Path(sys.argv[2])
 results = {}

@@ -17,7 +17,7 @@ from kernelscope.analyze.report_tables import report_tables
 from kernelscope.load import rundir
 from kernelscope.pipeline import run_ceilings
 from kernelscope.report import figure_jobs, figures, report_figures, roofline_figures
-from tests.adversarial.cases import HOSTILE_NAMES
+from tests.adversarial.cases_kineto import HOSTILE_NAMES
 
 RUN = Path(__file__).parents[1] / "data" / "runs" / "h200-qwen2-0.5b-ncu"
 # The mathtext payloads first: the labelled kernels are the top ones.

@@ -15,7 +15,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from kernelscope.cli import main
-from tests.adversarial.cases import HOSTILE_NAMES
+from tests.adversarial.cases_kineto import HOSTILE_NAMES
 from tests.e2e.test_report import _browser
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "kineto" / "h200-qwen2-0.5b-p16-n4.trace.json.gz"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.audit_reference import audit_reference
 from tests.e2e.test_cli import kernelscope
-from tests.trace_reference import audit_reference
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PDL_TRACE = DATA / "kineto" / "h200-deepseek-v3-p16-n3.trace.json.gz"

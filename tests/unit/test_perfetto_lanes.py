@@ -17,8 +17,8 @@ import pytest
 from kernelscope.commands.export import export_run
 from kernelscope.commands.importers.traces import import_traces
 from kernelscope.errors import UserError
+from tests.audit_reference import audit_reference, crossing_slices
 from tests.tiers import large_files_slow
-from tests.trace_reference import audit_reference, crossing_slices
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRACES = sorted((DATA / "public").rglob("*.json*")) + sorted((DATA / "kineto").glob("*.trace.json.gz"))

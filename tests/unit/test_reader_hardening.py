@@ -16,7 +16,8 @@ from kernelscope.errors import UserError
 from kernelscope.load.kineto import load_kineto
 from kernelscope.load.names import MAX_NAME
 from kernelscope.load.nsys_stats import read_nsys_stats
-from tests.adversarial.cases import KINETO_SEED, NCU_SEED, STATS_SEED, _nsys, kineto_seed
+from tests.adversarial.cases import KINETO_SEED, NCU_SEED, STATS_SEED, kineto_seed
+from tests.adversarial.cases_formats import _nsys
 
 KERNEL_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from kernelscope.errors import UserError
 from kernelscope.load.kineto import load_kineto
-from tests.adversarial.cases import NCU_SEED, _nsys_export
+from tests.adversarial.cases import NCU_SEED
+from tests.adversarial.cases_formats import _nsys_export
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 KINETO_SEED = DATA / "public" / "hta" / "data__triton_example__triton_example.json.gz"
