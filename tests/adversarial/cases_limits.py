@@ -13,19 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tests.adversarial.cases import (
-    KINETO_SEED,
-    NCU_SEED,
-    RUN_SEED,
-    Case,
-    Check,
-    Setup,
-    _both,
-    _copy,
-    _edit_run,
-    _events,
-    _mutated_kineto,
-)
+from tests.adversarial import cases as base
 from tests.adversarial.cases_trust import REPORT
 
 
@@ -42,7 +30,7 @@ def _whitespace_bomb(work: Path) -> None:
 
 
 def _link_loop(work: Path) -> None:
-    shutil.copytree(RUN_SEED, work / "runs" / "a" / "run1")
+    shutil.copytree(base.RUN_SEED, work / "runs" / "a" / "run1")
     (work / "runs" / "a" / "up").symlink_to(work / "runs")
     (work / "runs" / "a" / "self").symlink_to(work / "runs" / "a")
     (work / "runs" / "twice").symlink_to(work / "runs" / "a")
@@ -52,14 +40,14 @@ def _deep_folders(work: Path) -> None:
     path = work / "runs"
     for _ in range(150):
         path = path / "d"
-    shutil.copytree(RUN_SEED, path / "run1")
+    shutil.copytree(base.RUN_SEED, path / "run1")
 
 
 def _wal_export(work: Path) -> None:
     from kernelscope.load.kineto import load_kineto
     from tests.nsys_sqlite_writer import write_nsys_sqlite
 
-    path = write_nsys_sqlite(load_kineto(KINETO_SEED), work / "trace.sqlite", variant="current")
+    path = write_nsys_sqlite(load_kineto(base.KINETO_SEED), work / "trace.sqlite", variant="current")
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA journal_mode=WAL")
     db.close()
@@ -78,44 +66,44 @@ def _one_row(stdout: str) -> None:
     assert "(1 row)" in stdout, stdout
 
 
-def resource_cases() -> list[Case]:
+def resource_cases() -> list[base.Case]:
     return [
-        Case("resource-gzip-whitespace-bomb", ["import", "bomb.json.gz", "--out", "out"], _whitespace_bomb, "out",
+        base.Case("resource-gzip-whitespace-bomb", ["import", "bomb.json.gz", "--out", "out"], _whitespace_bomb, "out",
              "error", names=("bomb.json.gz",)),
-        Case("resource-gzip-bomb-small-budget", ["import", "trace.json.gz", "--out", "out", "--no-report"],
-             _copy(KINETO_SEED, "trace.json.gz"), "out", "error", names=("trace.json.gz",),
+        base.Case("resource-gzip-bomb-small-budget", ["import", "trace.json.gz", "--out", "out", "--no-report"],
+             base._copy(base.KINETO_SEED, "trace.json.gz"), "out", "error", names=("trace.json.gz",),
              env={"KERNELSCOPE_MEMORY_BUDGET": "1M"}),
-        Case("resource-budget-unreadable", ["import", "trace.json.gz", "--out", "out", "--no-report"],
-             _copy(KINETO_SEED, "trace.json.gz"), "out", "error", names=("KERNELSCOPE_MEMORY_BUDGET",),
+        base.Case("resource-budget-unreadable", ["import", "trace.json.gz", "--out", "out", "--no-report"],
+             base._copy(base.KINETO_SEED, "trace.json.gz"), "out", "error", names=("KERNELSCOPE_MEMORY_BUDGET",),
              env={"KERNELSCOPE_MEMORY_BUDGET": "lots"}),
-        *(Case(f"resource-parquet-row-bomb-{verb}", argv, _edit_run(_row_bomb), "run", "error",
+        *(base.Case(f"resource-parquet-row-bomb-{verb}", argv, base._edit_run(_row_bomb), "run", "error",
                names=("kernels.parquet",), env={"KERNELSCOPE_MEMORY_BUDGET": "64M"})
           for verb, argv in (("report", REPORT), ("api", ["api", "open_run", "run"]),
                              ("export", ["export", "run", "--format", "kern-sum"]))),
-        Case("resource-query-link-loop", ["query", "select run_id from runs", "runs"], _link_loop, None, "ok",
+        base.Case("resource-query-link-loop", ["query", "select run_id from runs", "runs"], _link_loop, None, "ok",
              check_stdout=_one_row),
-        Case("resource-api-link-loop", ["api", "open_runs", "runs", "runs"], _link_loop, None, "ok"),
-        Case("resource-check-link-loop", ["check", "runs/a/run1", "--baseline", "select run_dir from runs",
+        base.Case("resource-api-link-loop", ["api", "open_runs", "runs", "runs"], _link_loop, None, "ok"),
+        base.Case("resource-check-link-loop", ["check", "runs/a/run1", "--baseline", "select run_dir from runs",
              "--baseline-from", "runs", "--summary", "s.md"], _link_loop, "s.md", "either", names=("runs",),
              codes=(0, 1, 2)),
-        Case("resource-query-deep-folders", ["query", "select run_id from runs", "runs"], _deep_folders, None, "ok",
+        base.Case("resource-query-deep-folders", ["query", "select run_id from runs", "runs"], _deep_folders, None, "ok",
              check_stdout=_one_row),
-        Case("resource-nsys-wal-no-files-beside", ["import", "trace.sqlite", "--out", "out", "--no-report"],
+        base.Case("resource-nsys-wal-no-files-beside", ["import", "trace.sqlite", "--out", "out", "--no-report"],
              _wal_export, "out", "ok"),
-        Case("resource-nsys-unfinished-wal", ["import", "trace.sqlite", "--out", "out", "--no-report"],
-             _both(_wal_export, lambda w: (w / "trace.sqlite-wal").write_bytes(b"\x37\x7f\x06\x82" + b"\0" * 60)),
+        base.Case("resource-nsys-unfinished-wal", ["import", "trace.sqlite", "--out", "out", "--no-report"],
+             base._both(_wal_export, lambda w: (w / "trace.sqlite-wal").write_bytes(b"\x37\x7f\x06\x82" + b"\0" * 60)),
              "out", "error", names=("trace.sqlite",)),
     ]
 
 
 # ---------------------------------------------------------------- values that are wrong, not hostile
-def _ncu_metric(metric: str, value: str | None = None, unit: str | None = None) -> Setup:
+def _ncu_metric(metric: str, value: str | None = None, unit: str | None = None) -> base.Setup:
     """The Nsight Compute seed with one metric's value (first launch) or unit changed."""
     import csv
     import io
 
     def setup(work: Path) -> None:
-        lines = NCU_SEED.read_text(encoding="utf-8").splitlines()
+        lines = base.NCU_SEED.read_text(encoding="utf-8").splitlines()
         start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
         header = next(csv.reader([lines[start]]))
         column = header.index(metric)
@@ -131,7 +119,7 @@ def _ncu_metric(metric: str, value: str | None = None, unit: str | None = None) 
     return setup
 
 
-def _csv_cells_inert(path: str) -> Check:
+def _csv_cells_inert(path: str) -> base.Check:
     def check(work: Path) -> None:
         import csv
 
@@ -151,7 +139,7 @@ def _number(text: str) -> bool:
 
 
 def _formula_names(doc: dict) -> None:
-    for kernel, name in zip(_events(doc, "kernel")[:4], ("=HYPERLINK(\"http://x\")", "+1+1", "@SUM(A1)", "-2+3"),
+    for kernel, name in zip(base._events(doc, "kernel")[:4], ("=HYPERLINK(\"http://x\")", "+1+1", "@SUM(A1)", "-2+3"),
                             strict=False):
         kernel["name"] = name
 
@@ -161,68 +149,68 @@ def _terminal_clean(stdout: str) -> None:
 
 
 def _zero_durations(doc: dict) -> None:
-    for kernel in _events(doc, "kernel"):
+    for kernel in base._events(doc, "kernel"):
         kernel["dur"] = 0
 
 
 DURATION = "gpu__time_duration.sum"
 
 
-def value_cases() -> list[Case]:
+def value_cases() -> list[base.Case]:
     imp = ["import", "raw.csv", "--out", "out", "--no-report"]
     cases = [
-        Case(f"values-ncu-duration-{label}", imp, _ncu_metric(DURATION, value, unit), "out", "error",
+        base.Case(f"values-ncu-duration-{label}", imp, _ncu_metric(DURATION, value, unit), "out", "error",
              names=("raw.csv",))
         for label, value, unit in (("unknown-unit", None, "parsecs"), ("byte-unit", None, "Mbyte"),
                                    ("1e400", "1e400", None), ("negative", "-3.5", None), ("nan", "nan", None),
                                    ("text", "fast", None))
     ]
-    cases.append(Case("values-ncu-bytes-in-seconds", imp, _ncu_metric("dram__bytes_read.sum", None, "second"), "out",
+    cases.append(base.Case("values-ncu-bytes-in-seconds", imp, _ncu_metric("dram__bytes_read.sum", None, "second"), "out",
                       "error", names=("raw.csv",)))
-    cases.append(Case("values-ncu-missing-marker-read", imp, _ncu_metric(DURATION, "n/a", None), "out", "ok"))
-    for label, mutate in (("one", lambda d: _events(d, "kernel")[0].update(dur=0)), ("all", _zero_durations)):
-        cases.append(Case(f"values-zero-duration-{label}-with-report", ["import", "trace.json.gz", "--out", "out",
-                          "--figure-formats", "none", "--lang", "en"], _mutated_kineto(mutate), "out", "either",
+    cases.append(base.Case("values-ncu-missing-marker-read", imp, _ncu_metric(DURATION, "n/a", None), "out", "ok"))
+    for label, mutate in (("one", lambda d: base._events(d, "kernel")[0].update(dur=0)), ("all", _zero_durations)):
+        cases.append(base.Case(f"values-zero-duration-{label}-with-report", ["import", "trace.json.gz", "--out", "out",
+                          "--figure-formats", "none", "--lang", "en"], base._mutated_kineto(mutate), "out", "either",
                           names=("trace.json.gz",)))
-    cases.append(Case("values-zero-duration-report-with-figures", ["import", "trace.json.gz", "--out", "out",
-                      "--lang", "en"], _mutated_kineto(lambda d: _events(d, "kernel")[3].update(dur=0)), "out", "ok"))
+    cases.append(base.Case("values-zero-duration-report-with-figures", ["import", "trace.json.gz", "--out", "out",
+                      "--lang", "en"], base._mutated_kineto(lambda d: base._events(d, "kernel")[3].update(dur=0)), "out", "ok"))
     deep = {"array": "a = " + "[" * 5000 + "]" * 5000, "table": "a = " + "{x=" * 5000 + "1" + "}" * 5000,
             "keys": 'name = "x"\n' + "a." * 5000 + "b = 1"}
     for label, text in deep.items():
-        cases.append(Case(f"values-deep-toml-{label}", ["whatif", "run", "--hw", "spec.toml", "--out", "w"],
-                          _both(_copy(RUN_SEED, "run"), lambda w, t=text: (w / "spec.toml").write_text(t)), "w",
+        cases.append(base.Case(f"values-deep-toml-{label}", ["whatif", "run", "--hw", "spec.toml", "--out", "w"],
+                          base._both(base._copy(base.RUN_SEED, "run"), lambda w, t=text: (w / "spec.toml").write_text(t)), "w",
                           "error", names=("spec.toml",)))
-    cases.append(Case("values-kernels-terminal-escapes", ["kernels", "a\x1b[31mred\x1b[0m", "b\u202eevil", "c\x07\x08"],
+    cases.append(base.Case("values-kernels-terminal-escapes", ["kernels", "a\x1b[31mred\x1b[0m", "b\u202eevil", "c\x07\x08"],
                       lambda w: None, None, "ok", check_stdout=_terminal_clean))
-    cases.append(Case("values-kernels-json-escapes", ["kernels", "--json", "a\x1b[2J", "b\u202eevil"], lambda w: None,
+    cases.append(base.Case("values-kernels-json-escapes", ["kernels", "--json", "a\x1b[2J", "b\u202eevil"], lambda w: None,
                       None, "ok", check_stdout=_terminal_clean))
-    formula = _mutated_kineto(_formula_names)
-    cases.append(Case("values-csv-formulas-export", ["export", "out", "--format", "kern-sum", "--out", "k.csv"],
-                      _both(formula, lambda w: _import(w, "trace.json.gz", "out")), "k.csv", "ok",
+    formula = base._mutated_kineto(_formula_names)
+    cases.append(base.Case("values-csv-formulas-export", ["export", "out", "--format", "kern-sum", "--out", "k.csv"],
+                      base._both(formula, lambda w: _import(w, "trace.json.gz", "out")), "k.csv", "ok",
                       check=_csv_cells_inert("k.csv")))
-    cases.append(Case("values-csv-formulas-query", ["query", "select name from kernels", "out", "--format", "csv",
-                      "--out", "q.csv"], _both(formula, lambda w: _import(w, "trace.json.gz", "out")), "q.csv", "ok",
+    cases.append(base.Case("values-csv-formulas-query", ["query", "select name from kernels", "out", "--format", "csv",
+                      "--out", "q.csv"], base._both(formula, lambda w: _import(w, "trace.json.gz", "out")), "q.csv", "ok",
                       check=_csv_cells_inert("q.csv")))
-    cases.append(Case("values-csv-formulas-report-tables", ["report", "out", "--figure-formats", "none", "--lang",
-                      "en"], _both(formula, lambda w: _import(w, "trace.json.gz", "out")), "out", "ok",
+    cases.append(base.Case("values-csv-formulas-report-tables", ["report", "out", "--figure-formats", "none", "--lang",
+                      "en"], base._both(formula, lambda w: _import(w, "trace.json.gz", "out")), "out", "ok",
                       check=_report_tables_inert))
-    cases.append(Case("values-qdrep-named", ["import", "r.qdrep", "--out", "out"],
+    cases.append(base.Case("values-qdrep-named", ["import", "r.qdrep", "--out", "out"],
                       lambda w: (w / "r.qdrep").write_bytes(b"QDREP\x00" + os.urandom(64)), "out", "error",
                       names=(".qdrep", "Nsight Systems report")))
-    cases.append(Case("values-qdstrm-named", ["import", "r.qdstrm", "--out", "out"],
+    cases.append(base.Case("values-qdstrm-named", ["import", "r.qdstrm", "--out", "out"],
                       lambda w: (w / "r.qdstrm").write_bytes(os.urandom(64)), "out", "error", names=(".qdstrm",)))
     # Files in the wrong place are named for what they are, not for what they failed to be.
-    run = _copy(RUN_SEED, "run")
+    run = base._copy(base.RUN_SEED, "run")
     for label, argv, said in (
             ("run-dir-imported", ["import", "run", "--out", "out"], "part of a kernelscope run directory"),
             ("run-json-imported", ["import", "run/run.json", "--out", "out"], "part of a kernelscope run directory"),
             ("run-table-imported", ["import", "run/kernels.parquet", "--out", "out"],
              "part of a kernelscope run directory"),
             ("trace-reported", ["report", "t.json.gz"], "kernelscope import FILE")):
-        cases.append(Case(f"values-message-{label}", argv, _both(run, _copy(KINETO_SEED, "t.json.gz")), "out",
+        cases.append(base.Case(f"values-message-{label}", argv, base._both(run, base._copy(base.KINETO_SEED, "t.json.gz")), "out",
                           "error", names=(said,)))
-    cases.append(Case("values-message-parquet-imported", ["import", "k.parquet", "--out", "out"],
-                      lambda w: shutil.copyfile(RUN_SEED / "kernels.parquet", w / "k.parquet"), "out", "error",
+    cases.append(base.Case("values-message-parquet-imported", ["import", "k.parquet", "--out", "out"],
+                      lambda w: shutil.copyfile(base.RUN_SEED / "kernels.parquet", w / "k.parquet"), "out", "error",
                       names=("a Parquet file",)))
     return cases
 
