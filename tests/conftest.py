@@ -17,7 +17,18 @@ atexit.register(shutil.rmtree, os.environ["KERNELSCOPE_CACHE_DIR"], True)
 
 DATA = Path(__file__).parent / "data"
 KINETO = DATA / "kineto"
+
+
+def _eager(path: Path) -> bool:
+    """A trace without CUDA-graph launches: every kernel has the op that launched it (replays get theirs from the
+    graph-replay pass, not from attribute())."""
+    with gzip.open(path, "rb") as f:
+        return b"cudaGraphLaunch" not in f.read()
+
+
+# Our own GPU captures (H200); the eager ones: every kernel under an op, prefill and decode ranges.
 GPU_TRACES = sorted(KINETO.glob("h200-*.trace.json.gz"))
+EAGER_GPU_TRACES = [p for p in GPU_TRACES if _eager(p)]
 
 
 @pytest.fixture(scope="session")

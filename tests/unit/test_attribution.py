@@ -4,10 +4,10 @@ import pytest
 
 from kernelscope.analyze.attribution.attribution import attribute, attribution_coverage
 from kernelscope.load.kineto import load_kineto
-from tests.conftest import GPU_TRACES, write_trace
+from tests.conftest import EAGER_GPU_TRACES, write_trace
 
 
-@pytest.mark.parametrize("path", GPU_TRACES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EAGER_GPU_TRACES, ids=lambda p: p.name)
 def test_every_gpu_kernel_is_attributed(path):
     kernels, ops = attribute(load_kineto(path))
     assert attribution_coverage(kernels) == 1.0
