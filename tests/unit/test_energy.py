@@ -150,3 +150,18 @@ def test_the_run_records_what_its_summary_says():
     assert summary.prefill_joules_per_token == run["prefill_joules_per_token"]
     assert summary.decode_joules_per_token == run["decode_joules_per_token"]
     assert summary.per_token_check == run["per_token_check"]
+
+
+def test_query_reads_the_per_token_values_of_every_run(tmp_path, capsys):
+    """`runs` carries a run's prefill and decode joules per token (null for runs without --energy)."""
+    from kernelscope.cli import main
+
+    out = tmp_path / "rows.json"
+    assert main(["-q", "query", "select run_id, prefill_joules_per_token, decode_joules_per_token from runs",
+                 str(RUN.parent), "--format", "json", "--out", str(out)]) == 0
+    rows = {r["run_id"]: r for r in json.loads(out.read_text())}
+    energy = json.loads((RUN / "run.json").read_text())["energy"]
+    mine = rows.pop(RUN.name)
+    assert mine["prefill_joules_per_token"] == pytest.approx(energy["prefill_joules_per_token"])
+    assert mine["decode_joules_per_token"] == pytest.approx(energy["decode_joules_per_token"])
+    assert rows and all(r["prefill_joules_per_token"] is None for r in rows.values())

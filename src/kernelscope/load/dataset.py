@@ -40,6 +40,7 @@ RUNS_SCHEMA: dict[str, str] = {
     "backend": "VARCHAR", "commit": "VARCHAR", "kernelscope": "VARCHAR", "gpus": "BIGINT", "ranks": "BIGINT",
     "kind": "VARCHAR", "kernel_count": "BIGINT", "device_time_us": "DOUBLE", "ttft_ms": "DOUBLE",
     "tpot_ms": "DOUBLE", "e2e_ms": "DOUBLE", "tokens_per_s": "DOUBLE", "repeats": "BIGINT", "tables": "BOOLEAN",
+    "prefill_joules_per_token": "DOUBLE", "decode_joules_per_token": "DOUBLE",
 }
 _DUCK_TYPES = {pl.Int64: "BIGINT", pl.Float64: "DOUBLE", pl.String: "VARCHAR", pl.Boolean: "BOOLEAN"}
 _DEFAULTS = {"instances": "1", RANK: "0", "phase": f"'{UNKNOWN_PHASE}'"}
@@ -168,6 +169,8 @@ def run_row(run: RunFiles) -> tuple[Any, ...]:
         "device_time_us": summary.device_time_us if summary else None,
         "ttft_ms": plain.ttft_ms, "tpot_ms": plain.tpot_ms, "e2e_ms": plain.e2e_ms,
         "tokens_per_s": plain.tokens_per_s, "repeats": plain.repeats, "tables": run.kernels is not None,
+        "prefill_joules_per_token": info.energy.prefill_joules_per_token if info.energy else None,
+        "decode_joules_per_token": info.energy.decode_joules_per_token if info.energy else None,
     }
     return tuple(values[c] for c in RUNS_SCHEMA)
 
