@@ -271,3 +271,32 @@ def test_a_hostile_report_without_figures_has_no_image_link_or_markup(tmp_path):
         assert not [tag for tag, _ in parser.tags if tag == "img"]
         assert len([tag for tag, _ in parser.tags if tag == "script"]) == 1
         assert not [attrs for _, attrs in parser.tags if any(k.startswith("on") for k in attrs)]
+
+
+@pytest.mark.slow
+def test_hostile_energy_phase_and_stage_names_are_text(tmp_path):
+    """A run.json whose `energy` section was edited: its phase names (listed in the table and, for windows shorter
+    than a counter update, in the sentence above it) and a stage name carry markup. Both languages show them as
+    text: no image, link, HTML or heading of the input's."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "runs" / "h200-qwen2-1.5b-b8-p512-energy", run)
+    info = json.loads((run / "run.json").read_text())
+    payloads = ["setup<img src=x onerror=window.__ks_pwned=1>", "between\n# Injected | cell |\n![x](/etc/passwd)",
+                "<script>window.__ks_pwned=1</script>"]
+    phases = info["energy"]["phases"]
+    phases[2]["phase"], phases[3]["phase"], phases[0]["phase"] = payloads
+    info["energy"]["stages"][0]["stage"] = "[link](http://example.com)"
+    (run / "run.json").write_text(json.dumps(info))
+    assert main(["-q", "report", str(run), "--figure-formats", "none"]) == 0
+    for name, heading in (("report.md", "### Energy"), ("report.zh.md", "### 能耗")):
+        text = (run / "report" / name).read_text()
+        section = text.split(heading, 1)[1].split("\n### ", 1)[0]
+        tokens = MarkdownIt("commonmark").enable("table").parse(section)
+        inline = [child for t in tokens for child in (t.children or [])]
+        assert not [c for c in inline if c.type in ("image", "link_open", "html_inline")]
+        assert not [t for t in tokens if t.type in ("html_block", "heading_open")]
+        rendered = MarkdownIt("commonmark").enable("table").render(section)
+        assert "&lt;script&gt;window.__ks_pwned=1&lt;/script&gt;" in rendered  # shown, as text
+        assert "&lt;img src=x onerror=window.__ks_pwned=1&gt;" in rendered

@@ -13,7 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kernelscope.analyze.energy import StageBounds, energy_info
+from kernelscope.analyze.energy import energy_info
+from kernelscope.contracts.energy_tables import StageBounds
 from kernelscope.contracts.run_info import RunInfo
 
 RUN = Path(__file__).resolve().parents[1] / "data" / "runs" / "h200-qwen2-1.5b-b8-p512-energy"

@@ -21,27 +21,24 @@ tokens).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import polars as pl
 
+from kernelscope.contracts.energy_tables import (
+    DECODE,
+    GENERATION,
+    PREFILL,
+    PREFILL_ONLY,
+    SETUP,
+    StageBounds,
+)
 from kernelscope.contracts.trace_records import EnergyInfo, EnergyPhase, EnergyStage
 
 METHOD = ("NVML total energy counter sampled on a thread; per token: mean power over the counter's whole update "
           "intervals inside each stage (one-token generations for prefill, full generations less them for decode); "
           "per window: the counter interpolated between its updates")
 BETWEEN = "between"  # time inside the full generations' stage but outside every generation's windows
-PHASE_ORDER = ("prefill", "decode", "setup")
-PREFILL_ONLY, GENERATION = "prefill_only", "generation"
-
-
-@dataclass(frozen=True)
-class StageBounds:
-    name: str
-    started_ns: int
-    ended_ns: int
-    generations: int
+PHASE_ORDER = (PREFILL, DECODE, SETUP)
 
 
 def counter_updates(samples: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -107,8 +104,8 @@ def _stage(t: np.ndarray, e_mj: np.ndarray, bounds: StageBounds, windows: pl.Dat
                        generations=bounds.generations, update_intervals=intervals, mean_watts=watts,
                        generation_ms=median_ns * 1e-6 if median_ns is not None else None,
                        joules_per_generation=watts * median_ns * 1e-9 if median_ns is not None else None,
-                       prompt_tokens=int(mine.filter(pl.col("phase") == "prefill")["tokens"].sum()),
-                       new_tokens=int(mine.filter(pl.col("phase") == "decode")["tokens"].sum()))
+                       prompt_tokens=int(mine.filter(pl.col("phase") == PREFILL)["tokens"].sum()),
+                       new_tokens=int(mine.filter(pl.col("phase") == DECODE)["tokens"].sum()))
 
 
 def energy_info(samples: pl.DataFrame, windows: pl.DataFrame, stages: list[StageBounds], repeats: int,
@@ -144,7 +141,7 @@ def energy_info(samples: pl.DataFrame, windows: pl.DataFrame, stages: list[Stage
         method=METHOD, repeats=repeats, generations=generations, samples=samples.height,
         sample_interval_ms=float(np.median(spacing)) if len(spacing) else interval_s * 1e3,
         counter_update_ms=float(np.median(updates)) if len(updates) else None,
-        pass_seconds=seconds, decode_step_ms=_median_ms(in_full.filter(pl.col("phase") == "decode")),
+        pass_seconds=seconds, decode_step_ms=_median_ms(in_full.filter(pl.col("phase") == DECODE)),
         counter_joules=counter, power_joules=power,
         agreement=power / counter if power is not None and counter > 0 else None, phases=phases, stages=records,
         prefill_joules_per_token=prefill_j, decode_joules_per_token=decode_j,

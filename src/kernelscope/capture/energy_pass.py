@@ -15,10 +15,9 @@ import time
 from dataclasses import dataclass, field
 
 from kernelscope.capture.energy import EnergyMeter, PowerSampler, PowerSamples
+from kernelscope.contracts.energy_tables import DECODE, GENERATION, PREFILL, PREFILL_ONLY, SETUP, StageBounds
 from kernelscope.workload.session import WorkloadSession
 
-SETUP, PREFILL, DECODE = "setup", "prefill", "decode"
-PREFILL_ONLY, GENERATION = "prefill_only", "generation"  # the stages
 ISOLATION_S = 1.5  # the prefill-only stage lasts at least this long (the H200's counter updated every ~100 ms)
 
 
@@ -43,19 +42,11 @@ class EnergyWindows:
             getattr(self, column).append(value)
 
 
-@dataclass(frozen=True)
-class Stage:
-    name: str
-    started_ns: int
-    ended_ns: int
-    generations: int
-
-
 @dataclass
 class EnergyCapture:
     samples: PowerSamples
     windows: EnergyWindows
-    stages: list[Stage]
+    stages: list[StageBounds]
     interval_s: float
 
 
@@ -68,7 +59,7 @@ def measure_energy(session: WorkloadSession, prefill_session: WorkloadSession, r
 
     meter = EnergyMeter(cuda_index)
     windows = EnergyWindows()
-    stages: list[Stage] = []
+    stages: list[StageBounds] = []
     torch.cuda.synchronize()
     sampler = PowerSampler(meter)
     try:
@@ -87,7 +78,7 @@ def measure_energy(session: WorkloadSession, prefill_session: WorkloadSession, r
                         advance()
                 repeat += 1
             torch.cuda.synchronize()
-            stages.append(Stage(stage, started, time.perf_counter_ns(), done))
+            stages.append(StageBounds(stage, started, time.perf_counter_ns(), done))
         samples = sampler.stop()
     finally:
         meter.close()

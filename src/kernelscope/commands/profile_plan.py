@@ -221,8 +221,9 @@ def energy_pass(session: WorkloadSession, plan: Plan, options: ProfileOptions, s
     import polars as pl
     import torch
 
-    from kernelscope.analyze.energy import StageBounds, counter_updates, energy_info
+    from kernelscope.analyze.energy import counter_updates, energy_info
     from kernelscope.capture.energy_pass import measure_energy
+    from kernelscope.contracts.energy_tables import POWER_SCHEMA, WINDOW_SCHEMA
 
     settings = plan.settings
     prompts = [settings.batch_size * ((image.prompt_tokens or settings.prompt_len) if plan.per_image
@@ -233,15 +234,12 @@ def energy_pass(session: WorkloadSession, plan: Plan, options: ProfileOptions, s
     with steps.step("Measuring energy (board counter and power)", total=options.repeats * session.generations) \
             as advance:
         captured = measure_energy(session, prefill_session, options.repeats, index, prompts, advance)
-    samples = pl.DataFrame(vars(captured.samples), schema=dict.fromkeys(vars(captured.samples), pl.Int64))
-    windows = pl.DataFrame(vars(captured.windows), schema={
-        "stage": pl.String, "repeat": pl.Int64, "generation": pl.Int64, "phase": pl.String, "step": pl.Int64,
-        "start_ns": pl.Int64, "end_ns": pl.Int64, "tokens": pl.Int64})
+    samples = pl.DataFrame(vars(captured.samples), schema=POWER_SCHEMA)
+    windows = pl.DataFrame(vars(captured.windows), schema=WINDOW_SCHEMA)
     if len(counter_updates(samples)[0]) < 2:
         raise UserError(f"--energy: the board's energy counter did not change over the {samples.height} reads of the "
                         "energy pass: nothing to measure")
-    stages = [StageBounds(s.name, s.started_ns, s.ended_ns, s.generations) for s in captured.stages]
-    info, windows = energy_info(samples, windows, stages, options.repeats, session.generations,
+    info, windows = energy_info(samples, windows, captured.stages, options.repeats, session.generations,
                                 captured.interval_s)
     return MeasuredEnergy(info, samples, windows)
 
