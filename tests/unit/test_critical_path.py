@@ -45,6 +45,7 @@ TRACES: list[tuple[tuple[str, ...], str]] = [
     (("foreign/captured/graph_capture.json.gz",), "run"),
     (("foreign/captured/spin_on_path_interleaved.json.gz",), "ks"),
     (("foreign/captured/spin_side_stream_interleaved.json.gz",), "ks"),
+    (("foreign/captured/hf_decode_spins_interleaved.json.gz",), "ks"),
     (("foreign/trimmed/vllm_decode_full__graph_capture_rank_0.json.gz",), "forwards"),
     (("foreign/trimmed/vllm_prefilldecode_piecewise__graph_capture_rank_0.json.gz",), "forwards"),
     (("public/hta/data__trace_filter__sampled_rank-0.json.gz", "public/hta/data__trace_filter__sampled_rank-1.json.gz"),

@@ -18,6 +18,7 @@ from kernelscope.analyze.ranks.ranks import rank_count
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.load import knowledge
 
+HOST_CLASSES = ("launch", "host")  # critical-path classes of the host's time (analyze/paths/path_walk.py)
 FUSABLE = ["elementwise", "activation", "norm", "rope", "copy/cast", "concat", "softmax"]
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne}
 _CONDITION = re.compile(r"^\s*(\w+)\s*(>=|<=|==|!=|>|<)\s*(\S+)\s*$")
@@ -84,6 +85,7 @@ def compute_metrics(tables: Any, info: RunInfo) -> dict[str, Metric]:
     for phase in (ranges.PREFILL, ranges.DECODE, *stages):
         m.update(_phase_metrics(tables, phase))
         m.update(_communication_metrics(tables, phase))
+        m.update(_path_host_op_metrics(tables, phase))
     m.update(_per_rank(m, tables, (ranges.PREFILL, ranges.DECODE, *stages)))
     m.update(_stage_metrics(tables.phases, stages))
     m.update(_decode_host_metrics(m))
@@ -169,6 +171,36 @@ def _communication_metrics(tables: Any, phase: str) -> dict[str, Metric]:
                              ("collective_busbw", "bus_bytes_per_s"), ("collective_link_pct", "link_pct"),
                              ("collective_transfer_ns", "mean_transfer_ns"), ("collective_pct", "time_pct")):
             m[f"{phase}_{name}"] = _from_table(top, "communication", column, rows, agg="first")
+    return m
+
+
+def _path_host_op_metrics(tables: Any, phase: str) -> dict[str, Metric]:
+    """The framework op whose host time holds the most of the phase's critical path (segments of kind `host` in
+    the classes `launch` and `host`: the CPU inside the op while the device waits), its time on the path and its
+    share of the path, from tables/critical_path_<phase>.csv."""
+    paths = tables.critical_path
+    if paths is None:
+        return {}
+    segments = paths.path.segments.filter(pl.col("phase") == phase)
+    on_host = segments.filter((pl.col("kind") == "host") & pl.col("class").is_in(HOST_CLASSES)
+                              & pl.col("name").is_not_null())
+    if on_host.height == 0:
+        return {}
+    per_op = on_host.group_by("name").agg(pl.col("dur_ns").sum()).sort(["dur_ns", "name"], descending=[True, False])
+    op = per_op["name"][0]
+    t = f"critical_path_{phase}"
+    rows = {"kind": ["host"], "class": list(HOST_CLASSES), "name": [op]}
+    m = {f"{phase}_path_host_op": Metric(op, t, "name", rows, agg="first"),
+         f"{phase}_path_host_op_ns": _from_table(segments, t, "dur_ns", rows),
+         f"{phase}_path_ns": _from_table(segments, t, "dur_ns")}
+    op_ns, path_ns = m[f"{phase}_path_host_op_ns"].value, m[f"{phase}_path_ns"].value
+    steps = paths.path.steps.filter(pl.col("phase") == phase).height
+    m[f"{phase}_path_host_op_pct"] = _derived(
+        f"{phase}_path_host_op_pct", 100.0 * op_ns / path_ns if op_ns is not None and path_ns else None,
+        (f"{phase}_path_host_op_ns", f"{phase}_path_ns"), f"100 × {phase}_path_host_op_ns / {phase}_path_ns")
+    m[f"{phase}_path_host_op_ns_per_step"] = _derived(
+        f"{phase}_path_host_op_ns_per_step", op_ns / steps if op_ns is not None and steps else None,
+        (f"{phase}_path_host_op_ns",), f"{phase}_path_host_op_ns / the phase's steps in critical_path_steps")
     return m
 
 
