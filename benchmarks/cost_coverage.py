@@ -2,7 +2,10 @@
 
 The committed traces (public serving windows with their capture traces, our own HF and kernelscope captures, one
 without its shapes given the model's config) and, with --corpus, the public corpus's other LLM-inference traces.
-Each is imported with `kernelscope import --no-report`; summary.json gives the figures.
+Each is imported with `kernelscope import --no-report` (a model of the catalog recognised from the trace costs it
+where no --model-config is given); summary.json gives the figures and the model recognised. Where one was, the
+trace is imported again with --no-model-recognition and that coverage is recorded beside
+(`without_recognition`).
 
     python benchmarks/cost_coverage.py [--corpus /work/corpus] [--out benchmarks/results/cost-coverage-DATE.json]
 """
@@ -32,7 +35,10 @@ CASES: dict[str, list[str]] = {
         f"{T}/public/tracelens/inference__vllm_prefilldecode_piecewise__graph_execution.json.gz",
         "--capture", f"{T}/foreign/trimmed/vllm_prefilldecode_piecewise__graph_capture_rank_0.json.gz"],
     "sglang prefill+decode": [f"{T}/public/tracelens/inference__sglang_prefilldecode__sglang_Qwen3-8B_prefilldecode.json.gz"],
-    "vllm B200 eager, TP (gpt-oss MoE)": [f"{T}/public/tracelens/traces__b200__eager_trace.json.gz"],
+    "vllm B200 eager, TP (gpt-oss MoE)": [f"{T}/public/tracelens/traces__b200__eager_trace.json.gz",
+                                          "--no-model-recognition"],
+    "vllm B200 eager, TP (gpt-oss MoE), model recognised from the trace": [
+        f"{T}/public/tracelens/traces__b200__eager_trace.json.gz"],
     "vllm B200 eager, TP (gpt-oss MoE) + --model-config": [
         f"{T}/public/tracelens/traces__b200__eager_trace.json.gz", "--model-config",
         f"{T}/configs/gpt-oss-120b/config.json"],
@@ -89,7 +95,13 @@ def main() -> int:
             results[label] = {"cost_coverage": summary.get("cost_coverage"),
                               "by_source": {k: v for k, v in (summary.get("cost_coverage_by_source") or {}).items() if v},
                               "seconds": round(time.perf_counter() - started, 2), "exit": code}
-            print(f"{label:55s} {100 * (summary.get('cost_coverage') or 0):6.2f}%", flush=True)
+            recognised = summary.get("recognised_model")
+            if recognised:
+                plain = Path(tmp) / f"{i}-plain"
+                kernelscope(["-q", "import", *argv, "--no-model-recognition", "--out", str(plain), "--no-report"])
+                results[label] |= {"recognised_model": recognised, "without_recognition": json.loads(
+                    (plain / "summary.json").read_text()).get("cost_coverage")}
+            print(f"{label:55s} {100 * (summary.get('cost_coverage') or 0):6.2f}% {recognised or ''}", flush=True)
     record = {"date": time.strftime("%Y-%m-%d"), "commit": commit(), "traces": results}
     if args.out:
         args.out.write_text(json.dumps(record, indent=1) + "\n")

@@ -14,6 +14,7 @@ from kernelscope.analyze.structure.phases import phase_table
 from kernelscope.analyze.structure.structure_summary import structure_summary
 from kernelscope.analyze.wide_tables import time_where
 from kernelscope.contracts.run import Run
+from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import CriticalPathPhase, EnergySummary, KeyTimings, PhaseSummary, Summary
 from kernelscope.contracts.tables import COST_SOURCES, CPU_OP
 from kernelscope.contracts.trace_records import EnergyInfo
@@ -78,6 +79,7 @@ def summarize(run: Run, phases: pl.DataFrame | None = None, critical: CriticalPa
         cost_coverage=_share(kernels, pl.col("cost_model").is_not_null()),
         cost_coverage_by_source=_by_source(kernels),
         catalog_coverage=_share(kernels, (pl.col("library") != "unknown") & (pl.col("category") != "other")),
+        **_config_source(info),
         timings=KeyTimings(ttft_ms=plain.ttft_ms, tpot_ms=plain.tpot_ms, tokens_per_s=plain.tokens_per_s,
                            e2e_ms=plain.e2e_ms),
         phases=per_phase,
@@ -92,6 +94,15 @@ def summarize(run: Run, phases: pl.DataFrame | None = None, critical: CriticalPa
         else msgspec.UNSET,
         energy=_energy(info.energy),
     )
+
+
+def _config_source(info: RunInfo) -> dict[str, str]:
+    """summary.json's model_config_source and recognised_model, where an import was costed from a config."""
+    source = info.model.config_source if info.model is not None and info.model.config else msgspec.UNSET
+    if not isinstance(source, str):
+        return {}
+    recognised = info.model_recognition.entry if info.model_recognition is not None else None
+    return {"model_config_source": source, **({"recognised_model": recognised} if recognised else {})}
 
 
 def _energy(energy: EnergyInfo | None) -> EnergySummary | msgspec.UnsetType:

@@ -39,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the model's Hugging Face config.json (or its directory): costs the kernels of traces "
                              "that recorded no shapes (and fused ops that name no weights) from the model's sizes "
                              "and each step's tokens (docs/roofline.md)")
+    parser.add_argument("--no-model-recognition", dest="model_recognition", action="store_false",
+                        help="without --model-config, do not recognise a public model from the trace's own evidence "
+                             "(code paths, module classes, shapes) to cost it from kernelscope's catalog of model "
+                             "configs (docs/roofline.md)")
     parser.add_argument("--batch-size", type=_jobs, metavar="N",
                         help="with --model-config, for traces that say nothing of their batch: sequences per step")
     parser.add_argument("--prompt-len", type=_jobs, metavar="N",
@@ -103,7 +107,8 @@ def run(args: argparse.Namespace, steps) -> int:
         # Stage by stage: reading (each chunk of a large file), attribution, tables, report.
         path = import_traces(args.files, args.out, args.runs_dir, report=report, languages=args.lang,
                              device_spec=device_spec, captures=captures, jobs=args.jobs, cluster=args.cluster,
-                             model_config=model_config, batch=(args.batch_size, args.prompt_len), steps=steps)
+                             model_config=model_config, batch=(args.batch_size, args.prompt_len),
+                             recognise=args.model_recognition, steps=steps)
     path = Path(path).resolve()
     if not getattr(args, "quiet", False):
         from kernelscope.commands.run_summary import terminal_summary

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from kernelscope.contracts.model_recognition import ModelRecognition
 from kernelscope.contracts.record import Record
 from kernelscope.contracts.trace_records import EnergyInfo, GraphReplays, NcuInfo, TraceInfo
 
@@ -94,6 +95,9 @@ class ModelInfo(Record, kw_only=True):
     layer_types: dict[int, str] = msgspec.field(default_factory=dict)
     config: dict[str, Any] = msgspec.field(default_factory=dict)  # the model's own config, as transformers has it
     stages: dict[str, StageInfo] | msgspec.UnsetType = msgspec.UNSET
+    # Imports: where `config` came from, "--model-config" (the user's file) or "catalog" (the catalog entry of the
+    # model recognised from the trace: RunInfo.model_recognition).
+    config_source: str | msgspec.UnsetType = msgspec.UNSET
 
     def language_config(self) -> dict[str, Any]:
         """The language model's config: the config itself, or its text_config (vision-language models)."""
@@ -292,6 +296,8 @@ class RunInfo(Record, kw_only=True, omit_defaults=True):
     ncu: NcuInfo | None = None
     parallel: ParallelInfo | None = None  # runs of several processes (profile --gpus N)
     energy: EnergyInfo | None = None  # profile --energy
+    # Imports without --model-config: the model recognised from the trace, or why none was (docs/run-format.md).
+    model_recognition: ModelRecognition | None = None
 
     @classmethod
     def from_json(cls, data: bytes | str) -> RunInfo:

@@ -143,6 +143,10 @@ class Summary(Record, kw_only=True):
     # Share of device time costed from each source (contracts.tables.COST_SOURCES); their sum is cost_coverage.
     cost_coverage_by_source: dict[str, float] | None = None
     catalog_coverage: float | None = None
+    # Imports costed from a model config: where it came from ("--model-config", or "catalog": the config of the
+    # catalog's model recognised from the trace, named by `recognised_model`; run.json model_recognition says why).
+    model_config_source: str | msgspec.UnsetType = msgspec.UNSET
+    recognised_model: str | msgspec.UnsetType = msgspec.UNSET
     timings: KeyTimings = msgspec.field(default_factory=KeyTimings)
     phases: dict[str, PhaseSummary] = msgspec.field(default_factory=dict)
     graph_replays: GraphReplays | msgspec.UnsetType = msgspec.UNSET

@@ -96,6 +96,13 @@ class TraceInfo(Record, kw_only=True):
         """The files an import read (none for a profile run, which records its own trace)."""
         return self.files if isinstance(self.files, list) else []
 
+    def world_size(self) -> int | None:
+        """The largest world size the imported files' `distributedInfo` records (a serving engine's ranks)."""
+        sizes = [f.distributed_info.get("world_size") for f in self.imported_files()
+                 if isinstance(f.distributed_info, dict)]
+        sizes = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and 0 < s <= 1 << 16]
+        return max(sizes) if sizes else None
+
     def origins_us(self) -> list[float]:
         """Origin (µs) of each rank's timeline: the trace's own, or each imported file's."""
         if isinstance(self.files, list) and self.files:

@@ -60,6 +60,12 @@ def source_frames() -> dict[str, Any]:
 
 
 @cache
+def model_recognition() -> dict[str, Any]:
+    """data/model_recognition.toml: how a trace's clues name a model of the catalog (docs/roofline.md)."""
+    return packaged_toml(_DATA, "model_recognition.toml")
+
+
+@cache
 def cost_models() -> dict[str, Any]:
     """data/cost_models.toml: cost rules of serving engines' and compilers' ops (docs/roofline.md)."""
     return packaged_toml(_DATA, "cost_models.toml")

@@ -49,21 +49,27 @@ def read_model_config(path: Path) -> dict[str, Any]:
         raise UserError(f"import --model-config: {path}: {reason}") from None
     if not isinstance(raw, dict):
         raise UserError(f"import --model-config: {path}: expected a JSON object (a Hugging Face config.json)")
-    config = _checked(raw, path, depth=0)
+    return checked_config(raw, f"import --model-config: {path}")
+
+
+def checked_config(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """The keys above of a config.json's object, each checked; `where` begins each refusal (the file and option, or
+    the catalog entry: load/model_catalog.py)."""
+    config = _checked(raw, where, depth=0)
     language = config.get("text_config", config)
     if not any(k in language for k in ("hidden_size", "d_model", "n_embd")) or not any(
             k in language for k in ("num_attention_heads", "n_head")):
-        raise UserError(f"import --model-config: {path}: names no hidden size and attention heads "
+        raise UserError(f"{where}: names no hidden size and attention heads "
                         "(hidden_size, num_attention_heads): not a language model's config.json")
     return config
 
 
-def _checked(raw: dict[str, Any], path: Path, depth: int) -> dict[str, Any]:
+def _checked(raw: dict[str, Any], origin: str, depth: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if value is None:
             continue
-        where = f"import --model-config: {path}: `{key}`"
+        where = f"{origin}: `{key}`"
         if key in _NUMBERS:
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < _LIMIT or (
                     isinstance(value, float) and not value.is_integer()):
@@ -82,7 +88,7 @@ def _checked(raw: dict[str, Any], path: Path, depth: int) -> dict[str, Any]:
         elif key in _NESTED and depth == 0:
             if not isinstance(value, dict):
                 raise UserError(f"{where} should be an object, not {_shown(value)}")
-            out[key] = _checked(value, path, depth + 1)
+            out[key] = _checked(value, origin, depth + 1)
     return out
 
 

@@ -191,6 +191,7 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
                                              run.info.hardware.spec),
         "software": info["software"],
         "model": info.get("model") or {},
+        "recognition": info.get("model_recognition") or {},
         "capture": info.get("capture") or {},
         "timings": info.get("timings") or {},
         "trace": info.get("trace") or {},

@@ -100,11 +100,9 @@ def cost_context(info: RunInfo) -> CostContext:
 def _ranks(info: RunInfo) -> int:
     """The ranks the model is sharded across: the world size the trace's `distributedInfo` records (a serving
     engine's tensor- or expert-parallel ranks), else that of a `profile --gpus` run, else 1."""
-    sizes = [f.distributed_info.get("world_size") for f in (info.trace.imported_files() if info.trace else [])
-             if isinstance(f.distributed_info, dict)]
-    sizes = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and 0 < s <= 1 << 16]
-    if sizes:
-        return max(sizes)
+    recorded = info.trace.world_size() if info.trace is not None else None
+    if recorded:
+        return recorded
     return info.parallel.world_size if info.parallel is not None and info.parallel.world_size > 0 else 1
 
 

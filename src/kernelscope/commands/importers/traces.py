@@ -13,13 +13,16 @@ from kernelscope.analyze.attribution.graph_replays import Recording, attribute_g
 from kernelscope.analyze.attribution.recordings import capture_recordings
 from kernelscope.analyze.hardware import identify_spec
 from kernelscope.analyze.ranks.ranks import combine_calls, combine_ranks, rank_clock_offsets, trace_ranks
+from kernelscope.analyze.recognition.recognise import recognise_model
 from kernelscope.commands.importers.rank_files import read_ranks, read_ranks_on_ray
+from kernelscope.contracts.model_recognition import FROM_CATALOG, FROM_FILE
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import Hardware, ModelInfo, Workload
 from kernelscope.contracts.tables import CPU_OP
 from kernelscope.contracts.trace_records import TraceInfo
 from kernelscope.errors import UserError
 from kernelscope.load import rundir, staging
+from kernelscope.load.model_catalog import catalog_entry
 from kernelscope.load.sources import hardware_from_properties, imported_run_info, read_trace, trace_file
 from kernelscope.pipeline import write_run_directory
 from kernelscope.progress import SILENT, Steps
@@ -29,11 +32,13 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
                   languages: tuple[str, ...] = ("en", "zh"), device_spec: str | None = None,
                   captures: list[Path] | None = None, jobs: int | None = None, cluster: str | None = None,
                   model_config: dict | None = None, batch: tuple[int | None, int | None] = (None, None),
-                  steps: Steps = SILENT) -> Path:
+                  recognise: bool = True, steps: Steps = SILENT) -> Path:
     """jobs: processes that read the files (default: by cores, files and memory; rank_files.py); cluster: a Ray
     address (`ray://…`, or `local`) whose tasks read them instead. model_config: the checked config.json of
-    --model-config (run.json `model`); batch: --batch-size and --prompt-len (run.json `workload`); steps: the
-    stages shown as they run (reading with its chunks, attribution, tables and report)."""
+    --model-config (run.json `model`); without one, and unless `recognise` is off (--no-model-recognition), the
+    config of the catalog's model the trace is recognised as (run.json `model_recognition`); batch: --batch-size
+    and --prompt-len (run.json `workload`); steps: the stages shown as they run (reading with its chunks,
+    attribution, tables and report)."""
     if cluster:
         with steps.step(f"Reading and attributing {len(files)} files on {cluster}"):
             ranks = read_ranks_on_ray(files, cluster)
@@ -71,9 +76,15 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
         cuda_driver_version=first.cuda_driver_version,
     )
     attribution = attribution_info(kernels, sources)
-    described = described_model(model_config, attribution.layer_types, batch) if model_config is not None else {}
+    source, recognition = FROM_FILE, None
+    if model_config is None and recognise:
+        recognition = recognise_model(kernels, ops, trace.world_size() or 1, attribution.layer_class)
+        entry = catalog_entry(recognition.entry) if recognition.entry is not None else None
+        model_config, source = (entry.config, FROM_CATALOG) if entry is not None else (None, source)
+    described = (described_model(model_config, attribution.layer_types, batch, source)
+                 if model_config is not None else {})
     info = imported_run_info(files, hardware, trace, device_spec, graph_replays=graph_replays,
-                             attribution=attribution, **described)
+                             attribution=attribution, model_recognition=recognition, **described)
     run = Run(info=info, kernels=kernels, ops=ops, calls=calls)
     target = out or rundir.default_run_path(runs_dir, files[0].name.split(".")[0], info.hardware.name or device_type)
     with staging.staged_directory(target) as tmp:
@@ -81,20 +92,22 @@ def import_traces(files: list[Path], out: Path | None, runs_dir: Path, report: b
     return target.resolve()
 
 
-def described_model(config: dict, layer_types: dict[int, str], batch: tuple[int | None, int | None]) -> dict:
-    """run.json `model` (and `workload`, where --batch-size was given) of an import with --model-config."""
+def described_model(config: dict, layer_types: dict[int, str], batch: tuple[int | None, int | None],
+                    source: str = FROM_FILE) -> dict:
+    """run.json `model` (and `workload`, where --batch-size was given) of an import with a model config: the file
+    of --model-config (`source` FROM_FILE) or the catalog entry of the model recognised (FROM_CATALOG)."""
     language = config.get("text_config", config)
     architectures = config.get("architectures") or []
     layers = next((language[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in language), None)
     model = ModelInfo(class_name=architectures[0] if architectures else None,
                       model_type=config.get("model_type") or language.get("model_type"), num_layers=layers,
-                      layer_types=dict(layer_types), config=config)
+                      layer_types=dict(layer_types), config=config, config_source=source)
     batch_size, prompt_len = batch
     if batch_size is None:
         return {"model": model}
     dtype = language.get("torch_dtype") or language.get("dtype") or config.get("torch_dtype") or config.get("dtype")
     workload = Workload(backend="import", backend_description="imported trace, batch stated with --batch-size",
-                        model=model.class_name or model.model_type, model_source="--model-config", dtype=dtype,
+                        model=model.class_name or model.model_type, model_source=source, dtype=dtype,
                         batch_size=batch_size, prompt_len=prompt_len)
     return {"model": model, "workload": workload}
 
