@@ -19,10 +19,10 @@ LOG="$OUT/gluon-probe.log"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   echo "== compile check (sm_90a, no launch)"
-  timeout 60 python3 benchmarks/engine/gluon_compile_check.py --quick
+  timeout 45 python3 benchmarks/engine/gluon_compile_check.py --quick
   echo "compile check rc=$?"
   echo "== probe"
-  timeout 270 python3 benchmarks/engine/gluon_probe.py --out "$OUT" --budget 230 --smoke-budget 120
+  timeout 280 python3 benchmarks/engine/gluon_probe.py --out "$OUT" --budget 240 --smoke-budget 130
   echo "probe rc=$?"
   date -u +"%Y-%m-%dT%H:%M:%SZ"
 } > "$LOG" 2>&1

@@ -17,7 +17,8 @@ bandwidth on a Hopper GPU?
    over all graphs interleaved, a median of ≥ 30 CUDA-event timed replays each after warm-up, as GB/s of weight
    bytes and % of the copy bandwidth.
 Writes DIR/gluon-probe.json (rewritten after every step) and prints a table. Kernels: gluon_kernels.py; shapes and
-configurations: gluon_configs.py; buffers, reference and launchers: gluon_host.py.
+configurations: gluon_configs.py; buffers, reference and launchers: gluon_host.py; summary and table:
+gluon_report.py.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import gluon_configs as gc
 import torch
 import triton
 from gluon_host import Arena, Launchers, Weights, errors, reference
+from gluon_report import print_table, summarize
 from persistent_host import co_resident, copy_bandwidth_GBps, device_info, graph_of, log, replay_ms, sm_count
 
 HANG_S = 20.0  # a smoke launch of 2 layers takes milliseconds
@@ -320,22 +322,6 @@ def run_batch(batch: int, w: Weights, launch: Launchers, configs: list[gc.Config
     save()
 
 
-def print_table(result: dict) -> None:
-    log("")
-    log(f"copy {result['copy_GBps']:.0f} GB/s (weights-size buffer; end {result.get('copy_GBps_end', 0):.0f}), "
-        f"1 GiB copy {result['copy_1GiB_GBps']:.0f} GB/s; weights {result['weight_bytes'] / 1e9:.3f} GB; "
-        f"90% line {result['weight_bytes'] / (0.9 * result['copy_GBps']) / 1e6:.3f} ms")
-    log(f"{'variant':50} {'mode':6} {'ms':>7} {'GB/s':>6} {'%copy':>6} {'rel_err':>8} {'max_abs':>8} ok")
-    rows = sorted(result.get("variants", {}).items(), key=lambda kv: (kv[1].get("batch", 0), -kv[1].get("GBps", 0)))
-    for name, row in rows:
-        if "ms" not in row:
-            log(f"{name:50} {row.get('mode', ''):6} {row.get('skipped') or row.get('error', '')[:70]}")
-            continue
-        log(f"{name:50} {row['mode']:6} {row['ms']:7.3f} {row['GBps']:6.0f} {row['pct_of_copy']:6.1f} "
-            f"{row.get('rel_err', float('nan')):8.1e} {row.get('max_abs_err', float('nan')):8.1e} "
-            f"{str(row.get('ok', '-'))[0]}")
-
-
 def phase_all(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -368,6 +354,9 @@ def phase_all(args) -> int:
         w = Weights(gc.LAYERS)
         result["weight_bytes"] = w.nbytes()
         result["copy_GBps"] = weights_copy_GBps(w.nbytes())
+        result["copy_note"] = ("copy_GBps: dst.copy_(src) of weights-sized buffers, (read + written bytes) / median "
+                               "time of 30; copy_1GiB_GBps: kernelscope.capture.calibrate.copy_bandwidth (1 GiB, as "
+                               "benchmarks/engine_decode.py); pct_of_copy divides weight bytes / time by copy_GBps")
         log(f"copy {result['copy_GBps']:.0f} GB/s (weights size), {result['copy_1GiB_GBps']:.0f} GB/s (1 GiB); "
             f"weights {w.nbytes() / 1e9:.3f} GB")
         save()
@@ -375,6 +364,7 @@ def phase_all(args) -> int:
         for batch in (1, 8):
             run_batch(batch, w, launch, [c for c in passed if c.batch == batch], result, args, save)
         result["copy_GBps_end"] = weights_copy_GBps(w.nbytes())
+        result["summary"] = summarize(result)
         rc = 0
     except Exception as error:  # noqa: BLE001 (whatever ran is kept)
         result["error"] = f"{type(error).__name__}: {error}"
@@ -385,6 +375,7 @@ def phase_all(args) -> int:
     save()
     if "copy_GBps" in result and "weight_bytes" in result:
         print_table(result)
+        log("summary:", json.dumps(result.get("summary")))
     return rc
 
 
