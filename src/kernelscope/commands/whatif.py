@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, steps) -> int:
         return run_speedup(args.run, args.speedup, args.out, steps)
     with steps.step("Projecting"):
         settings = ",".join(args.settings) if args.settings else None  # --set a=1 --set b=2 is --set a=1,b=2
-        from kernelscope.load.energy_terms import terms_from_arguments
+        from kernelscope.commands.whatif_terms import terms_from_arguments
 
         terms = terms_from_arguments(args.pj_per_flop, args.pj_per_byte, args.static_watts)
         path, study = run_whatif(args.run, args.hw, settings, args.sweep, args.model_file, args.out, args.lang,
