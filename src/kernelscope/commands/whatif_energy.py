@@ -18,8 +18,8 @@ from kernelscope.analyze.projection.energy_projection import (
 )
 from kernelscope.analyze.projection.whatif import WhatIf
 from kernelscope.analyze.structure.phases import step_counts
-from kernelscope.contracts.run import Run
 from kernelscope.commands.whatif_terms import terms_from_table
+from kernelscope.contracts.run import Run
 
 
 @dataclass(frozen=True)
