@@ -125,7 +125,7 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
         raise UserError(f"{run_dir}: its device ({run.info.hardware.name or 'unknown'}) is neither in the hardware "
                         f"database nor calibrated: whatif needs the measuring device's ceilings{hint}")
     source = target_from_ceilings(ceilings, model)
-    target, target_energy = _target(hw, source, model)
+    target = _target(hw, source, model)
     if out is None:  # a link or a foreign folder where the study goes is refused before any work
         staging.inside_run(run_dir, WHATIF_DIR, _slug(target.name, settings))
     quantities, choices = parse_settings(settings)
@@ -144,7 +144,7 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
         raise UserError(f"{run_dir}: no collective kernels matched across its ranks: nothing to project onto "
                         f"{parallel.target_ranks} ranks")
     study.energy = study_energy(run, study, ceilings.spec,
-                                EnergyRequest(*target_energy, arguments=energy_terms or EnergyTerms()))
+                                EnergyRequest(*_target_energy(hw), arguments=energy_terms or EnergyTerms()))
     slug = _slug(target.name, settings)
     if out is None:  # inside the run: no link on the way, created only now that there is something to write
         staging.inside_run(run_dir, WHATIF_DIR, slug, create=True)
@@ -182,21 +182,35 @@ def _parallel_request(values: dict[str, float], run_dir: Path, kernels, ceilings
                            source_link=source_link, hop_latency_ns=values.get("link_latency"))
 
 
-def _target(hw: str | None, source: Target, model: ProjectionModel) -> tuple[Target, tuple[Any, str]]:
-    """The target, and its `energy` table as written with where it was read (None: the target names none)."""
+def _target_energy(hw: str | None) -> tuple[Any, str]:
+    """The target's `energy` table as written and where it was read: a SPEC.toml's or the --hw device's in the
+    hardware data (None: it names none, or the target is the run's own device)."""
+    from kernelscope.analyze.hardware import find_spec
+    from kernelscope.load.whatif_inputs import read_spec_file
+
+    if hw is None:
+        return None, ""
+    path = Path(hw)
+    if path.suffix.lower() == ".toml" or path.is_file():
+        return read_spec_file(path).get("energy"), f"spec file {path.name}"
+    spec = find_spec(hw)
+    return (spec.energy, f"hardware data ({spec.key})") if spec is not None else (None, "")
+
+
+def _target(hw: str | None, source: Target, model: ProjectionModel) -> Target:
     from kernelscope.analyze.hardware import ceilings_for, find_spec
     from kernelscope.analyze.projection.projection import Target, target_from_ceilings
     from kernelscope.load.calibration import find_calibration_matching
     from kernelscope.load.whatif_inputs import read_spec_file
 
     if hw is None:
-        return source, (None, "")
+        return source
     path = Path(hw)
     if path.suffix.lower() == ".toml" or path.is_file():
         spec = read_spec_file(path)
         fields = {k: v for k, v in spec.items() if k not in ("name", "energy")}
         return Target(name=spec["name"], source=dict.fromkeys([*fields, *spec["flops"]], f"spec file {path.name}"),
-                      **fields), (spec.get("energy"), f"spec file {path.name}")
+                      **fields)
     spec = find_spec(hw)
     if spec is None:
         raise UserError(f"--hw: no device matches '{hw}' (see `kernelscope hw list`, or give a SPEC.toml)")
@@ -204,7 +218,7 @@ def _target(hw: str | None, source: Target, model: ProjectionModel) -> tuple[Tar
     ceilings = ceilings_for(calibration.device if calibration else spec.name, calibration)
     if ceilings is None:
         raise UserError(f"--hw: no ceilings for '{hw}'")
-    return target_from_ceilings(ceilings, model), (spec.energy, f"hardware data ({spec.key})")
+    return target_from_ceilings(ceilings, model)
 
 
 def _slug(name: str, settings: str | None) -> str:
