@@ -97,3 +97,23 @@ def test_without_terms_the_study_says_which_are_missing(tmp_path):
     assert energy == {"status": "no terms", "missing": ["pj_per_flop", "pj_per_byte", "static_watts"],
                       "measured": True}
     assert "No energy per token" in (folder / "whatif.md").read_text()
+
+
+@pytest.mark.parametrize("energy, accepted", [("pj_per_flop = { bf16 = 0.4 }\npj_per_byte = 6\nstatic_watts = 90", True),
+                                              ("pj_per_flop = \"much\"", False),
+                                              ("pj_per_watt = 3", False)])
+def test_a_spec_files_energy_table(tmp_path, capsys, energy, accepted):
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    spec = tmp_path / "npu.toml"
+    spec.write_text(f'name = "NPU-1"\nmemory_bandwidth = "6TB/s"\n[peak]\nbf16 = "1.2PFLOPS"\n[energy]\n{energy}\n')
+    code = main(["-q", "whatif", str(run), "--hw", str(spec), "--figure-formats", "none"])
+    if not accepted:
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "npu.toml" in err[0] and not (run / "whatif").exists()
+        return
+    assert code == 0
+    (folder,) = (run / "whatif").iterdir()
+    energy = json.loads((folder / "whatif.json").read_text())["energy"]
+    assert energy["target_terms"]["static_watts"] == 90.0 and energy["source_terms_from_target"]
+    assert energy["target_terms"]["source"]["pj_per_byte"] == "spec file npu.toml"
