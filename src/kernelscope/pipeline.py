@@ -36,6 +36,19 @@ def run_ceilings(info: RunInfo) -> Ceilings | None:
     return ceilings_for(name, find_calibration(name), info.hardware.memory_bytes, spec_key)
 
 
+def with_energy_split(run: Run) -> Run:
+    """The run with run.json's `energy.split` (analyze/energy_split.py) where it has an energy section and its
+    tables; otherwise as it is."""
+    from kernelscope.analyze.energy_split import energy_split
+
+    energy = run.info.energy
+    if energy is None or run.energy is None:
+        return run
+    split = energy_split(run.energy.samples, run.energy.windows, run.kernels, run_ceilings(run.info))
+    run.info = run.info.replace(energy=msgspec.structs.replace(energy, split=split))
+    return run
+
+
 def write_run_directory(directory: Path, run: Run, report: bool = True,
                         languages: tuple[str, ...] = LANGUAGES, steps: Steps = SILENT) -> Summary:
     """Costs and names for every kernel, then run.json, summary.json, the tables and (optionally) the report,
@@ -43,7 +56,7 @@ def write_run_directory(directory: Path, run: Run, report: bool = True,
     if report:
         _start_figure_helpers()
     with steps.step("Costs, names and the run's summary"):
-        run = with_costs_and_names(run)
+        run = with_energy_split(with_costs_and_names(run))
         phases = phase_table(run.kernels)  # the summary's and the report's
         critical = run_critical_paths(run)  # likewise
         summary = summarize(run, phases, critical)
@@ -77,6 +90,7 @@ def rerender(run_dir: Path, top_n: int = TOP_N, languages: tuple[str, ...] = LAN
     run = with_costs_and_names(rundir.read_run(run_dir, ops=False))
     host_ops = rundir.read_host_ops(run_dir)
     if rank is None:
+        run = with_energy_split(run)
         with updating_run(run_dir) as staging:
             _report_into(staging, run, top_n, languages, run_critical_paths(run, host_ops))
         return run_dir / rundir.REPORT_DIR / "report.md"
@@ -122,7 +136,7 @@ def add_measurements(run_dir: Path, measured: pl.DataFrame, metrics: pl.DataFram
     all swapped in together once everything is written."""
     stored = with_costs_and_names(rundir.read_run(run_dir, ops=False))
     run = Run(info=stored.info.replace(ncu=ncu), kernels=stored.kernels, ops=stored.ops, ncu=measured,
-              calls=stored.calls)
+              calls=stored.calls, energy=stored.energy)
     critical = run_critical_paths(run, rundir.read_host_ops(run_dir))
     with updating_run(run_dir) as staging:
         rundir.write_measurements(staging, measured, metrics, files)

@@ -41,6 +41,9 @@ class HardwareSpec:
     peak: dict[str, float]
     interconnect: Interconnect | None = None
     sources: list[str] = field(default_factory=list)
+    # Energy terms where a public source gives them (data/hardware.toml, docs/whatif.md "Energy"): the table as
+    # written (pj_per_flop, pj_per_byte, static_watts, sources); None where none is published.
+    energy: dict | None = None
 
     def ridge(self, precision: str) -> float | None:
         peak = self.peak.get(precision)
@@ -76,7 +79,7 @@ def load_specs() -> dict[str, HardwareSpec]:
             memory_bytes=float(d["memory_bytes"]), memory_bandwidth=float(d["memory_bandwidth"]),
             l2_bytes=float(d["l2_bytes"]) if d.get("l2_bytes") is not None else None,
             peak={k: float(v) for k, v in d["peak"].items()}, interconnect=_interconnect(d.get("interconnect")),
-            sources=list(d.get("sources", [])),
+            sources=list(d.get("sources", [])), energy=d.get("energy"),
         )
         for key, d in table["devices"].items()
     }

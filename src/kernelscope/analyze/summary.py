@@ -112,7 +112,7 @@ def _energy(energy: EnergyInfo | None) -> EnergySummary | msgspec.UnsetType:
                          decode_joules_per_token=energy.decode_joules_per_token,
                          counter_joules=energy.counter_joules, per_token_check=energy.per_token_check,
                          agreement=energy.agreement,
-                         counter_update_ms=energy.counter_update_ms)
+                         counter_update_ms=energy.counter_update_ms, split=energy.split)
 
 
 def _critical_path(critical: CriticalPath | None) -> dict[str, CriticalPathPhase] | msgspec.UnsetType:

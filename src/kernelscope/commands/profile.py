@@ -124,7 +124,10 @@ def run_profile(options: ProfileOptions, steps=None) -> Path:
     with staging.staged_directory(plan.target) as tmp:
         run, compressing = _record(session, plan, options, timed, tmp, steps)
         if energy is not None:
+            from kernelscope.contracts.energy_tables import EnergyTables
+
             run.info = run.info.replace(energy=energy.info)
+            run.energy = EnergyTables(samples=energy.samples, windows=energy.windows)
             rundir.write_energy(tmp, energy.samples, energy.windows)
         try:
             with steps.step("Writing tables and report"):

@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kernelscope.commands.arguments import add_lang_arg
 from kernelscope.errors import UserError
 from kernelscope.filenames import safe_component
 
 if TYPE_CHECKING:
+    from kernelscope.analyze.projection.energy_projection import EnergyTerms
     from kernelscope.analyze.projection.projection import ProjectionModel, Target
     from kernelscope.analyze.projection.whatif import WhatIf
 
@@ -51,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "qualified name, submodules included), or a class (compute, communication, wait, "
                              "launch, host); `*` matches any text; repeatable. Not with --hw, --set, --sweep or "
                              "--model")
+    parser.add_argument("--pj-per-flop", metavar="PJ|PRECISION=PJ,…",
+                        help="the target's energy per FLOP in picojoules: one value for every precision, or per "
+                             "precision (bf16=0.5,fp32=2); with --pj-per-byte and --static-watts: joules per prefill "
+                             "and decode token on the target (estimated; docs/whatif.md)")
+    parser.add_argument("--pj-per-byte", metavar="PJ", help="the target's energy per byte of DRAM traffic (pJ)")
+    parser.add_argument("--static-watts", metavar="W", help="the target's board power with nothing running (W)")
     parser.add_argument("--out", type=Path, help="directory to create (default: RUN/whatif/<target>, replaced)")
     add_lang_arg(parser)
 
@@ -59,13 +66,17 @@ def run(args: argparse.Namespace, steps) -> int:
     if args.speedup:
         from kernelscope.commands.speedup import run_speedup
 
-        if args.hw or args.settings or args.sweep or args.model_file:
+        if args.hw or args.settings or args.sweep or args.model_file or _energy_given(args):
             raise UserError("--speedup re-times the run's own dependency graph: it does not combine with --hw, "
-                            "--set, --sweep or --model")
+                            "--set, --sweep, --model or the energy terms")
         return run_speedup(args.run, args.speedup, args.out, steps)
     with steps.step("Projecting"):
         settings = ",".join(args.settings) if args.settings else None  # --set a=1 --set b=2 is --set a=1,b=2
-        path, study = run_whatif(args.run, args.hw, settings, args.sweep, args.model_file, args.out, args.lang)
+        from kernelscope.commands.whatif_terms import terms_from_arguments
+
+        terms = terms_from_arguments(args.pj_per_flop, args.pj_per_byte, args.static_watts)
+        path, study = run_whatif(args.run, args.hw, settings, args.sweep, args.model_file, args.out, args.lang,
+                                 energy_terms=terms)
     if not getattr(args, "quiet", False):
         from kernelscope.report.whatif import MAX_CARRIED_PCT
         from kernelscope.report.whatif_headline import headline_lines
@@ -79,9 +90,13 @@ WHATIF_DIR = "whatif"
 STUDY_FILE = "whatif.json"  # in every study folder: what marks a folder as one kernelscope may replace
 
 
+def _energy_given(args: argparse.Namespace) -> bool:
+    return any(getattr(args, k, None) is not None for k in ("pj_per_flop", "pj_per_byte", "static_watts"))
+
+
 def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list[str] | None,
-               model_file: Path | None, out: Path | None, languages: tuple[str, ...] = ("en", "zh")
-               ) -> tuple[Path, WhatIf]:
+               model_file: Path | None, out: Path | None, languages: tuple[str, ...] = ("en", "zh"),
+               energy_terms: EnergyTerms | None = None) -> tuple[Path, WhatIf]:
     from kernelscope.analyze.costs.kernel_costs import with_costs_and_names
     from kernelscope.analyze.projection.projection import (
         Options,
@@ -92,6 +107,7 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
         vary,
     )
     from kernelscope.analyze.projection.whatif import what_if
+    from kernelscope.commands.whatif_energy import EnergyRequest, study_energy
     from kernelscope.load import rundir, staging
     from kernelscope.load.whatif_inputs import parse_parallel, parse_settings, parse_sweep, read_model_file
     from kernelscope.pipeline import run_ceilings
@@ -127,6 +143,8 @@ def run_whatif(run_dir: Path, hw: str | None, settings: str | None, sweeps: list
     if parallel is not None and study.parallel is None:
         raise UserError(f"{run_dir}: no collective kernels matched across its ranks: nothing to project onto "
                         f"{parallel.target_ranks} ranks")
+    study.energy = study_energy(run, study, ceilings.spec,
+                                EnergyRequest(*_target_energy(hw), arguments=energy_terms or EnergyTerms()))
     slug = _slug(target.name, settings)
     if out is None:  # inside the run: no link on the way, created only now that there is something to write
         staging.inside_run(run_dir, WHATIF_DIR, slug, create=True)
@@ -164,6 +182,21 @@ def _parallel_request(values: dict[str, float], run_dir: Path, kernels, ceilings
                            source_link=source_link, hop_latency_ns=values.get("link_latency"))
 
 
+def _target_energy(hw: str | None) -> tuple[Any, str]:
+    """The target's `energy` table as written and where it was read: a SPEC.toml's or the --hw device's in the
+    hardware data (None: it names none, or the target is the run's own device)."""
+    from kernelscope.analyze.hardware import find_spec
+    from kernelscope.load.whatif_inputs import read_spec_file
+
+    if hw is None:
+        return None, ""
+    path = Path(hw)
+    if path.suffix.lower() == ".toml" or path.is_file():
+        return read_spec_file(path).get("energy"), f"spec file {path.name}"
+    spec = find_spec(hw)
+    return (spec.energy, f"hardware data ({spec.key})") if spec is not None else (None, "")
+
+
 def _target(hw: str | None, source: Target, model: ProjectionModel) -> Target:
     from kernelscope.analyze.hardware import ceilings_for, find_spec
     from kernelscope.analyze.projection.projection import Target, target_from_ceilings
@@ -175,7 +208,7 @@ def _target(hw: str | None, source: Target, model: ProjectionModel) -> Target:
     path = Path(hw)
     if path.suffix.lower() == ".toml" or path.is_file():
         spec = read_spec_file(path)
-        fields = {k: v for k, v in spec.items() if k not in ("name",)}
+        fields = {k: v for k, v in spec.items() if k not in ("name", "energy")}
         return Target(name=spec["name"], source=dict.fromkeys([*fields, *spec["flops"]], f"spec file {path.name}"),
                       **fields)
     spec = find_spec(hw)

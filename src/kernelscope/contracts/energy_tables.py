@@ -26,3 +26,19 @@ class StageBounds:
     started_ns: int
     ended_ns: int
     generations: int
+
+
+# A decode window of the energy pass is numbered by its forward pass (decode step 1 is the second forward pass);
+# kernels.parquet numbers decode steps from 0 (`ks.phase:decode:0` is the second forward pass): window step
+# DECODE_STEP_OFFSET + s is the kernels' step s.
+DECODE_STEP_OFFSET = 1
+
+
+@dataclass(frozen=True)
+class EnergyTables:
+    """power.parquet and energy.parquet of a run, read back with the columns of POWER_SCHEMA and WINDOW_SCHEMA
+    (unreadable values null); `problem`: why a table holds nothing usable (one line naming the file), else None."""
+
+    samples: pl.DataFrame
+    windows: pl.DataFrame
+    problem: str | None = None

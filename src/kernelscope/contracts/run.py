@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from kernelscope.contracts.energy_tables import EnergyTables
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.tables import conform_calls, conform_kernels, conform_ops
 
@@ -23,6 +24,7 @@ class Run:
     ops: pl.DataFrame
     ncu: pl.DataFrame | None = None
     calls: pl.DataFrame | None = None
+    energy: EnergyTables | None = None  # power.parquet and energy.parquet (profile --energy)
 
     def __post_init__(self) -> None:
         self.kernels = conform_kernels(self.kernels)
@@ -31,4 +33,4 @@ class Run:
             self.calls = conform_calls(self.calls)
 
     def with_kernels(self, kernels: pl.DataFrame) -> Run:
-        return Run(info=self.info, kernels=kernels, ops=self.ops, ncu=self.ncu, calls=self.calls)
+        return Run(info=self.info, kernels=kernels, ops=self.ops, ncu=self.ncu, calls=self.calls, energy=self.energy)

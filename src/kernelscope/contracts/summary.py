@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from kernelscope.contracts.energy_split import EnergySplit
 from kernelscope.contracts.record import Record
 from kernelscope.contracts.trace_records import GraphReplays
 
@@ -94,6 +95,7 @@ class EnergySummary(msgspec.Struct, kw_only=True):
     per_token_check: float | None = None  # per-token values × tokens ÷ counter
     agreement: float | None = None  # power samples integrated ÷ counter
     counter_update_ms: float | None = None
+    split: EnergySplit | msgspec.UnsetType = msgspec.UNSET  # as run.json's energy.split
 
 
 class IntegritySummary(msgspec.Struct, kw_only=True):

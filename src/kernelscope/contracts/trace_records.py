@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from kernelscope.contracts.energy_split import EnergySplit
 from kernelscope.contracts.record import Record
 
 
@@ -235,3 +236,6 @@ class EnergyInfo(Record, kw_only=True):
     agreement: float | None = None
     phases: list[EnergyPhase] = msgspec.field(default_factory=list)
     stages: list[EnergyStage] = msgspec.field(default_factory=list)
+    # Idle and per-class power fitted across the counter's updates (contracts/energy_split.py); absent where not
+    # computed (runs written before it, or without the energy tables).
+    split: EnergySplit | msgspec.UnsetType = msgspec.UNSET

@@ -97,3 +97,9 @@ def nsys_enums() -> dict[str, Any]:
     """data/nsys_enums.toml: Nsight Systems' numbering of copy directions and memory kinds, for exports without their
     ENUM_* tables (docs/nsys.md)."""
     return packaged_toml(_DATA, "nsys_enums.toml")
+
+
+@cache
+def energy_rules() -> dict[str, Any]:
+    """data/energy.toml: the energy split's models and the checks its fit must pass (docs/energy.md)."""
+    return packaged_toml(_DATA, "energy.toml")

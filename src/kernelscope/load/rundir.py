@@ -36,6 +36,7 @@ from kernelscope.contracts.tables import costs_stored
 from kernelscope.errors import UserError
 from kernelscope.load.budget import MEMORY_BUDGET_ENV, memory_budget
 from kernelscope.load.constant_columns import footer_metadata, read_skipping_constants
+from kernelscope.load.energy_files import read_energy_tables
 from kernelscope.load.run_records import decode_plain, decode_record, decode_summary
 
 
@@ -171,7 +172,8 @@ def read_run(directory: Path, ops: bool = True) -> Run:
     if kernels.height == 0:
         raise UserError(f"{directory / KERNELS}: holds no kernels")
     try:
-        run = Run(info=info, kernels=kernels, ops=ops_table, ncu=ncu, calls=calls)
+        run = Run(info=info, kernels=kernels, ops=ops_table, ncu=ncu, calls=calls,
+                  energy=read_energy_tables(directory))
     except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError, pl.exceptions.SchemaError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{directory}: a table's columns do not have the run format's types ({first})") from None

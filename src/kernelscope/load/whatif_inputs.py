@@ -182,6 +182,8 @@ def read_spec_file(path: Path) -> dict[str, Any]:
                                      ("latency_scale", "latency_scale", "latency")):
             if key in data:
                 out[field] = _value(data[key], unit_key)
+        if "energy" in data:  # read by load/energy_terms where the study prices energy
+            out["energy"] = data["energy"]
     except KeyError as exc:
         raise UserError(f"{path}: unknown precision {exc} in [peak] (known: {', '.join(p for p, (_, k) in QUANTITIES.items() if k == 'flops')})") from None
     except UserError as exc:

@@ -36,7 +36,7 @@ MAX_HELPERS = 8
 # Drawing functions (figures.py) that draw one figure in several languages at once (figures.VERSIONED). Named
 # here, not taken from figures.py: this process plans the figures without loading matplotlib.
 VERSIONED = frozenset({"binned_histograms", "measured_histograms", "roofline_physical", "roofline_normalized",
-                       "per_kernel_rooflines", "measured_roofline"})
+                       "per_kernel_rooflines", "measured_roofline", "power_timeline_chart"})
 
 
 @dataclass(frozen=True)

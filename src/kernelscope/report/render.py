@@ -27,6 +27,7 @@ from kernelscope.contracts.summary import Summary
 from kernelscope.report import explorer, figure_formats
 from kernelscope.report import formatting as fmt
 from kernelscope.report.critical_path import path_figure_jobs
+from kernelscope.report.energy_section import energy_figure_jobs, run_timeline
 from kernelscope.report.figure_jobs import FigureDrawing
 from kernelscope.report.html import embed_figures, page_with_figure_links
 from kernelscope.report.languages import LANGUAGES
@@ -75,7 +76,9 @@ def render_report(
         panels = phase_histogram_panels(kernels, run.info.is_cpu)  # binned once for every language
         histograms = {lang: histogram_jobs(panels, figure_dir, device, run.info.is_cpu, lang, words)
                       for lang, words in figure_words.items()}
-        drawing.submit([job for jobs in histograms.values() for job in jobs])
+        timeline, _ = run_timeline(run)  # the Energy section's figure, one drawing for every language
+        power = {lang: energy_figure_jobs(timeline, figure_dir, lang, words) for lang, words in figure_words.items()}
+        drawing.submit([job for jobs in (*histograms.values(), *power.values()) for job in jobs])
         # The roofline figures need only their own tables: drawn while the others are computed.
         labels = kernel_labels(kernels)
         roofline = roofline_tables(kernels, labels, ceilings)
@@ -97,7 +100,7 @@ def render_report(
         measured = {lang: measured_jobs(tables, figure_dir, device, lang, words) + path_figure_jobs(
             tables.critical_path, figure_dir, lang, words) for lang, words in figure_words.items()}
         drawing.submit([job for jobs in measured.values() for job in jobs])
-        jobs = {lang: histograms[lang] + rooflines[lang] + measured[lang] for lang in figure_words}
+        jobs = {lang: histograms[lang] + power[lang] + rooflines[lang] + measured[lang] for lang in figure_words}
         # The reports are written while the figures are drawn, linking the files each figure is expected to
         # have; a language whose figures came out otherwise (nothing to draw, no font) is written again below.
         expected = figure_files_by_key(drawing.expected(), jobs)

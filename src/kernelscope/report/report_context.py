@@ -19,9 +19,9 @@ from kernelscope.analyze.report_tables import (
 from kernelscope.contracts.run import Run
 from kernelscope.contracts.run_info import RunInfo
 from kernelscope.contracts.summary import Summary
-from kernelscope.contracts.trace_records import EnergyInfo
 from kernelscope.report import formatting as fmt
 from kernelscope.report.critical_path import path_context
+from kernelscope.report.energy_section import run_timeline, split_context
 from kernelscope.report.tables_spec import SPECS, table_markdown
 from kernelscope.report.templating import (
     message_catalog,
@@ -100,7 +100,7 @@ def page_context(run: Run, summary: Summary, tables: ReportTables, top_n: int, l
         # The phase table's optional columns this run fills (older runs lack the launch calls): the note under
         # the table explains those only.
         "phase_columns": [c for c in tables.phases.columns if tables.phases[c].is_not_null().any()],
-        "energy": _energy_context(run.info.energy, table),
+        "energy": _energy_context(run, table),
         "idle_phases": table("idle_phases", tables.idle.per_phase if tables.idle is not None else None),
         "idle_gaps": table("idle_gaps", tables.idle.largest if tables.idle is not None else None),
         "communication": _communication_context(tables, table),
@@ -204,9 +204,11 @@ def _run_context(run: Run, summary: Summary, lang: str) -> dict[str, Any]:
     }
 
 
-def _energy_context(energy: EnergyInfo | None, table: _Tables) -> dict[str, Any] | None:
-    """profile --energy's phases as a table (tokens only where a phase has them), the record for the words, and the
-    phases whose windows are shorter than an update of the counter (their joules are interpolated)."""
+def _energy_context(run: Run, table: _Tables) -> dict[str, Any] | None:
+    """profile --energy's phases as a table (tokens only where a phase has them), the record for the words, the
+    phases whose windows are shorter than an update of the counter (their joules are interpolated), the split by
+    class of kernels and why the power figure is missing where it is."""
+    energy = run.info.energy
     if energy is None or not energy.phases:
         return None
     # Per token only from the stages (the words above): a short window's interpolated share is no measurement.
@@ -218,7 +220,7 @@ def _energy_context(energy: EnergyInfo | None, table: _Tables) -> dict[str, Any]
     update = energy.counter_update_ms
     short = [p.phase for p in energy.phases if update and p.mean_window_ms is not None and p.mean_window_ms < update]
     return {"table": table("energy", rows), "info": msgspec.to_builtins(energy),
-            "short": short}
+            "short": short, "split": split_context(run), "no_figure": run_timeline(run)[1]}
 
 
 def _timing_spread(run: Run, lang: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from kernelscope.report.templating import (
     text_template,
     write_csv_tables,
 )
+from kernelscope.report.whatif_energy import energy_context, energy_json
 from kernelscope.report.whatif_headline import headline_table
 from kernelscope.report.whatif_range import estimate_range, held_out, spread_context
 
@@ -134,7 +135,13 @@ def _context(s: WhatIf, model: ProjectionModel, workload: Workload | None, run_p
         "efficiency_above_one": _efficiency_above_one(s.kernels),
         "bounds": bounds_shown(s.groups),
         "spread": spread_context(s),
+        "energy": energy_context(s.energy, lang, _term_of(lang)),
     }
+
+
+def _term_of(lang: str) -> Callable[[Any], str]:
+    terms = {**message_catalog("", lang)["terms"], **message_catalog("whatif", lang)["terms"]}
+    return lambda value: fmt.plain(terms.get(value, value) if isinstance(value, str) else value)
 
 
 
@@ -382,6 +389,7 @@ def _key_figures(s: WhatIf, run_path: Path) -> dict[str, Any]:
         # As is, the target's hardware alone, the options alone, both (whatif_headline.py).
         "headline": s.headline.to_dicts(),
         **({"parallel": _parallel_figures(s)} if s.parallel is not None else {}),
+        **({"energy": energy_json(s.energy)} if s.energy is not None else {}),
     }
 
 

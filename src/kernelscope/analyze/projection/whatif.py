@@ -75,6 +75,9 @@ class WhatIf:
     # Relative width of the estimates' range (projection_model.estimate_spread): 0 on the measuring device, None
     # where the model ships no held-out spread.
     spread: float | None = None
+    # Joules per token on the target and the calibration against the run's measured energy (commands/whatif_energy:
+    # StudyEnergy); None where nothing asks for energy.
+    energy: Any = None
 
 
 def what_if(inputs: pl.DataFrame, source: Target, target: Target, model: ProjectionModel, options: Options,
