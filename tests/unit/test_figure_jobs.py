@@ -131,15 +131,25 @@ def test_a_chinese_report_written_before_its_figures_links_the_english_ones_when
     assert base64.b64decode(embedded[0]) == (report / links[0]).read_bytes()
 
 
+ENERGY_RUN = Path(__file__).resolve().parents[1] / "data" / "runs" / "h200-qwen2-1.5b-b8-p512-energy"
+
+
 def _report_jobs(tables, directory: Path) -> list:
-    """Every figure job of the real run's report, English and Chinese, built as the report builds them."""
+    """Every figure job of the real run's report, English and Chinese, built as the report builds them, and the
+    power figure of the committed energy run (the fixture run has no energy pass)."""
+    from kernelscope.load import rundir
+    from kernelscope.report.energy_section import energy_figure_jobs, run_timeline
+
     launches = report_figures.phase_histogram_panels(tables.kernels, False)
     points = report_figures._roofline_points(tables)
+    timeline, problem = run_timeline(rundir.read_run(ENERGY_RUN, ops=False))
+    assert timeline is not None, problem
     jobs = []
     for lang in ("en", "zh"):
         words = report_figures.figure_words_of(lang)
         jobs += report_figures.histogram_jobs(launches, directory, "NVIDIA H200", False, lang, words)
         jobs += report_figures._chart_jobs(tables, directory, "NVIDIA H200", lang, words, points)
+        jobs += energy_figure_jobs(timeline, directory, lang, words)
     return jobs
 
 
