@@ -1,7 +1,7 @@
 """Persistent Gluon decode step for qwen2-1.5b at batch 1 against the engine's own decode step, in one process.
 
     PYTHONPATH=src python3 benchmarks/engine/gluon_decode.py --out DIR [--budget 300]
-    PYTHONPATH=src python3 benchmarks/engine/gluon_decode.py --emulate [--layers 2] [--out DIR]   (CPU, no GPU)
+    PYTHONPATH=src python3 benchmarks/engine/gluon_decode.py --emulate [--fp32] [--layers 2] [--out DIR]   (CPU)
 
 Stages, each guarded (an exception is recorded, a hang ends only its child, the JSON keeps what ran):
 1. smoke (a child process): per configuration of gluon_decode_configs.CONFIGS, compile, check registers, shared
@@ -263,12 +263,13 @@ def phase_emulate(args) -> int:
 
     torch.manual_seed(0)
     cfg = dc.CONFIGS[0]
-    engine = build_engine("cpu", layers=args.layers)
+    dtype = torch.float32 if args.fp32 else torch.bfloat16
+    engine = build_engine("cpu", layers=args.layers, dtype=dtype)
     buf = DecodeBuffers(engine, 256, cfg.splits, args.programs)
     emu = EmulatedStep(buf, cfg)
     t0 = time.time()
     rec = compare(engine, buf, emu.run, args.prompt, args.new)
-    rec.update(config=cfg.name, layers=args.layers, programs=args.programs, s=round(time.time() - t0, 1),
+    rec.update(config=cfg.name, dtype=str(dtype), layers=args.layers, programs=args.programs, s=round(time.time() - t0, 1),
                tiles_per_program=emu.tiles_per_program())
     log(json.dumps({k: v for k, v in rec.items() if k != "steps"}, default=str))
     if args.out:
@@ -292,6 +293,8 @@ def main() -> int:
     parser.add_argument("--programs", type=int, default=132, help="--emulate: programs (SMs)")
     parser.add_argument("--prompt", type=int, default=PROMPT, help="--emulate: prompt tokens")
     parser.add_argument("--new", type=int, default=4, help="--emulate: decoded tokens")
+    parser.add_argument("--fp32", action="store_true",
+                        help="--emulate: an fp32 engine (no rounding anywhere: the check is to fp32 precision)")
     args = parser.parse_args()
     if args.emulate:
         return phase_emulate(args)

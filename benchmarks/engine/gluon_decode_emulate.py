@@ -4,7 +4,10 @@ blocks dealt by _first_unit, attention items w ≡ p mod P, split ranges, the ca
 same staging and epilogue rounding. It also replays each program's loader and consumer tile sequences and checks
 that they match tile for tile (the ring is FIFO) and that every row of every matrix is reduced exactly once.
 
-`EmulatedStep(buf, cfg).run()` fills buf.logits, buf.h, the cache slot `pos`, as the kernel does.
+`EmulatedStep(buf, cfg).run()` fills buf.logits, buf.h, the cache slot `pos`, as the kernel does. Values are
+rounded to the buffers' dtype where the kernel rounds to bf16: on fp32 buffers (an fp32 engine) nothing is
+rounded, so the emulation must match the engine's fp32 reference to fp32 precision and any indexing error stands
+out above rounding noise.
 """
 
 from __future__ import annotations
@@ -12,15 +15,9 @@ from __future__ import annotations
 import gluon_decode_configs as dc
 import torch
 
-BF = torch.bfloat16
-
 
 def first_unit(p: int, P: int, base: int) -> int:
     return (p + P - base % P) % P
-
-
-def bf(x: torch.Tensor) -> torch.Tensor:
-    return x.to(BF).float()
 
 
 class EmulatedStep:
@@ -31,6 +28,11 @@ class EmulatedStep:
         self.loaded: list[list[tuple]] = [[] for _ in range(self.P)]
         self.consumed: list[list[tuple]] = [[] for _ in range(self.P)]
         self.reduced: dict[str, torch.Tensor] = {}
+        self.dt = buf.h.dtype
+
+    def bf(self, x: torch.Tensor) -> torch.Tensor:
+        """The kernel's bf16 rounding, in the buffers' dtype."""
+        return x.to(self.dt).float()
 
     # ------------------------------------------------------------------ the loader's sequence (per program)
     def _loader(self) -> None:
@@ -55,7 +57,7 @@ class EmulatedStep:
     def _norm(self, nw: torch.Tensor) -> torch.Tensor:
         x = self.buf.h.float()
         rstd = torch.rsqrt((x * x).sum() / x.numel() + self.buf.shape.eps)
-        return bf(bf(x * rstd) * nw.float())
+        return self.bf(self.bf(x * rstd) * nw.float())
 
     def _rows(self, p: int, name: str, w: torch.Tensor, layer: int, n: int, x: torch.Tensor, first: int,
               epi) -> None:
@@ -75,12 +77,12 @@ class EmulatedStep:
         b, s, cfg = self.buf, self.buf.shape, self.cfg
         d, half, group, S = s.head_dim, s.head_dim // 2, s.heads // s.kv_heads, cfg.splits
         freq = float(pos) * b.inv_freq.float()
-        cos, sin = bf(torch.cos(freq)), bf(torch.sin(freq))
+        cos, sin = self.bf(torch.cos(freq)), self.bf(torch.sin(freq))
 
         def rope(v: torch.Tensor) -> torch.Tensor:
             x1, x2 = v[:half].float(), v[half:].float()
-            o1 = bf(bf(x1 * cos) + bf(-x2 * sin))
-            o2 = bf(bf(x2 * cos) + bf(x1 * sin))
+            o1 = self.bf(self.bf(x1 * cos) + self.bf(-x2 * sin))
+            o2 = self.bf(self.bf(x2 * cos) + self.bf(x1 * sin))
             return torch.cat([o1, o2])
 
         length = pos + 1
@@ -92,8 +94,8 @@ class EmulatedStep:
             k_new = rope(b.qkv[(s.heads + g) * d:(s.heads + g + 1) * d])
             v_new = b.qkv[(s.heads + s.kv_heads + g) * d:(s.heads + s.kv_heads + g + 1) * d].float()
             if split == 0 and head % group == 0:
-                b.kc[layer, pos, g] = k_new.to(BF)
-                b.vc[layer, pos, g] = v_new.to(BF)
+                b.kc[layer, pos, g] = k_new.to(self.dt)
+                b.vc[layer, pos, g] = v_new.to(self.dt)
             t0, t1 = split * chunk, min(split * chunk + chunk, length)
             m, lsum = float("-inf"), 0.0
             acc = torch.zeros(d)
@@ -111,7 +113,7 @@ class EmulatedStep:
                 pr = torch.exp2(sc - m_new)
                 corr = 2.0 ** (m - m_new)
                 lsum = lsum * corr + float(pr.sum())
-                acc = acc * corr + bf(pr) @ vt
+                acc = acc * corr + self.bf(pr) @ vt
                 m = m_new
             b.po[w * d:(w + 1) * d] = acc / (lsum if lsum > 0 else 1.0)
             b.lse[w] = m + torch.log2(torch.tensor(lsum)).item() if lsum > 0 else float("-inf")
@@ -121,7 +123,7 @@ class EmulatedStep:
         lse = b.lse.view(s.heads, S, 1)
         po = b.po.view(s.heads, S, s.head_dim)
         wgt = torch.exp2(lse - lse.max(dim=1, keepdim=True).values)
-        return bf((wgt * po).sum(1) / wgt.sum(1)).reshape(-1)
+        return self.bf((wgt * po).sum(1) / wgt.sum(1)).reshape(-1)
 
     # ------------------------------------------------------------------ the step
     def run(self) -> None:
@@ -136,8 +138,8 @@ class EmulatedStep:
                 if aux is not None:
                     y = y + aux[rows].float()
                 if residual:
-                    y = bf(y) + out[rows].float()
-                out[rows] = y.to(BF)
+                    y = self.bf(y) + out[rows].float()
+                out[rows] = y.to(self.dt)
             return epi
 
         for layer in range(s.layers):
@@ -155,7 +157,7 @@ class EmulatedStep:
             for p in range(P):  # phase D
                 self._rows(p, "gu", b.w_gu, layer, 2 * s.ffn, x, first_unit(p, P, base + uq + uo), store(b.gu))
             g, u = b.gu[:s.ffn].float(), b.gu[s.ffn:].float()
-            x = bf(bf(g / (1.0 + torch.exp(-g))) * u)
+            x = self.bf(self.bf(g / (1.0 + torch.exp(-g))) * u)
             for p in range(P):  # phase E
                 self._rows(p, "dn", b.w_dn, layer, s.hidden, x, first_unit(p, P, base + uq + uo + ug),
                            store(b.h, residual=True))

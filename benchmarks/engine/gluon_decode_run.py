@@ -17,7 +17,8 @@ CAPACITY = 512  # cache slots: the prompt, the decoded tokens, and the timing re
 LOGITS_TOL = 3e-2  # norm-relative error of a step's logits against the engine's
 
 
-def build_engine(device: str, layers: int | None = None, vocab: int | None = None, seed: int = 0):
+def build_engine(device: str, layers: int | None = None, vocab: int | None = None, seed: int = 0,
+                 dtype: torch.dtype = torch.bfloat16):
     """The engine on transformers' random init of qwen2-1.5b (optionally fewer layers or a smaller vocabulary),
     with the q/k/v biases and the norm weights perturbed (the init leaves them 0 and 1, which would test nothing)."""
     from kernelscope.engine.generate import Engine
@@ -29,7 +30,7 @@ def build_engine(device: str, layers: int | None = None, vocab: int | None = Non
         hf.num_hidden_layers = layers
     if vocab:
         hf.vocab_size = vocab
-    model = random_hf_model(hf, device, torch.bfloat16, seed=seed)
+    model = random_hf_model(hf, device, dtype, seed=seed)
     engine = Engine.from_hf_model(model, backend="triton" if device == "cuda" else "torch", max_seq_len=CAPACITY)
     g = torch.Generator(device=device).manual_seed(seed + 1)
     with torch.no_grad():
