@@ -269,8 +269,8 @@ def phase_emulate(args) -> int:
     emu = EmulatedStep(buf, cfg)
     t0 = time.time()
     rec = compare(engine, buf, emu.run, args.prompt, args.new)
-    rec.update(config=cfg.name, dtype=str(dtype), layers=args.layers, programs=args.programs, s=round(time.time() - t0, 1),
-               tiles_per_program=emu.tiles_per_program())
+    rec.update(config=cfg.name, dtype=str(dtype), layers=args.layers, programs=args.programs,
+               s=round(time.time() - t0, 1), tiles_per_program=emu.tiles_per_program())
     log(json.dumps({k: v for k, v in rec.items() if k != "steps"}, default=str))
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)

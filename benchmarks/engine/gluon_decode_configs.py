@@ -103,13 +103,14 @@ def constexprs(cfg: DecodeConfig, shape: DecodeShape) -> dict:
     return {"H": shape.heads, "HKV": shape.kv_heads, "D": shape.head_dim, "HID": shape.hidden, "FFN": shape.ffn,
             "VOCAB": shape.vocab, "BN": r.bn, "BK": r.bk, "STAGES": r.stages, "S": cfg.splits,
             "SP": splits_padded(cfg), "BT": cfg.block_t, "L": gc.tile_layout(r), "AL": attention_layout(cfg, shape),
-            "CL": combine_layout(cfg), "XS": gc.x_smem_layout(r), "LOAD_REGS": r.load_regs}
+            "CL": combine_layout(cfg), "XL": gc.staging_layout(r), "XS": gc.x_smem_layout(r), "LOAD_REGS": r.load_regs}
 
 
 def smem_estimate(cfg: DecodeConfig, shape: DecodeShape) -> int:
-    """The ring, the staged x (the longest K: the FFN width), the ring's barriers."""
+    """The ring, the staged x and the two raw staging buffers (the longest K: the FFN width), the ring's
+    barriers."""
     r = cfg.ring
-    return r.stages * r.bn * r.bk * 2 + shape.ffn * 2 + 2 * r.stages * 8
+    return r.stages * r.bn * r.bk * 2 + 3 * shape.ffn * 2 + 2 * r.stages * 8
 
 
 def valid(cfg: DecodeConfig, shape: DecodeShape) -> str | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from gluon_kernels import _first_unit, _grid_sync, _init_ring, _load_rows, _take
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 EPI_BIAS = gl.constexpr(0)  # y + bias → out
@@ -35,31 +36,54 @@ EPI_STORE = gl.constexpr(2)  # y → out
 
 
 @gluon.jit
-def _stage_norm(h_ptr, nw_ptr, x_smem, eps, K: gl.constexpr, BK: gl.constexpr, L: gl.constexpr):
-    """x_smem[kt] = (bf16(h·rstd) · norm_w) in bf16, kt < K // BK; h read from global (L2) twice."""
-    c = gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, L)), 0)  # [1, BK]
+def _fetch(src_ptr, dst, NKT: gl.constexpr, BK: gl.constexpr, XL: gl.constexpr):
+    """Issue cp.async copies of src[0 : NKT · BK] into dst[0 : NKT] ([1, BK] rows; 16 bytes a thread)."""
+    c = gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, XL)), 0)
+    for kt in range(NKT):
+        async_copy.async_copy_global_to_shared(dst.index(kt), src_ptr + kt * BK + c)
+
+
+@gluon.jit
+def _landed():
+    """Every issued cp.async has landed and every warp of the partition sees it."""
+    async_copy.commit_group()
+    async_copy.wait_group(0)
+    gl.thread_barrier()
+
+
+@gluon.jit
+def _stage_norm(h_ptr, nw_ptr, x_smem, a_smem, b_smem, eps, K: gl.constexpr, BK: gl.constexpr, L: gl.constexpr,
+                XL: gl.constexpr):
+    """x_smem[kt] = bf16(bf16(h·rstd) · norm_w), kt < K // BK. h and the norm weight come in by cp.async (one L2
+    round trip for all chunks) into a_smem and b_smem; results go to x_smem (a tile is replicated over warps, so
+    an in-place update could be read back by a later warp)."""
+    gl.thread_barrier()  # the previous matrix's reads of x_smem, a_smem, b_smem are done
+    _fetch(h_ptr, a_smem, K // BK, BK, XL)
+    _fetch(nw_ptr, b_smem, K // BK, BK, XL)
+    _landed()
     ss = gl.zeros([1, BK], gl.float32, L)
     for kt in range(K // BK):
-        x = gl.load(h_ptr + kt * BK + c, cache_modifier=".cg").to(gl.float32)
+        x = a_smem.index(kt).load(L).to(gl.float32)
         ss += x * x
     rstd = gl.rsqrt(gl.sum(gl.sum(ss, axis=1), axis=0) / K + eps)
-    gl.thread_barrier()  # the previous matrix's reads of x_smem are done
     for kt in range(K // BK):
-        x = gl.load(h_ptr + kt * BK + c, cache_modifier=".cg").to(gl.float32)
-        n = (x * rstd).to(gl.bfloat16).to(gl.float32)
-        w = gl.load(nw_ptr + kt * BK + c).to(gl.float32)
+        n = (a_smem.index(kt).load(L).to(gl.float32) * rstd).to(gl.bfloat16).to(gl.float32)
+        w = b_smem.index(kt).load(L).to(gl.float32)
         x_smem.index(kt).store((n * w).to(gl.bfloat16))
     gl.thread_barrier()
 
 
 @gluon.jit
-def _stage_swiglu(gu_ptr, x_smem, F: gl.constexpr, BK: gl.constexpr, L: gl.constexpr):
-    """x_smem[kt] = bf16(bf16(silu(gate)) · up), gate = gu[:F], up = gu[F:] (bf16 each)."""
-    c = gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, L)), 0)
+def _stage_swiglu(gu_ptr, x_smem, a_smem, b_smem, F: gl.constexpr, BK: gl.constexpr, L: gl.constexpr,
+                  XL: gl.constexpr):
+    """x_smem[kt] = bf16(bf16(silu(gate)) · up), gate = gu[:F], up = gu[F:] (bf16 each), by cp.async."""
     gl.thread_barrier()
+    _fetch(gu_ptr, a_smem, F // BK, BK, XL)
+    _fetch(gu_ptr + F, b_smem, F // BK, BK, XL)
+    _landed()
     for kt in range(F // BK):
-        g = gl.load(gu_ptr + kt * BK + c, cache_modifier=".cg").to(gl.float32)
-        u = gl.load(gu_ptr + F + kt * BK + c, cache_modifier=".cg").to(gl.float32)
+        g = a_smem.index(kt).load(L).to(gl.float32)
+        u = b_smem.index(kt).load(L).to(gl.float32)
         act = (g / (1.0 + gl.exp(-g))).to(gl.bfloat16).to(gl.float32)
         x_smem.index(kt).store((act * u).to(gl.bfloat16))
     gl.thread_barrier()
@@ -73,7 +97,7 @@ def _stage_combine(po_ptr, lse_ptr, x_smem, Q: gl.constexpr, D: gl.constexpr, S:
     s = gl.expand_dims(gl.arange(0, SP, layout=gl.SliceLayout(1, CL)), 1)  # [SP, 1]
     c = gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, CL)), 0)  # [1, BK]
     gl.thread_barrier()
-    for kt in range(Q // BK):
+    for kt in gl.static_range(Q // BK):  # unrolled: the loads of every chunk can be in flight at once
         col = kt * BK + c
         head = col // D
         mask = (s < S) & (col < Q)
@@ -197,13 +221,13 @@ def _sync(counter_ptr, n, P, fails, max_spins):
 
 
 @gluon.jit
-def _decode_compute(bufs, ready, empty, x_smem, h_ptr, qkv_ptr, gu_ptr, logits_ptr, po_ptr, lse_ptr, kc_ptr,
-                    vc_ptr, bias_ptr, in_norm_ptr, post_norm_ptr, final_norm_ptr, inv_freq_ptr, pos_ptr,
-                    counter_ptr, err_ptr, layers, cap, eps, scale_log2, max_spins,
+def _decode_compute(bufs, ready, empty, x_smem, a_smem, b_smem, h_ptr, qkv_ptr, gu_ptr, logits_ptr, po_ptr,
+                    lse_ptr, kc_ptr, vc_ptr, bias_ptr, in_norm_ptr, post_norm_ptr, final_norm_ptr, inv_freq_ptr,
+                    pos_ptr, counter_ptr, err_ptr, layers, cap, eps, scale_log2, max_spins,
                     H: gl.constexpr, HKV: gl.constexpr, D: gl.constexpr, HID: gl.constexpr, FFN: gl.constexpr,
                     VOCAB: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                     S: gl.constexpr, SP: gl.constexpr, BT: gl.constexpr, L: gl.constexpr, AL: gl.constexpr,
-                    CL: gl.constexpr):
+                    CL: gl.constexpr, XL: gl.constexpr):
     p = gl.program_id(0)
     P = gl.num_programs(0)
     N_QKV: gl.constexpr = (H + 2 * HKV) * D
@@ -218,7 +242,7 @@ def _decode_compute(bufs, ready, empty, x_smem, h_ptr, qkv_ptr, gu_ptr, logits_p
     for layer in range(layers):
         base = layer * U_LAYER
         # A: q/k/v with the input norm in the staging and the bias in the epilogue
-        _stage_norm(h_ptr, in_norm_ptr + layer * HID, x_smem, eps, HID, BK, L)
+        _stage_norm(h_ptr, in_norm_ptr + layer * HID, x_smem, a_smem, b_smem, eps, HID, BK, L, XL)
         it = _rows_epi(bufs, ready, empty, x_smem, qkv_ptr, bias_ptr + layer * N_QKV, it, _first_unit(p, P, base),
                        P, N_QKV, HID, BN, BK, STAGES, EPI_BIAS, L)
         n += 1
@@ -235,18 +259,18 @@ def _decode_compute(bufs, ready, empty, x_smem, h_ptr, qkv_ptr, gu_ptr, logits_p
         n += 1
         fails = _sync(counter_ptr, n, P, fails, max_spins)
         # D: gate/up with the post-attention norm in the staging
-        _stage_norm(h_ptr, post_norm_ptr + layer * HID, x_smem, eps, HID, BK, L)
+        _stage_norm(h_ptr, post_norm_ptr + layer * HID, x_smem, a_smem, b_smem, eps, HID, BK, L, XL)
         it = _rows_epi(bufs, ready, empty, x_smem, gu_ptr, gu_ptr, it, _first_unit(p, P, base + UQ + UO), P,
                        2 * FFN, HID, BN, BK, STAGES, EPI_STORE, L)
         n += 1
         fails = _sync(counter_ptr, n, P, fails, max_spins)
         # E: down on silu(gate)·up, residual add
-        _stage_swiglu(gu_ptr, x_smem, FFN, BK, L)
+        _stage_swiglu(gu_ptr, x_smem, a_smem, b_smem, FFN, BK, L, XL)
         it = _rows_epi(bufs, ready, empty, x_smem, h_ptr, h_ptr, it, _first_unit(p, P, base + UQ + UO + UG), P, HID,
                        FFN, BN, BK, STAGES, EPI_RESIDUAL, L)
         n += 1
         fails = _sync(counter_ptr, n, P, fails, max_spins)
-    _stage_norm(h_ptr, final_norm_ptr, x_smem, eps, HID, BK, L)
+    _stage_norm(h_ptr, final_norm_ptr, x_smem, a_smem, b_smem, eps, HID, BK, L, XL)
     _rows_epi(bufs, ready, empty, x_smem, logits_ptr, logits_ptr, it, _first_unit(p, P, layers * U_LAYER), P, VOCAB,
               HID, BN, BK, STAGES, EPI_STORE, L)
     gl.store(err_ptr + p, fails)
@@ -286,7 +310,7 @@ def decode_step(d_qkv, d_o, d_gu, d_dn, d_head, h_ptr, qkv_ptr, gu_ptr, logits_p
                 H: gl.constexpr, HKV: gl.constexpr, D: gl.constexpr, HID: gl.constexpr, FFN: gl.constexpr,
                 VOCAB: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, S: gl.constexpr,
                 SP: gl.constexpr, BT: gl.constexpr, L: gl.constexpr, AL: gl.constexpr, CL: gl.constexpr,
-                XS: gl.constexpr, LOAD_REGS: gl.constexpr):
+                XL: gl.constexpr, XS: gl.constexpr, LOAD_REGS: gl.constexpr):
     """One batch-1 decode step: h [HID] (the token's embedding on entry, overwritten) → logits [VOCAB] (bf16).
     Descriptors: each kind's weights of all layers as one [layers · N, K] matrix (gate rows then up rows per
     layer), the LM head [VOCAB, HID]. Cache [layers, cap, HKV, D]; pos_ptr: the token's position (int32).
@@ -295,12 +319,14 @@ def decode_step(d_qkv, d_o, d_gu, d_dn, d_head, h_ptr, qkv_ptr, gu_ptr, logits_p
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     x_smem = gl.allocate_shared_memory(gl.bfloat16, [FFN // BK, 1, BK], XS)
+    a_smem = gl.allocate_shared_memory(gl.bfloat16, [FFN // BK, 1, BK], XS)  # raw inputs of the staging
+    b_smem = gl.allocate_shared_memory(gl.bfloat16, [FFN // BK, 1, BK], XS)
     _init_ring(ready, empty, STAGES)
     gl.warp_specialize([
-        (_decode_compute, (bufs, ready, empty, x_smem, h_ptr, qkv_ptr, gu_ptr, logits_ptr, po_ptr, lse_ptr, kc_ptr,
-                           vc_ptr, bias_ptr, in_norm_ptr, post_norm_ptr, final_norm_ptr, inv_freq_ptr, pos_ptr,
-                           counter_ptr, err_ptr, layers, cap, eps, scale_log2, max_spins, H, HKV, D, HID, FFN,
-                           VOCAB, BN, BK, STAGES, S, SP, BT, L, AL, CL)),
+        (_decode_compute, (bufs, ready, empty, x_smem, a_smem, b_smem, h_ptr, qkv_ptr, gu_ptr, logits_ptr, po_ptr,
+                           lse_ptr, kc_ptr, vc_ptr, bias_ptr, in_norm_ptr, post_norm_ptr, final_norm_ptr,
+                           inv_freq_ptr, pos_ptr, counter_ptr, err_ptr, layers, cap, eps, scale_log2, max_spins, H, HKV, D, HID, FFN,
+                           VOCAB, BN, BK, STAGES, S, SP, BT, L, AL, CL, XL)),
         (_decode_loader, (d_qkv, d_o, d_gu, d_dn, d_head, bufs, ready, empty, layers, H, HKV, D, HID, FFN, VOCAB,
                           BN, BK, STAGES)),
     ], [1], [LOAD_REGS])
