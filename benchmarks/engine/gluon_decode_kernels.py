@@ -325,8 +325,8 @@ def decode_step(d_qkv, d_o, d_gu, d_dn, d_head, h_ptr, qkv_ptr, gu_ptr, logits_p
     gl.warp_specialize([
         (_decode_compute, (bufs, ready, empty, x_smem, a_smem, b_smem, h_ptr, qkv_ptr, gu_ptr, logits_ptr, po_ptr,
                            lse_ptr, kc_ptr, vc_ptr, bias_ptr, in_norm_ptr, post_norm_ptr, final_norm_ptr,
-                           inv_freq_ptr, pos_ptr, counter_ptr, err_ptr, layers, cap, eps, scale_log2, max_spins, H, HKV, D, HID, FFN,
-                           VOCAB, BN, BK, STAGES, S, SP, BT, L, AL, CL, XL)),
+                           inv_freq_ptr, pos_ptr, counter_ptr, err_ptr, layers, cap, eps, scale_log2, max_spins, H,
+                           HKV, D, HID, FFN, VOCAB, BN, BK, STAGES, S, SP, BT, L, AL, CL, XL)),
         (_decode_loader, (d_qkv, d_o, d_gu, d_dn, d_head, bufs, ready, empty, layers, H, HKV, D, HID, FFN, VOCAB,
                           BN, BK, STAGES)),
     ], [1], [LOAD_REGS])
