@@ -22,7 +22,7 @@ LOG="$OUT/gluon-decode.log"
   timeout 60 python3 benchmarks/engine/gluon_compile_check.py --decode
   echo "compile check rc=$?"
   echo "== decode"
-  timeout 290 python3 benchmarks/engine/gluon_decode.py --out "$OUT" --budget 270 --smoke-budget 120
+  timeout 290 python3 benchmarks/engine/gluon_decode.py --out "$OUT" --budget 270 --smoke-budget 150
   echo "decode rc=$?"
   date -u +"%Y-%m-%dT%H:%M:%SZ"
 } > "$LOG" 2>&1

@@ -11,7 +11,7 @@ Stages, each guarded (an exception is recorded, a hang ends only its child, the 
    perturbed); the copy bandwidth (gluon_probe.weights_copy_GBps: a copy of weights-sized buffers, read + write
    bytes); prefill 128 tokens with the engine, then 32 steps two ways from the same cache state (teacher-forced
    logits and argmax of each step; free-running greedy tokens and their first divergence) with the first
-   configuration that passed smoke; then the engine's step and every passed configuration's step, each captured
+   configuration that ran in smoke; then the engine's step and the step of every such configuration, each captured
    in a CUDA graph, timed side by side (medians of CUDA-event-timed replays after a warm-up round).
 --emulate runs stage 2's comparison on CPU with gluon_decode_emulate.py in place of the kernel (and the engine's
 torch backend), with fewer layers, to check the host and the kernel's indexing without a GPU.
@@ -237,13 +237,18 @@ def phase_all(args) -> int:
         save_json(path, result)
         result["smoke"] = smoke_all(t0 + args.smoke_budget)
         save_json(path, result)
-        passed = [c for c in dc.CONFIGS if result["smoke"][c.name].get("status") == "ok"]
-        log(f"smoke: {len(passed)}/{len(dc.CONFIGS)} configurations passed")
+        # Main takes every configuration that ran (a logits tolerance miss is reported there, not fatal) or
+        # that smoke had no time for (main guards its own launches); not those that hung, crashed or failed.
+        status = {c.name: result["smoke"][c.name].get("status") for c in dc.CONFIGS}
+        passed = sorted((c for c in dc.CONFIGS if status[c.name] in ("ok", "wrong", "not run")),
+                        key=lambda c: ("ok", "wrong", "not run").index(status[c.name]))
+        log(f"smoke: {sum(v == 'ok' for v in status.values())}/{len(dc.CONFIGS)} configurations ok; main runs "
+            f"{[c.name for c in passed]}")
         if passed:
-            status = Path(tempfile.mkdtemp(prefix="gluon-decode-main-")) / "main.json"
-            rc = run_child("main", json.dumps([c.record() for c in passed]), status, t0 + args.budget - time.time(),
+            record = Path(tempfile.mkdtemp(prefix="gluon-decode-main-")) / "main.json"
+            rc = run_child("main", json.dumps([c.record() for c in passed]), record, t0 + args.budget - time.time(),
                            ["--rounds", str(args.rounds), "--replays", str(args.replays)])
-            result["main"] = json.loads(status.read_text()) if status.exists() else {}
+            result["main"] = json.loads(record.read_text()) if record.exists() else {}
             result["main"]["child_rc"] = rc
     except Exception as error:  # noqa: BLE001 (whatever ran is kept)
         result["error"] = f"{type(error).__name__}: {error}"
@@ -259,13 +264,13 @@ def phase_emulate(args) -> int:
     """CPU: the engine (torch backend) against the emulated kernel, on `--layers` layers."""
     from gluon_decode_emulate import EmulatedStep
     from gluon_decode_host import DecodeBuffers
-    from gluon_decode_run import build_engine, compare
+    from gluon_decode_run import CAPACITY, build_engine, compare
 
     torch.manual_seed(0)
     cfg = dc.CONFIGS[0]
     dtype = torch.float32 if args.fp32 else torch.bfloat16
     engine = build_engine("cpu", layers=args.layers, dtype=dtype)
-    buf = DecodeBuffers(engine, 256, cfg.splits, args.programs)
+    buf = DecodeBuffers(engine, CAPACITY, cfg.splits, args.programs)
     emu = EmulatedStep(buf, cfg)
     t0 = time.time()
     rec = compare(engine, buf, emu.run, args.prompt, args.new)
@@ -285,7 +290,7 @@ def main() -> int:
     parser.add_argument("--configs", help="children: configuration names (smoke) or records (main), JSON")
     parser.add_argument("--status", help="children: where their record goes")
     parser.add_argument("--budget", type=float, default=300.0, help="seconds for the whole run")
-    parser.add_argument("--smoke-budget", type=float, default=120.0, help="seconds for the smoke children")
+    parser.add_argument("--smoke-budget", type=float, default=150.0, help="seconds for the smoke children")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--replays", type=int, default=12)
     parser.add_argument("--emulate", action="store_true", help="CPU emulation of the kernel (no GPU)")
