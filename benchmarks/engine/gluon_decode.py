@@ -12,7 +12,8 @@ Stages, each guarded (an exception is recorded, a hang ends only its child, the 
    bytes); prefill 128 tokens with the engine, then 32 steps two ways from the same cache state (teacher-forced
    logits and argmax of each step; free-running greedy tokens and their first divergence) with the first
    configuration that ran in smoke; then the engine's step and the step of every such configuration, each captured
-   in a CUDA graph, timed side by side (medians of CUDA-event-timed replays after a warm-up round).
+   in a CUDA graph, timed side by side (medians of CUDA-event-timed replays after a warm-up round), with the
+   first configuration's kernel also run on 0 layers (the final norm and the LM head alone: their bytes / time).
 --emulate runs stage 2's comparison on CPU with gluon_decode_emulate.py in place of the kernel (and the engine's
 torch backend), with fewer layers, to check the host and the kernel's indexing without a GPU.
 Writes DIR/gluon-decode.json and prints a short table. Kernel: gluon_decode_kernels.py; host: gluon_decode_host.py;
@@ -37,6 +38,7 @@ import torch
 SMOKE_LAYERS = 2
 HANG_S = 20.0
 PROMPT, NEW = 128, 32
+HEAD_ONLY = "|lm_head_only"  # timing row of the final norm and LM head alone (layers = 0)
 
 
 def log(*args) -> None:
@@ -153,12 +155,21 @@ def phase_main(args) -> int:
                 buf.pos.fill_(p)
 
             steps[cfg.name] = (lambda step=step: step.step(engine.ops.argmax), reset)
+        head_bytes = 2 * shape.vocab * shape.hidden
+        try:  # the final norm and the LM head alone (layers = 0): the share of the step that is not the layers
+            head = GluonStep(bufs[cfgs[0].name], cfgs[0], PROMPT + NEW, layers=0)
+            head.compile()
+            steps[cfgs[0].name + HEAD_ONLY] = (lambda: head.step(engine.ops.argmax), steps[cfgs[0].name][1])
+        except Exception as error:  # noqa: BLE001 (the full step's timing does not depend on it)
+            rec["head_only_error"] = f"{type(error).__name__}: {error}"[:2000]
         timed = time_side_by_side(steps, PROMPT + NEW, args.rounds, args.replays)
-        for row in timed.values():
-            row.update(step_record(shape, row["ms"], rec["copy_GBps"]))
+        for name, row in timed.items():
+            row.update(step_record(shape, row["ms"], rec["copy_GBps"],
+                                   head_bytes if name.endswith(HEAD_ONLY) else None))
         rec["timing"] = timed
         rec["timing_note"] = ("GBps: weight bytes of the step (layer matrices + LM head) / median ms; the engine's "
-                              "step also reads the norms, biases and the embedding row: the same bytes to 0.1%")
+                              "step also reads the norms, biases and the embedding row: the same bytes to 0.1%; "
+                              f"*{HEAD_ONLY}: the LM head's bytes only")
         rec["barrier_timeouts_after_timing"] = {n: int(b.err.sum()) for n, b in bufs.items()}
         rec["copy_GBps_end"] = weights_copy_GBps(shape.weight_bytes())
     except Hung as error:
@@ -217,9 +228,9 @@ def print_table(result: dict) -> None:
             f"{c.get('worst_max_rel_err')}, argmax agree {c.get('argmax_agree')}/{c.get('new_tokens')}, first "
             f"divergence {c.get('first_divergence')}, barrier timeouts {c.get('barrier_timeouts')}")
     log(f"copy {main.get('copy_GBps', 0):.0f} GB/s (weights-sized buffers)")
-    log(f"{'step':44} {'ms/token':>9} {'GB/s':>7} {'% copy':>7}")
+    log(f"{'step':50} {'ms/token':>9} {'GB/s':>7} {'% copy':>7}")
     for name, row in main.get("timing", {}).items():
-        log(f"{name:44} {row['ms_per_token']:9.3f} {row['GBps']:7.0f} {row.get('pct_of_copy', 0):7.1f}")
+        log(f"{name:50} {row['ms_per_token']:9.3f} {row['GBps']:7.0f} {row.get('pct_of_copy', 0):7.1f}")
 
 
 def phase_all(args) -> int:

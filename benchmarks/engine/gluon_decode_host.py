@@ -7,6 +7,7 @@ Device-agnostic apart from the launch: gluon_decode_emulate.py runs the same ste
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -96,16 +97,18 @@ def step_cost(shape: dc.DecodeShape, context: int) -> tuple[int, int]:
 
 class GluonStep:
     """The persistent kernel on a DecodeBuffers: `launch()` runs one step's kernel (counter zeroed first);
-    `step(argmax)` is the whole greedy step."""
+    `step(argmax)` is the whole greedy step. layers: run only the first `layers` layers (0: the final norm and
+    the LM head alone, a timing probe; the same compiled kernel up to the argument's specialisation)."""
 
-    def __init__(self, buf: DecodeBuffers, cfg: dc.DecodeConfig, context: int) -> None:
+    def __init__(self, buf: DecodeBuffers, cfg: dc.DecodeConfig, context: int, layers: int | None = None) -> None:
         self.buf, self.cfg = buf, cfg
-        self.cost = step_cost(buf.shape, context)
+        self.layers = buf.shape.layers if layers is None else layers
+        self.cost = step_cost(dataclasses.replace(buf.shape, layers=self.layers), context)
 
     def _args(self) -> tuple:
         b, s = self.buf, self.buf.shape
         return (*b.descriptors(self.cfg.ring), b.h, b.qkv, b.gu, b.logits, b.po, b.lse, b.kc, b.vc, b.bias,
-                b.in_norm, b.post_norm, b.final_norm, b.inv_freq, b.pos, b.counter, b.err, s.layers, b.capacity,
+                b.in_norm, b.post_norm, b.final_norm, b.inv_freq, b.pos, b.counter, b.err, self.layers, b.capacity,
                 s.eps, b.scale_log2, dc.MAX_SPINS)
 
     def _meta(self) -> dict:

@@ -143,8 +143,8 @@ def time_side_by_side(steps: dict[str, tuple[Callable, Callable]], position: int
     return out
 
 
-def step_record(shape: dc.DecodeShape, ms: float, copy_GBps: float | None) -> dict:
-    nbytes = shape.weight_bytes()
+def step_record(shape: dc.DecodeShape, ms: float, copy_GBps: float | None, nbytes: int | None = None) -> dict:
+    nbytes = nbytes or shape.weight_bytes()
     row = {"ms_per_token": ms, "weight_bytes": nbytes, "GBps": nbytes / ms / 1e6}
     if copy_GBps:
         row["pct_of_copy"] = 100 * row["GBps"] / copy_GBps
