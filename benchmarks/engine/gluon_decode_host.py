@@ -103,12 +103,14 @@ class GluonStep:
     def __init__(self, buf: DecodeBuffers, cfg: dc.DecodeConfig, context: int, layers: int | None = None) -> None:
         self.buf, self.cfg = buf, cfg
         self.layers = buf.shape.layers if layers is None else layers
+        # a partial step keeps its own timeout counts: buf.err stays the full step's
+        self.err = buf.err if layers is None else torch.zeros_like(buf.err)
         self.cost = step_cost(dataclasses.replace(buf.shape, layers=self.layers), context)
 
     def _args(self) -> tuple:
         b, s = self.buf, self.buf.shape
         return (*b.descriptors(self.cfg.ring), b.h, b.qkv, b.gu, b.logits, b.po, b.lse, b.kc, b.vc, b.bias,
-                b.in_norm, b.post_norm, b.final_norm, b.inv_freq, b.pos, b.counter, b.err, self.layers, b.capacity,
+                b.in_norm, b.post_norm, b.final_norm, b.inv_freq, b.pos, b.counter, self.err, self.layers, b.capacity,
                 s.eps, b.scale_log2, dc.MAX_SPINS)
 
     def _meta(self) -> dict:
