@@ -3,7 +3,9 @@ compiled to: shared memory (the compiler's figure and the ring + staged-x estima
 (cuobjdump), PTX and cubin size, the TMA box the host descriptor must carry, and how many bulk tensor copies,
 mbarrier waits and cp.async copies the PTX holds.
 
-    python benchmarks/engine/gluon_compile_check.py [--quick] [--json FILE]
+    python benchmarks/engine/gluon_compile_check.py [--quick | --decode] [--json FILE]
+
+--decode: the persistent decode step of gluon_decode_kernels.py (qwen2-1.5b) in each of its configurations.
 
 Runs with triton 3.6 alone (no torch, no GPU). Exit status 1 if a configuration fails to compile or needs more
 shared memory than a Hopper block may use.
@@ -31,8 +33,11 @@ import gluon_kernels as gk  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)  # what the runtime reports on an H100/H200
 POINTERS = {"x_ptr": "*bf16", "y_ptr": "*bf16", "act_ptr": "*bf16", "table_ptr": "*i32", "counter_ptr": "*i32",
-            "err_ptr": "*i32"}
-SCALARS = {"layers": "i32", "max_spins": "i32"}
+            "err_ptr": "*i32", "h_ptr": "*bf16", "qkv_ptr": "*bf16", "gu_ptr": "*bf16", "logits_ptr": "*bf16",
+            "po_ptr": "*fp32", "lse_ptr": "*fp32", "kc_ptr": "*bf16", "vc_ptr": "*bf16", "bias_ptr": "*bf16",
+            "in_norm_ptr": "*bf16", "post_norm_ptr": "*bf16", "final_norm_ptr": "*bf16", "inv_freq_ptr": "*fp32",
+            "pos_ptr": "*i32"}
+SCALARS = {"layers": "i32", "max_spins": "i32", "cap": "i32", "eps": "fp32", "scale_log2": "fp32"}
 
 
 def descriptor_type(cfg: gc.Config) -> str:
@@ -76,14 +81,14 @@ def resource_usage(cubin: bytes) -> dict:
             "stack_bytes": int(found.get("STACK", 0))}
 
 
-def compile_one(fn, cfg: gc.Config, constexprs: dict, k: int) -> dict:
+def compile_one(fn, cfg: gc.Config, constexprs: dict, k: int, estimate: int | None = None) -> dict:
     t0 = time.time()
     kernel = triton.compile(source(fn, cfg, constexprs), target=TARGET, options=gc.launch_options(cfg))
     ptx = kernel.asm["ptx"]
     cubin = kernel.asm["cubin"]
     meta = kernel.metadata
     row = {"compile_s": round(time.time() - t0, 2), "shared_bytes": meta.shared,
-           "shared_estimate": gc.smem_estimate(cfg, k), "num_warps_total": meta.num_warps,
+           "shared_estimate": estimate or gc.smem_estimate(cfg, k), "num_warps_total": meta.num_warps,
            "ptx_bytes": len(ptx), "cubin_bytes": len(cubin),
            "tma_boxes": [m["block_size"] for m in (getattr(meta, "tensordesc_meta", None) or [])],
            "ptx_tma_copies": ptx.count("cp.async.bulk.tensor"), "ptx_mbarrier_waits": ptx.count("try_wait.parity"),
@@ -102,11 +107,42 @@ def targets(cfg: gc.Config) -> list[tuple[str, object, dict, int]]:
     return [(kind, fn, gc.gemv_constexprs(cfg, kind), gc.SHAPES[kind][1]) for kind in gc.KINDS]
 
 
+def decode_check(json_path: str | None) -> int:
+    """Compile the persistent decode step for qwen2-1.5b in each configuration of gluon_decode_configs.py."""
+    import gluon_decode_configs as dc
+    import gluon_decode_kernels as dk
+
+    shape, rows, failures = dc.QWEN2_1_5B, [], 0
+    print(f"triton {triton.__version__}, target {TARGET}, decode step of {shape}")
+    for cfg in dc.CONFIGS:
+        try:
+            row = compile_one(dk.decode_step, cfg.ring, dc.constexprs(cfg, shape), shape.ffn,
+                              dc.smem_estimate(cfg, shape))
+            ok = row["fits"] and row["box_ok"] and dc.valid(cfg, shape) is None
+            failures += not ok
+            print(f"{cfg.name:40} smem {row['shared_bytes']} (est {row['shared_estimate']}) regs "
+                  f"{row.get('registers')} spill {row.get('local_bytes')} stack {row.get('stack_bytes')} warps "
+                  f"{row['num_warps_total']} TMA {row['ptx_tma_copies']} boxes {row['tma_boxes']} setmaxnreg "
+                  f"{row['ptx_setmaxnreg']} {row['compile_s']} s" + ("" if ok else "  <-- not ok"), flush=True)
+        except Exception as error:  # noqa: BLE001 (reported in full, the other configurations still compile)
+            failures += 1
+            row = {"error": f"{type(error).__name__}: {error}", "trace": traceback.format_exc()}
+            print(f"{cfg.name:40} FAILED\n{row['trace']}", flush=True)
+        rows.append({**cfg.record(), **row})
+    if json_path:
+        Path(json_path).write_text(json.dumps({"triton": triton.__version__, "target": str(TARGET), "rows": rows},
+                                              indent=1) + "\n")
+    return 1 if failures else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one configuration of each kernel kind")
+    parser.add_argument("--decode", action="store_true", help="the persistent decode step instead of the probe")
     parser.add_argument("--json", help="write every row to this file")
     args = parser.parse_args()
+    if args.decode:
+        return decode_check(args.json)
     configs = gc.all_configs()
     if args.quick:
         seen, picked = set(), []
