@@ -114,13 +114,15 @@ def decode_check(json_path: str | None) -> int:
 
     shape, rows, failures = dc.QWEN2_1_5B, [], 0
     print(f"triton {triton.__version__}, target {TARGET}, decode step of {shape}")
-    for cfg in dc.CONFIGS:
+    # The first configuration also with the timing probes' ABLATE bits (gluon_decode.py's ABLATIONS).
+    variants = [(cfg, 0) for cfg in dc.CONFIGS] + [(dc.CONFIGS[0], bits) for bits in (1, 2, 4, 3, 7)]
+    for cfg, ablate in variants:
         try:
-            row = compile_one(dk.decode_step, cfg.ring, dc.constexprs(cfg, shape), shape.ffn,
+            row = compile_one(dk.decode_step, cfg.ring, {**dc.constexprs(cfg, shape), "ABLATE": ablate}, shape.ffn,
                               dc.smem_estimate(cfg, shape))
             ok = row["fits"] and row["box_ok"] and dc.valid(cfg, shape) is None
             failures += not ok
-            print(f"{cfg.name:40} smem {row['shared_bytes']} (est {row['shared_estimate']}) regs "
+            print(f"{cfg.name + (f'|ablate{ablate}' if ablate else ''):40} smem {row['shared_bytes']} (est {row['shared_estimate']}) regs "
                   f"{row.get('registers')} spill {row.get('local_bytes')} stack {row.get('stack_bytes')} warps "
                   f"{row['num_warps_total']} TMA {row['ptx_tma_copies']} boxes {row['tma_boxes']} setmaxnreg "
                   f"{row['ptx_setmaxnreg']} {row['compile_s']} s" + ("" if ok else "  <-- not ok"), flush=True)

@@ -39,6 +39,9 @@ SMOKE_LAYERS = 2
 HANG_S = 20.0
 PROMPT, NEW = 128, 32
 HEAD_ONLY = "|lm_head_only"  # timing row of the final norm and LM head alone (layers = 0)
+# Timing rows of the first configuration with parts of the step left out (the kernel's ABLATE bits; wrong results)
+ABLATIONS = [(1, "no_attention"), (2, "no_barriers"), (4, "no_staging"), (3, "no_attention_no_barriers"),
+             (7, "gemv_streaming_only")]
 
 
 def log(*args) -> None:
@@ -162,6 +165,14 @@ def phase_main(args) -> int:
             steps[cfgs[0].name + HEAD_ONLY] = (lambda: head.step(engine.ops.argmax), steps[cfgs[0].name][1])
         except Exception as error:  # noqa: BLE001 (the full step's timing does not depend on it)
             rec["head_only_error"] = f"{type(error).__name__}: {error}"[:2000]
+        for bits, label in ABLATIONS:  # where the step's time goes: the same kernel with parts left out
+            try:
+                probe = GluonStep(bufs[cfgs[0].name], cfgs[0], PROMPT + NEW, ablate=bits)
+                probe.compile()
+                steps[f"{cfgs[0].name}|{label}"] = (lambda probe=probe: probe.step(engine.ops.argmax),
+                                                    steps[cfgs[0].name][1])
+            except Exception as error:  # noqa: BLE001 (the full step's timing does not depend on it)
+                rec.setdefault("ablation_errors", {})[label] = f"{type(error).__name__}: {error}"[:2000]
         timed = time_side_by_side(steps, PROMPT + NEW, args.rounds, args.replays)
         for name, row in timed.items():
             row.update(step_record(shape, row["ms"], rec["copy_GBps"],

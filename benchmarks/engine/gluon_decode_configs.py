@@ -103,7 +103,8 @@ def constexprs(cfg: DecodeConfig, shape: DecodeShape) -> dict:
     return {"H": shape.heads, "HKV": shape.kv_heads, "D": shape.head_dim, "HID": shape.hidden, "FFN": shape.ffn,
             "VOCAB": shape.vocab, "BN": r.bn, "BK": r.bk, "STAGES": r.stages, "S": cfg.splits,
             "SP": splits_padded(cfg), "BT": cfg.block_t, "L": gc.tile_layout(r), "AL": attention_layout(cfg, shape),
-            "CL": combine_layout(cfg), "XL": gc.staging_layout(r), "XS": gc.x_smem_layout(r), "LOAD_REGS": r.load_regs}
+            "CL": combine_layout(cfg), "XL": gc.staging_layout(r), "XS": gc.x_smem_layout(r), "LOAD_REGS": r.load_regs,
+            "ABLATE": 0}
 
 
 def smem_estimate(cfg: DecodeConfig, shape: DecodeShape) -> int:

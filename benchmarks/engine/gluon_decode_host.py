@@ -98,13 +98,15 @@ def step_cost(shape: dc.DecodeShape, context: int) -> tuple[int, int]:
 class GluonStep:
     """The persistent kernel on a DecodeBuffers: `launch()` runs one step's kernel (counter zeroed first);
     `step(argmax)` is the whole greedy step. layers: run only the first `layers` layers (0: the final norm and
-    the LM head alone, a timing probe; the same compiled kernel up to the argument's specialisation)."""
+    the LM head alone, a timing probe; the same compiled kernel up to the argument's specialisation); ablate: the
+    kernel's ABLATE bits (gluon_decode_kernels: parts of the step left out, a timing probe with wrong results)."""
 
-    def __init__(self, buf: DecodeBuffers, cfg: dc.DecodeConfig, context: int, layers: int | None = None) -> None:
-        self.buf, self.cfg = buf, cfg
+    def __init__(self, buf: DecodeBuffers, cfg: dc.DecodeConfig, context: int, layers: int | None = None,
+                 ablate: int = 0) -> None:
+        self.buf, self.cfg, self.ablate = buf, cfg, ablate
         self.layers = buf.shape.layers if layers is None else layers
         # a partial step keeps its own timeout counts: buf.err stays the full step's
-        self.err = buf.err if layers is None else torch.zeros_like(buf.err)
+        self.err = buf.err if layers is None and not ablate else torch.zeros_like(buf.err)
         self.cost = step_cost(dataclasses.replace(buf.shape, layers=self.layers), context)
 
     def _args(self) -> tuple:
@@ -114,7 +116,7 @@ class GluonStep:
                 s.eps, b.scale_log2, dc.MAX_SPINS)
 
     def _meta(self) -> dict:
-        return {**dc.constexprs(self.cfg, self.buf.shape), **gc.launch_options(self.cfg.ring)}
+        return {**dc.constexprs(self.cfg, self.buf.shape), **gc.launch_options(self.cfg.ring), "ABLATE": self.ablate}
 
     def compile(self):
         """Compile without launching; the compiled kernel (registers, shared memory)."""

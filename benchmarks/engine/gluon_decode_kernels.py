@@ -33,6 +33,10 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 EPI_BIAS = gl.constexpr(0)  # y + bias → out
 EPI_RESIDUAL = gl.constexpr(1)  # out = out + y (each rounded to bf16 first)
 EPI_STORE = gl.constexpr(2)  # y → out
+# ABLATE bits: timing probes that leave a part of the step out (wrong results; where the step's time goes)
+SKIP_ATTENTION = gl.constexpr(1)  # phase B
+SKIP_BARRIERS = gl.constexpr(2)  # every grid barrier between phases
+SKIP_STAGING = gl.constexpr(4)  # the norms, the attention combine and silu·up staged before a matrix
 
 
 @gluon.jit
@@ -227,7 +231,7 @@ def _decode_compute(bufs, ready, empty, x_smem, a_smem, b_smem, h_ptr, qkv_ptr, 
                     H: gl.constexpr, HKV: gl.constexpr, D: gl.constexpr, HID: gl.constexpr, FFN: gl.constexpr,
                     VOCAB: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                     S: gl.constexpr, SP: gl.constexpr, BT: gl.constexpr, L: gl.constexpr, AL: gl.constexpr,
-                    CL: gl.constexpr, XL: gl.constexpr):
+                    CL: gl.constexpr, XL: gl.constexpr, ABLATE: gl.constexpr):
     p = gl.program_id(0)
     P = gl.num_programs(0)
     N_QKV: gl.constexpr = (H + 2 * HKV) * D
@@ -242,34 +246,44 @@ def _decode_compute(bufs, ready, empty, x_smem, a_smem, b_smem, h_ptr, qkv_ptr, 
     for layer in range(layers):
         base = layer * U_LAYER
         # A: q/k/v with the input norm in the staging and the bias in the epilogue
-        _stage_norm(h_ptr, in_norm_ptr + layer * HID, x_smem, a_smem, b_smem, eps, HID, BK, L, XL)
+        if (ABLATE & SKIP_STAGING) == 0:
+            _stage_norm(h_ptr, in_norm_ptr + layer * HID, x_smem, a_smem, b_smem, eps, HID, BK, L, XL)
         it = _rows_epi(bufs, ready, empty, x_smem, qkv_ptr, bias_ptr + layer * N_QKV, it, _first_unit(p, P, base),
                        P, N_QKV, HID, BN, BK, STAGES, EPI_BIAS, L)
         n += 1
-        fails = _sync(counter_ptr, n, P, fails, max_spins)
+        if (ABLATE & SKIP_BARRIERS) == 0:
+            fails = _sync(counter_ptr, n, P, fails, max_spins)
         # B: rotary, cache write, split attention
-        _attention(qkv_ptr, kc_ptr, vc_ptr, po_ptr, lse_ptr, inv_freq_ptr, pos, layer, cap, scale_log2, p, P, H, HKV,
-                   D, S, BT, AL)
+        if (ABLATE & SKIP_ATTENTION) == 0:
+            _attention(qkv_ptr, kc_ptr, vc_ptr, po_ptr, lse_ptr, inv_freq_ptr, pos, layer, cap, scale_log2, p, P, H,
+                       HKV, D, S, BT, AL)
         n += 1
-        fails = _sync(counter_ptr, n, P, fails, max_spins)
+        if (ABLATE & SKIP_BARRIERS) == 0:
+            fails = _sync(counter_ptr, n, P, fails, max_spins)
         # C: o_proj on the combined attention output, residual add
-        _stage_combine(po_ptr, lse_ptr, x_smem, H * D, D, S, SP, BK, CL)
+        if (ABLATE & SKIP_STAGING) == 0:
+            _stage_combine(po_ptr, lse_ptr, x_smem, H * D, D, S, SP, BK, CL)
         it = _rows_epi(bufs, ready, empty, x_smem, h_ptr, h_ptr, it, _first_unit(p, P, base + UQ), P, HID, H * D,
                        BN, BK, STAGES, EPI_RESIDUAL, L)
         n += 1
-        fails = _sync(counter_ptr, n, P, fails, max_spins)
+        if (ABLATE & SKIP_BARRIERS) == 0:
+            fails = _sync(counter_ptr, n, P, fails, max_spins)
         # D: gate/up with the post-attention norm in the staging
-        _stage_norm(h_ptr, post_norm_ptr + layer * HID, x_smem, a_smem, b_smem, eps, HID, BK, L, XL)
+        if (ABLATE & SKIP_STAGING) == 0:
+            _stage_norm(h_ptr, post_norm_ptr + layer * HID, x_smem, a_smem, b_smem, eps, HID, BK, L, XL)
         it = _rows_epi(bufs, ready, empty, x_smem, gu_ptr, gu_ptr, it, _first_unit(p, P, base + UQ + UO), P,
                        2 * FFN, HID, BN, BK, STAGES, EPI_STORE, L)
         n += 1
-        fails = _sync(counter_ptr, n, P, fails, max_spins)
+        if (ABLATE & SKIP_BARRIERS) == 0:
+            fails = _sync(counter_ptr, n, P, fails, max_spins)
         # E: down on silu(gate)·up, residual add
-        _stage_swiglu(gu_ptr, x_smem, a_smem, b_smem, FFN, BK, L, XL)
+        if (ABLATE & SKIP_STAGING) == 0:
+            _stage_swiglu(gu_ptr, x_smem, a_smem, b_smem, FFN, BK, L, XL)
         it = _rows_epi(bufs, ready, empty, x_smem, h_ptr, h_ptr, it, _first_unit(p, P, base + UQ + UO + UG), P, HID,
                        FFN, BN, BK, STAGES, EPI_RESIDUAL, L)
         n += 1
-        fails = _sync(counter_ptr, n, P, fails, max_spins)
+        if (ABLATE & SKIP_BARRIERS) == 0:
+            fails = _sync(counter_ptr, n, P, fails, max_spins)
     _stage_norm(h_ptr, final_norm_ptr, x_smem, a_smem, b_smem, eps, HID, BK, L, XL)
     _rows_epi(bufs, ready, empty, x_smem, logits_ptr, logits_ptr, it, _first_unit(p, P, layers * U_LAYER), P, VOCAB,
               HID, BN, BK, STAGES, EPI_STORE, L)
@@ -310,7 +324,7 @@ def decode_step(d_qkv, d_o, d_gu, d_dn, d_head, h_ptr, qkv_ptr, gu_ptr, logits_p
                 H: gl.constexpr, HKV: gl.constexpr, D: gl.constexpr, HID: gl.constexpr, FFN: gl.constexpr,
                 VOCAB: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, S: gl.constexpr,
                 SP: gl.constexpr, BT: gl.constexpr, L: gl.constexpr, AL: gl.constexpr, CL: gl.constexpr,
-                XL: gl.constexpr, XS: gl.constexpr, LOAD_REGS: gl.constexpr):
+                XL: gl.constexpr, XS: gl.constexpr, LOAD_REGS: gl.constexpr, ABLATE: gl.constexpr = 0):
     """One batch-1 decode step: h [HID] (the token's embedding on entry, overwritten) → logits [VOCAB] (bf16).
     Descriptors: each kind's weights of all layers as one [layers · N, K] matrix (gate rows then up rows per
     layer), the LM head [VOCAB, HID]. Cache [layers, cap, HKV, D]; pos_ptr: the token's position (int32).
@@ -326,7 +340,7 @@ def decode_step(d_qkv, d_o, d_gu, d_dn, d_head, h_ptr, qkv_ptr, gu_ptr, logits_p
         (_decode_compute, (bufs, ready, empty, x_smem, a_smem, b_smem, h_ptr, qkv_ptr, gu_ptr, logits_ptr, po_ptr,
                            lse_ptr, kc_ptr, vc_ptr, bias_ptr, in_norm_ptr, post_norm_ptr, final_norm_ptr,
                            inv_freq_ptr, pos_ptr, counter_ptr, err_ptr, layers, cap, eps, scale_log2, max_spins, H,
-                           HKV, D, HID, FFN, VOCAB, BN, BK, STAGES, S, SP, BT, L, AL, CL, XL)),
+                           HKV, D, HID, FFN, VOCAB, BN, BK, STAGES, S, SP, BT, L, AL, CL, XL, ABLATE)),
         (_decode_loader, (d_qkv, d_o, d_gu, d_dn, d_head, bufs, ready, empty, layers, H, HKV, D, HID, FFN, VOCAB,
                           BN, BK, STAGES)),
     ], [1], [LOAD_REGS])
