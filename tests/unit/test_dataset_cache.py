@@ -199,3 +199,21 @@ def test_a_cached_query_loads_neither_polars_nor_the_run_contracts(capsys, monke
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
     assert result.stderr.strip() == ""
+
+
+def test_a_call_over_some_runs_of_a_folder_keeps_the_others_cached_while_they_are_there(capsys, monkeypatch, runs):
+    _check(capsys, monkeypatch, runs)
+    cache = _cache_file(runs.parent)
+
+    def cached_runs() -> set[str]:
+        return {Path(d).name for d in json.loads(cache.read_bytes().partition(b"\n")[2])["rows"]}
+    everyone = {d.name for d in _run_dirs(runs)}
+    assert cached_runs() == everyone
+    some = sorted(runs.glob(f"{SOURCES[0]}-*"))
+    assert _rows(capsys, "select count(*) as n from runs", *some) == [{"n": len(some)}]
+    assert cached_runs() == everyone
+    gone = runs / f"{SOURCES[1]}-0"
+    shutil.rmtree(gone)
+    assert _rows(capsys, "select count(*) as n from runs", *some) == [{"n": len(some)}]
+    assert cached_runs() == everyone - {gone.name}
+    _check(capsys, monkeypatch, runs)

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kernelscope.contracts.run_files import RUN_JSON
 from kernelscope.load.cache_folders import cache_root, private_folder
 from kernelscope.load.run_rows import is_row, rows_stamp
 
@@ -122,13 +123,20 @@ class DatasetCache:
         self._files[path] = [ident, number]
         self._changed = True
 
-    def keep_only(self, directories: set[str], paths: set[str]) -> None:
-        """Forget runs and files no longer part of the dataset."""
-        for table, keep in ((self._rows, directories), (self._files, paths)):
-            gone = set(table) - keep
-            for name in gone:
-                del table[name]
-            self._changed |= bool(gone)
+    def forget_gone(self, directories: set[str], paths: set[str]) -> None:
+        """Forget what is no longer there: of the runs of this call (`directories`), the table files not among
+        `paths`; of the other runs the cache holds (a call may name some of a folder's runs), those without a
+        run.json any more, and their files."""
+        others = set(self._rows) - directories
+        gone = {d for d in others if not os.path.lexists(os.path.join(d, RUN_JSON))}
+        kept = (directories | others) - gone
+        stale = [p for p in self._files if p not in paths and (p.rsplit("/", 1)[0] in directories
+                                                                or p.rsplit("/", 1)[0] not in kept)]
+        for directory in gone:
+            del self._rows[directory]
+        for path in stale:
+            del self._files[path]
+        self._changed |= bool(gone or stale)
 
     def save(self) -> None:
         """Write the cache if it changed (atomically: a concurrent reader sees the old file or the new one)."""

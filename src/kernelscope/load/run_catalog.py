@@ -80,7 +80,7 @@ def catalog(locations: list[str], con: duckdb.DuckDBPyConnection | None = None) 
     for run_id, run in zip(run_ids([r.directory for r in located]), located, strict=True):
         runs.append(_remote(run_id, run) if run.remote is not None else _local(run_id, run, cache, identities))
     if cache is not None:
-        cache.keep_only(set(local), set(identities))
+        cache.forget_gone(set(local), set(identities))
     return Catalog(runs=runs, identities=identities, cache=cache)
 
 
