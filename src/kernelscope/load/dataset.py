@@ -106,9 +106,12 @@ def open_dataset(locations: list[str]) -> Dataset:
     try:
         _create_runs(con, runs)
         files = [f for r in runs for f in (r.kernels, r.ops, r.ncu, r.critical_path) if f is not None]
+        numbered: list[tuple[int, RunFiles]] = []  # every table file's number, and its run
         for view, types in VIEW_SCHEMAS.items():  # kernels, ops, ncu, critical_path: the runs' files of that name
-            tables = [getattr(r, view) for r in runs if getattr(r, view) is not None]
-            _create_table_view(con, view, tables, types, found.cache, found.identities)
+            of_run = {getattr(r, view): r for r in runs if getattr(r, view) is not None}
+            order = _create_table_view(con, view, list(of_run), types, found.cache, found.identities, len(numbered))
+            numbered += [(len(numbered) + i, of_run[f]) for i, f in enumerate(order)]
+        _number_files(con, numbered)
         if found.cache is not None:
             found.cache.save()
         _create_steps(con)
@@ -138,11 +141,16 @@ def _create_runs(con: duckdb.DuckDBPyConnection, runs: list[RunFiles]) -> None:
     columns = ", ".join(f"{_ident(name)} {kind}" for name, kind in RUNS_SCHEMA.items())
     con.execute(f"create table runs ({columns})")
     _insert(con, "runs", list(RUNS_SCHEMA.values()), [(r.run_id, *r.row) for r in runs])
-    con.execute("create table _run_files (run_id VARCHAR, file VARCHAR)")
-    files = [(r.run_id, f) for r in runs for f in (r.kernels, r.ops, r.ncu, r.critical_path) if f is not None]
-    _insert(con, "_run_files", ["VARCHAR", "VARCHAR"], files)
     run_cols = ", ".join(f"{_ident(name)} {RUNS_SCHEMA[name]}" for name in RUN_COLUMNS)
     con.execute(f"create table _file_runs (file_no INTEGER, {run_cols})")
+
+
+def _number_files(con: duckdb.DuckDBPyConnection, numbered: list[tuple[int, RunFiles]]) -> None:
+    """_file_runs: each table file's number with its run's columns, which the views join to every row by the
+    number (an integer join: a join on file names cost more than reading the rows)."""
+    places = [list(RUNS_SCHEMA).index(name) - 1 for name in RUN_COLUMNS[1:]]  # in a run's row, after run_id
+    rows = [(number, run.run_id, *(run.row[i] for i in places)) for number, run in numbered]
+    _insert(con, "_file_runs", ["INTEGER", *(RUNS_SCHEMA[name] for name in RUN_COLUMNS)], rows)
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, types: list[str], rows: list[tuple[Any, ...]]) -> None:
@@ -156,27 +164,20 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, types: list[str], rows: 
 
 
 def _create_table_view(con: duckdb.DuckDBPyConnection, view: str, files: list[str], types: dict[str, str],
-                       cache: DatasetCache | None, identities: dict[str, Identity | None]) -> None:
+                       cache: DatasetCache | None, identities: dict[str, Identity | None], first: int) -> list[str]:
     """`view`: the run columns, then the schema's columns (`types`: name → DuckDB type; missing ones null or their
-    default), then the files' other columns."""
+    default), then the files' other columns. The files in the order of their numbers, `first` the first's."""
     run_cols = ", ".join(f"r.{_ident(c)}" for c in RUN_COLUMNS)
     if not files:  # no run has this table (ncu): the run columns and the schema's, no rows
         typed = [f"NULL::{kind} as {_ident(_renamed(n))}" for n, kind in types.items()]
         con.execute(f"create view {view} as select {', '.join([run_cols, *typed])} from runs r where false")
-        return
-    first = con.execute("select count(*) from _file_runs").fetchone()[0]
+        return []
     source, names, order = union_sql(file_columns(con, files, cache, identities), types, VIEW_DEFAULTS,
                                      frozenset(), first)
-    # Each row's run columns come by the file's number: an integer join (a join on file names cost more than
-    # reading the rows).
-    con.execute("create temp table _numbers (file_no INTEGER, file VARCHAR)")
-    _insert(con, "_numbers", ["INTEGER", "VARCHAR"], [(first + i, f) for i, f in enumerate(order)])
-    con.execute(f"insert into _file_runs select n.file_no, {run_cols} from _numbers n "
-                f"join _run_files f on n.file = f.file join runs r on r.run_id = f.run_id")
-    con.execute("drop table _numbers")
     selected = ", ".join(f"t.{_ident(n)} as {_ident(_renamed(n))}" for n in names[:-1])
     con.execute(f"create view {view} as select {run_cols}, {selected} from ({source}) t "
                 f"join _file_runs r on t.{_ident(names[-1])} = r.file_no")
+    return order
 
 
 def _create_steps(con: duckdb.DuckDBPyConnection) -> None:
