@@ -78,7 +78,7 @@ class DatasetCache:
             return
         try:
             data = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):  # the digest fits, the text does not: not ours either
             data = None
         if (not isinstance(data, dict) or data.get("version") != VERSION or data.get("stamp") != self._stamp
                 or not all(isinstance(data.get(k), t) for k, t in (("rows", dict), ("schemas", list),
