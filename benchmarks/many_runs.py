@@ -8,12 +8,16 @@ The runs are copies of the committed runs (tests/data/runs) and of imports of co
 date and commit label in run.json; the Parquet tables are copied byte for byte. They are built once under --work
 (outside the repository; never committed). Each call is a whole `python -m kernelscope query` process; CPU time is
 the user+system time of that process (resource.getrusage of children). With --old a second source tree is
-measured on the same runs, the trees' calls alternated. Results go to benchmarks/results/ as JSON.
+measured on the same runs, the trees' calls alternated. With --floor, what no call can go below here is measured
+too (benchmarks/many_runs_floor.py: the interpreter, `import duckdb`, DuckDB alone over the same files; with
+--copy-floor also a consolidated copy of every run's kernels and DuckDB over it). Results go to benchmarks/results/
+as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -85,6 +89,7 @@ def build(work: Path, count: int, env: dict[str, str]) -> Path:
 def call(src: Path, runs: Path, cache: Path, sql: str) -> dict:
     """One `kernelscope query` process: wall and CPU seconds, and its output's line count."""
     env = dict(os.environ, PYTHONPATH=str(src), XDG_CACHE_HOME=str(cache))
+    load = os.getloadavg()[0]  # other work on the machine when the call starts
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "kernelscope", "query", sql, str(runs), "--format", "csv"],
@@ -95,7 +100,7 @@ def call(src: Path, runs: Path, cache: Path, sql: str) -> dict:
         raise SystemExit(f"query failed ({proc.returncode}): {proc.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall_s": round(wall, 4), "cpu_s": round(cpu, 4), "rows": len(proc.stdout.splitlines()) - 1,
-            "output": proc.stdout}
+            "load_1min": round(load, 2), "output": proc.stdout}
 
 
 def measure(trees: dict[str, Path], runs: Path, repeats: int, work: Path, sql: str) -> dict[str, dict]:
@@ -128,6 +133,24 @@ def measure(trees: dict[str, Path], runs: Path, repeats: int, work: Path, sql: s
     return out
 
 
+def _machine() -> dict:
+    """The machine's CPU, cores, memory, Python and DuckDB versions."""
+    import duckdb
+
+    model = platform.processor() or platform.machine()
+    memory = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = int(line.split()[1]) * 1024
+    return {"cpu": model, "cores": os.cpu_count(), "memory_bytes": memory, "python": platform.python_version(),
+            "duckdb": duckdb.__version__, "os": platform.platform()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "kernelscope-many-runs")
@@ -135,6 +158,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--old", type=Path, help="a second source tree's src/ to measure on the same runs")
     parser.add_argument("--out", type=Path, help="results JSON (default benchmarks/results/many-runs-<date>.json)")
+    parser.add_argument("--floor", action="store_true", help="measure the floors too (many_runs_floor.py)")
+    parser.add_argument("--copy-floor", action="store_true",
+                        help="with --floor: time a consolidated copy of every run's kernels and DuckDB over it")
+    parser.add_argument("--notes", default="", help="a sentence kept with the results")
     args = parser.parse_args()
     if ROOT in args.work.resolve().parents:
         raise SystemExit("--work must be outside the repository")
@@ -144,14 +171,17 @@ def main() -> None:
     load_before = os.getloadavg()
     result = {
         "benchmark": "many-runs", "date": date.today().isoformat(), "commit": commit(),
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                    "python": platform.python_version()},
+        "what": "`kernelscope query` top kernels over 1,000 runs, first and later calls, whole processes "
+                "(benchmarks/many_runs.py)",
+        "machine": _machine(),
         "runs": args.runs, "run_bytes": sum(f.stat().st_size for f in runs.rglob("*") if f.is_file()),
         "method": "whole `python -m kernelscope query … --format csv` processes; first calls each with an empty "
                   "cache folder, later calls with one warmed by a call; medians; cpu_s = user+system of the process",
         "queries": {},
     }
     trees = {"kernelscope": src, **({"before": args.old} if args.old else {})}
+    if args.old:
+        result["before_commit"] = commit(args.old.resolve().parent)
     for name, sql in QUERIES.items():
         entry: dict = {"sql": sql, **measure(trees, runs, args.repeats, args.work, sql)}
         if args.old:
@@ -161,13 +191,23 @@ def main() -> None:
                 key: round(entry["before"][key] / entry["kernelscope"][key], 2)
                 for key in ("first_median_wall_s", "first_median_cpu_s", "later_median_wall_s", "later_median_cpu_s")}
         result["queries"][name] = entry
+    if args.floor:
+        from many_runs_floor import floors
+
+        result["floors"] = {name: floors(runs, args.work, sql, args.repeats, args.copy_floor and name == "top_kernels")
+                            for name, sql in QUERIES.items()}
     result["load_average"] = {"start": load_before, "end": os.getloadavg()}
+    if args.notes:
+        result["notes"] = args.notes
     result["goal"] = {"later_wall_s": 1.0}
     out = args.out or ROOT / "benchmarks/results" / f"many-runs-{date.today().isoformat()}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     for name, entry in result["queries"].items():
         print(name, json.dumps({tree: {k: v for k, v in entry[tree].items() if k.endswith("_s")}
                                 for tree in ("kernelscope", "before") if tree in entry}))
+    for name, entry in result.get("floors", {}).items():
+        print(name, "floors", json.dumps({k: {m: v[m] for m in v if m.endswith("_s") and not isinstance(v[m], list)}
+                                          for k, v in entry.items()}))
     print(out)
 
 

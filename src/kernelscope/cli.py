@@ -40,7 +40,9 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every verb, or of `verb` alone (its module is the only one loaded: a short command such as a
+    cached query does not pay for the others')."""
     parser = _OneLineParser(
         prog="kernelscope",
         description="Where an LLM inference spends its time, kernel by kernel.",
@@ -48,9 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kernelscope {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for verb, module_name in VERBS.items():
+    for name, module_name in VERBS.items():
+        if verb is not None and name != verb:
+            continue
         module = importlib.import_module(module_name)
-        p = sub.add_parser(verb, help=module.HELP, description=module.DESCRIPTION)
+        p = sub.add_parser(name, help=module.HELP, description=module.DESCRIPTION)
         module.add_arguments(p)
         # -q anywhere on the line: after the verb too. SUPPRESS keeps the value given before the verb when the
         # verb's own -q is absent.
@@ -132,8 +136,18 @@ def entry() -> None:
 _TRACE_COMMANDS = frozenset({"import", "profile"})
 
 
+def _verb(argv: list[str]) -> str | None:
+    """The verb of a command line whose words before it are options of the verb-less parser other than help and
+    version (those, a missing or unknown verb: None, the whole parser answers)."""
+    for word in argv:
+        if word in ("-q", "--quiet"):
+            continue
+        return word if word in VERBS else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(_verb(sys.argv[1:] if argv is None else argv)).parse_args(argv)
     configure_polars_allocator(POLARS_ALLOCATOR_CONF if args.command in _TRACE_COMMANDS else TABLES_ALLOCATOR_CONF)
     from kernelscope.progress import SILENT, Steps
 

@@ -4,6 +4,7 @@ Expected values are computed from the runs' Parquet files with plain Polars."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -93,14 +94,15 @@ def test_a_broken_cache_is_not_used(capsys, tmp_path, monkeypatch):
     runs = _copies(tmp_path / "runs", per_source=1)
     expected = _expected_top(runs)
     assert _top(capsys, tmp_path / "runs") == expected
-    for cached in (tmp_path / "cache").rglob("*.json"):
-        data = json.loads(cached.read_text())
-        data["schemas"] = [[[1, 2]]] * len(data["schemas"])  # column lists that are not ones
-        cached.write_text(json.dumps(data))
-    assert _top(capsys, tmp_path / "runs") == expected
-    for cached in (tmp_path / "cache").rglob("*.json"):
-        cached.write_bytes(b"\xff{not json")
-    assert _top(capsys, tmp_path / "runs") == expected
+    cached = list((tmp_path / "cache").rglob("*.json"))
+    assert cached
+    for spoil in (lambda b: b[: len(b) // 2], lambda b: b"\xff{not json", lambda b: b"", lambda b: b.replace(b"4", b"5")):
+        for file in cached:
+            file.write_bytes(spoil(file.read_bytes()))
+        assert _top(capsys, tmp_path / "runs") == expected
+        for file in cached:  # written anew, whole
+            digest, _, payload = file.read_bytes().partition(b"\n")
+            assert hashlib.sha256(payload).hexdigest().encode() == digest and json.loads(payload)["rows"]
 
 
 @pytest.mark.parametrize("names", [("a[1]", "a1"), ("b*", "bx"), ("c?", "cc")])

@@ -112,7 +112,7 @@ def headline(verdict, summary: Path) -> str:
 def _baseline_dirs(args: argparse.Namespace) -> tuple[list[Path], str]:
     """The baseline's run directories and how the summary names them."""
     from kernelscope.load.dataset import fetch_rows, open_dataset
-    from kernelscope.load.run_locations import find_runs
+    from kernelscope.load.run_catalog import find_runs
 
     text = args.baseline
     if not text.strip():

@@ -1,7 +1,8 @@
 """Many run directories as one SQL dataset: an in-memory DuckDB database whose views read the runs' Parquet files
 where they are (nothing is copied), each row tagged with its run's id and metadata (docs/dataset.md).
 
-Tables and views: `runs` (one row per run: run.json and summary.json figures), `kernels`, `ops`, `ncu` (the runs'
+Tables and views: `runs` (one row per run: run.json and summary.json figures, run_rows.py; kept in the dataset
+cache while a run's files are unchanged, dataset_cache.py), `kernels`, `ops`, `ncu` (the runs'
 tables, conformed to the run format's columns, so runs of older versions and of every source line up), `steps`
 (device time per run, rank, phase, generation and step, from kernels), `gemm_shapes` (per run, rank, phase and GEMM
 problem, from kernels), `critical_path` (every segment of every step's critical path: critical_path.parquet). Every
@@ -12,38 +13,23 @@ columns RUN_COLUMNS; the tables' own `device` column (a CUDA device index) is th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
-from kernelscope.contracts.tables import KERNEL_COLUMNS, OP_COLUMNS, PATH_SEGMENT_COLUMNS, RANK, UNKNOWN_PHASE
 from kernelscope.errors import UserError
 from kernelscope.load.budget import memory_budget
-from kernelscope.load.dataset_cache import ColumnCache
-from kernelscope.load.run_locations import RunFiles, find_runs
+from kernelscope.load.run_catalog import RunFiles, catalog
+from kernelscope.load.run_rows import RUN_COLUMNS, RUNS_SCHEMA
+from kernelscope.load.table_schemas import VIEW_DEFAULTS, VIEW_SCHEMAS
 from kernelscope.load.table_union import file_columns, literal_pattern, union_sql
 
 if TYPE_CHECKING:
     import duckdb
 
-# The run's columns every data view starts with.
-RUN_COLUMNS = ("run_id", "model", "device", "batch", "commit", "date")
+    from kernelscope.load.dataset_cache import DatasetCache, Identity
+
 # A table column named like a run column is renamed.
 RENAMED = {"device": "device_index"}
 VIEWS = ("runs", "kernels", "ops", "ncu", "steps", "gemm_shapes", "critical_path")
-
-# runs: column → DuckDB type, in order.
-RUNS_SCHEMA: dict[str, str] = {
-    "run_id": "VARCHAR", "run_dir": "VARCHAR", "source": "VARCHAR", "date": "TIMESTAMP", "model": "VARCHAR",
-    "device": "VARCHAR", "batch": "BIGINT", "prompt_len": "BIGINT", "new_tokens": "BIGINT", "dtype": "VARCHAR",
-    "backend": "VARCHAR", "commit": "VARCHAR", "kernelscope": "VARCHAR", "gpus": "BIGINT", "ranks": "BIGINT",
-    "kind": "VARCHAR", "kernel_count": "BIGINT", "device_time_us": "DOUBLE", "ttft_ms": "DOUBLE",
-    "tpot_ms": "DOUBLE", "e2e_ms": "DOUBLE", "tokens_per_s": "DOUBLE", "repeats": "BIGINT", "tables": "BOOLEAN",
-    "prefill_joules_per_token": "DOUBLE", "decode_joules_per_token": "DOUBLE",
-}
-_DUCK_TYPES = {pl.Int64: "BIGINT", pl.Float64: "DOUBLE", pl.String: "VARCHAR", pl.Boolean: "BOOLEAN"}
-_DEFAULTS = {"instances": "1", RANK: "0", "phase": f"'{UNKNOWN_PHASE}'"}
 
 
 @dataclass
@@ -97,6 +83,7 @@ def fetch_rows(relation: duckdb.DuckDBPyRelation) -> list[tuple[Any, ...]]:
 def write_parquet(relation: duckdb.DuckDBPyRelation, path: str) -> None:
     """The relation's rows as a Parquet file, written by Polars: the connection itself writes no file."""
     import duckdb
+    import polars as pl
 
     try:
         frame = pl.DataFrame(relation)  # over the Arrow stream DuckDB hands out
@@ -114,20 +101,19 @@ def open_dataset(locations: list[str]) -> Dataset:
     # No spilling to disk: a query either fits the memory budget or ends in one line.
     con = duckdb.connect(":memory:", config={"temp_directory": "",
                                               "memory_limit": f"{memory_budget() // (1 << 20)}MB"})
-    runs = find_runs(locations, con)
+    found = catalog(locations, con)
+    runs = found.runs
     try:
         _create_runs(con, runs)
         files = [f for r in runs for f in (r.kernels, r.ops, r.ncu, r.critical_path) if f is not None]
-        # One cache per set of folders holding runs: a run added to a folder reads that run's files alone.
-        cache = ColumnCache("\0".join(sorted({r.directory.rstrip("/").rsplit("/", 1)[0] for r in runs})))
-        _create_table_view(con, "kernels", [r.kernels for r in runs if r.kernels is not None], KERNEL_COLUMNS,
-                           cache)
-        _create_table_view(con, "ops", [r.ops for r in runs if r.ops is not None], OP_COLUMNS, cache)
-        _create_table_view(con, "ncu", [r.ncu for r in runs if r.ncu is not None], {}, cache)
-        _create_table_view(con, "critical_path", [r.critical_path for r in runs if r.critical_path is not None],
-                           PATH_SEGMENT_COLUMNS, cache)
-        cache.keep_only(set(files))
-        cache.save()
+        numbered: list[tuple[int, RunFiles]] = []  # every table file's number, and its run
+        for view, types in VIEW_SCHEMAS.items():  # kernels, ops, ncu, critical_path: the runs' files of that name
+            of_run = {getattr(r, view): r for r in runs if getattr(r, view) is not None}
+            order = _create_table_view(con, view, list(of_run), types, found.cache, found.identities, len(numbered))
+            numbered += [(len(numbered) + i, of_run[f]) for i, f in enumerate(order)]
+        _number_files(con, numbered)
+        if found.cache is not None:
+            found.cache.save()
         _create_steps(con)
         _create_gemm_shapes(con)
         _lock_down(con, files)
@@ -151,50 +137,20 @@ def _lock_down(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
     con.execute("set lock_configuration = true")
 
 
-def run_row(run: RunFiles) -> tuple[Any, ...]:
-    """A run's row of the runs table, in RUNS_SCHEMA's order."""
-    info, summary = run.info, run.summary
-    workload = info.workload
-    plain = info.plain_timings
-    files = info.trace.files if info.trace is not None and isinstance(info.trace.files, list) else []
-    values = {
-        "run_id": run.run_id, "run_dir": run.directory, "source": info.source, "date": _date(info.created),
-        "model": (workload.model if workload is not None else None) or (summary.model if summary else None),
-        "device": info.hardware.name or (summary.device if summary else None),
-        "batch": workload.batch_size if workload else None, "prompt_len": workload.prompt_len if workload else None,
-        "new_tokens": workload.new_tokens if workload else None, "dtype": workload.dtype if workload else None,
-        "backend": workload.backend if workload else None, "commit": info.software.commit,
-        "kernelscope": info.software.kernelscope, "gpus": info.hardware.count, "ranks": max(len(files), 1),
-        "kind": summary.kind if summary else None, "kernel_count": summary.kernel_count if summary else None,
-        "device_time_us": summary.device_time_us if summary else None,
-        "ttft_ms": plain.ttft_ms, "tpot_ms": plain.tpot_ms, "e2e_ms": plain.e2e_ms,
-        "tokens_per_s": plain.tokens_per_s, "repeats": plain.repeats, "tables": run.kernels is not None,
-        "prefill_joules_per_token": info.energy.prefill_joules_per_token if info.energy else None,
-        "decode_joules_per_token": info.energy.decode_joules_per_token if info.energy else None,
-    }
-    return tuple(values[c] for c in RUNS_SCHEMA)
-
-
-def _date(created: str | None) -> datetime | None:
-    """run.json's ISO 8601 time as a UTC timestamp without zone (null where absent or unreadable)."""
-    if not created:
-        return None
-    try:
-        moment = datetime.fromisoformat(created)
-    except ValueError:
-        return None
-    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
-
-
 def _create_runs(con: duckdb.DuckDBPyConnection, runs: list[RunFiles]) -> None:
     columns = ", ".join(f"{_ident(name)} {kind}" for name, kind in RUNS_SCHEMA.items())
     con.execute(f"create table runs ({columns})")
-    _insert(con, "runs", list(RUNS_SCHEMA.values()), [run_row(r) for r in runs])
-    con.execute("create table _run_files (run_id VARCHAR, file VARCHAR)")
-    files = [(r.run_id, f) for r in runs for f in (r.kernels, r.ops, r.ncu, r.critical_path) if f is not None]
-    _insert(con, "_run_files", ["VARCHAR", "VARCHAR"], files)
+    _insert(con, "runs", list(RUNS_SCHEMA.values()), [(r.run_id, *r.row) for r in runs])
     run_cols = ", ".join(f"{_ident(name)} {RUNS_SCHEMA[name]}" for name in RUN_COLUMNS)
     con.execute(f"create table _file_runs (file_no INTEGER, {run_cols})")
+
+
+def _number_files(con: duckdb.DuckDBPyConnection, numbered: list[tuple[int, RunFiles]]) -> None:
+    """_file_runs: each table file's number with its run's columns, which the views join to every row by the
+    number (an integer join: a join on file names cost more than reading the rows)."""
+    places = [list(RUNS_SCHEMA).index(name) - 1 for name in RUN_COLUMNS[1:]]  # in a run's row, after run_id
+    rows = [(number, run.run_id, *(run.row[i] for i in places)) for number, run in numbered]
+    _insert(con, "_file_runs", ["INTEGER", *(RUNS_SCHEMA[name] for name in RUN_COLUMNS)], rows)
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, types: list[str], rows: list[tuple[Any, ...]]) -> None:
@@ -207,28 +163,21 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, types: list[str], rows: 
     con.execute(f"insert into {table} select {unnested}", columns)
 
 
-def _create_table_view(con: duckdb.DuckDBPyConnection, view: str, files: list[str],
-                       schema: dict[str, pl.DataType], cache: ColumnCache) -> None:
-    """`view`: the run columns, then the schema's columns (typed; missing ones null or their default), then the
-    files' other columns."""
+def _create_table_view(con: duckdb.DuckDBPyConnection, view: str, files: list[str], types: dict[str, str],
+                       cache: DatasetCache | None, identities: dict[str, Identity | None], first: int) -> list[str]:
+    """`view`: the run columns, then the schema's columns (`types`: name → DuckDB type; missing ones null or their
+    default), then the files' other columns. The files in the order of their numbers, `first` the first's."""
     run_cols = ", ".join(f"r.{_ident(c)}" for c in RUN_COLUMNS)
-    types = {name: _DUCK_TYPES.get(type(t), "VARCHAR") for name, t in schema.items()}
     if not files:  # no run has this table (ncu): the run columns and the schema's, no rows
         typed = [f"NULL::{kind} as {_ident(_renamed(n))}" for n, kind in types.items()]
         con.execute(f"create view {view} as select {', '.join([run_cols, *typed])} from runs r where false")
-        return
-    first = con.execute("select count(*) from _file_runs").fetchone()[0]
-    source, names, order = union_sql(file_columns(con, files, cache), types, _DEFAULTS, frozenset(), first)
-    # Each row's run columns come by the file's number: an integer join (a join on file names cost more than
-    # reading the rows).
-    con.execute("create temp table _numbers (file_no INTEGER, file VARCHAR)")
-    _insert(con, "_numbers", ["INTEGER", "VARCHAR"], [(first + i, f) for i, f in enumerate(order)])
-    con.execute(f"insert into _file_runs select n.file_no, {run_cols} from _numbers n "
-                f"join _run_files f on n.file = f.file join runs r on r.run_id = f.run_id")
-    con.execute("drop table _numbers")
+        return []
+    source, names, order = union_sql(file_columns(con, files, cache, identities), types, VIEW_DEFAULTS,
+                                     frozenset(), first)
     selected = ", ".join(f"t.{_ident(n)} as {_ident(_renamed(n))}" for n in names[:-1])
     con.execute(f"create view {view} as select {run_cols}, {selected} from ({source}) t "
                 f"join _file_runs r on t.{_ident(names[-1])} = r.file_no")
+    return order
 
 
 def _create_steps(con: duckdb.DuckDBPyConnection) -> None:

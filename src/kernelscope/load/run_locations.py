@@ -1,80 +1,70 @@
 """Where run directories are: a run directory, a folder of runs (searched below it), a glob of either, or a remote
-location DuckDB can read (`s3://…`, `https://…`, `hf://…`: listed and read through DuckDB's file systems). Each run
-found is read through the typed contracts (run.json as RunInfo, summary.json as Summary), so a broken run is named
-in one line before any query runs."""
+location DuckDB can read (`s3://…`, `https://…`, `hf://…`: listed and read through DuckDB's file systems). A remote
+run is read here through the typed contracts (run.json as RunInfo, summary.json as Summary); local runs are read
+by run_catalog.py, which keeps what it read in the dataset cache."""
 
 from __future__ import annotations
 
 import glob
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
-from kernelscope.contracts.summary import Summary
+from kernelscope.contracts.run_files import CRITICAL_PATH, KERNELS, NCU, OPS, RUN_JSON, SUMMARY_JSON
 from kernelscope.errors import UserError
-from kernelscope.load import rundir
-from kernelscope.load.run_records import decode_record, decode_summary
 
 if TYPE_CHECKING:
     import duckdb
 
+    from kernelscope.contracts.run_info import RunInfo
+    from kernelscope.contracts.summary import Summary
+
 GLOB_CHARACTERS = frozenset("*?[")
-TABLES = (rundir.KERNELS, rundir.OPS, rundir.NCU, rundir.CRITICAL_PATH)
+TABLES = (KERNELS, OPS, NCU, CRITICAL_PATH)
 
 
 @dataclass(frozen=True)
-class RunFiles:
-    """One run of a dataset: its id (unique in the dataset), where it is, what run.json and summary.json say,
-    and its table files (absolute paths or URLs, as DuckDB reads them; None where the run does not hold the table:
-    records kept without their tables, such as benchmark results, still have run.json and summary.json)."""
+class RemoteRun:
+    """What a remote run's run.json and summary.json say, and which of TABLES it holds (read through DuckDB)."""
 
-    run_id: str
-    directory: str
     info: RunInfo
     summary: Summary | None
-    kernels: str | None
-    ops: str | None
-    ncu: str | None
-    critical_path: str | None = None
+    tables: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Located:
+    """A run found: its directory (an absolute path, or a URL), and for a remote run what was read of it."""
+
+    directory: str
+    remote: RemoteRun | None = None
 
 
 def is_remote(location: str) -> bool:
     return "://" in location
 
 
-def find_runs(locations: list[str], con: duckdb.DuckDBPyConnection | None = None) -> list[RunFiles]:
+def locate(locations: list[str], con: duckdb.DuckDBPyConnection | None = None) -> list[Located]:
     """Every run under `locations`, in the order given (runs of one location sorted by path), each once."""
     if not locations:
         raise UserError("no run locations given (a run directory, a folder of runs, or a glob)")
-    found: list[tuple[str, RunInfo, Summary | None, set[str]]] = []
+    found: list[Located] = []
     seen: set[str] = set()
     for location in locations:
         if is_remote(location):
             runs = _remote_runs(location, _connection(con))
         else:
-            runs = [(str(d), rundir.read_run_info(d), _local_summary(d), _local_tables(d))
-                    for d in _local_run_dirs(location)]
+            runs = [Located(str(d)) for d in _local_run_dirs(location)]
         for run in runs:
-            if run[0] not in seen:
-                seen.add(run[0])
+            if run.directory not in seen:
+                seen.add(run.directory)
                 found.append(run)
-    ids = _run_ids([directory for directory, *_ in found])
-    out = []
-    for run_id, (directory, info, summary, tables) in zip(ids, found, strict=True):
-        files = {name: _join(directory, name) if name in tables else None for name in TABLES}
-        out.append(RunFiles(run_id=run_id, directory=directory, info=info, summary=summary,
-                            kernels=files[rundir.KERNELS], ops=files[rundir.OPS], ncu=files[rundir.NCU],
-                            critical_path=files[rundir.CRITICAL_PATH]))
-    return out
+    return found
 
 
-def _local_tables(directory: Path) -> set[str]:
-    return {name for name in TABLES if (directory / name).is_file()}
-
-
-def _join(directory: str, name: str) -> str:
+def join(directory: str, name: str) -> str:
     return f"{directory.rstrip('/')}/{name}"
 
 
@@ -85,18 +75,18 @@ def _local_run_dirs(location: str) -> list[Path]:
     dirs: list[Path] = []
     for match in matches:
         path = Path(match)
-        if path.is_file() and path.name == rundir.RUN_JSON:
+        if path.is_file() and path.name == RUN_JSON:
             path = path.parent
         if not path.exists():
             raise UserError(f"{path}: no such run directory or folder of runs")
         if not path.is_dir():
             raise UserError(f"{path}: not a directory (expected a run directory or a folder of runs)")
-        if (path / rundir.RUN_JSON).is_file():
+        if (path / RUN_JSON).is_file():
             dirs.append(path.resolve())
             continue
         below = _runs_below(path)
         if not below and len(matches) == 1:
-            raise UserError(f"{path}: no kernelscope run directories (no {rundir.RUN_JSON}) in this folder")
+            raise UserError(f"{path}: no kernelscope run directories (no {RUN_JSON}) in this folder")
         dirs += below
     return dirs
 
@@ -104,32 +94,48 @@ def _local_run_dirs(location: str) -> list[Path]:
 def _runs_below(folder: Path) -> list[Path]:
     """Run directories under `folder` (not inside one another; hidden directories, e.g. staging ones, skipped).
     Links to folders are followed (a folder of runs may link to runs kept elsewhere), each folder visited once:
-    a link back up the tree, or two links to one folder, cannot make the walk go round forever."""
+    a link back up the tree, or two links to one folder, cannot make the walk go round forever. A sub-folder holding
+    a run.json (anything but a folder by that name) is a run and is not listed: one stat tells it."""
     runs = []
     seen: set[tuple[int, int]] = set()
-    for root, subdirs, files in os.walk(folder, followlinks=True):
+    pending = [str(folder)]
+    while pending:
+        directory = pending.pop()
         try:
-            identity = os.stat(root)
+            identity = os.stat(directory)
+            if (identity.st_dev, identity.st_ino) in seen:
+                continue
+            seen.add((identity.st_dev, identity.st_ino))
+            with os.scandir(directory) as entries:
+                subdirs = [e.path for e in entries if not e.name.startswith(".") and _is_dir(e)]
         except OSError:
-            subdirs.clear()
             continue
-        if (identity.st_dev, identity.st_ino) in seen:
-            subdirs.clear()
-            continue
-        seen.add((identity.st_dev, identity.st_ino))
-        if rundir.RUN_JSON in files and Path(root) != folder:
-            runs.append(Path(root).resolve())
-            subdirs.clear()
-            continue
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+        for sub in subdirs:
+            if _holds_run_json(sub):
+                runs.append(Path(sub).resolve())
+            else:
+                pending.append(sub)
     return sorted(set(runs))
 
 
-def _local_summary(directory: Path) -> Summary | None:
-    return rundir.read_summary(directory) if (directory / rundir.SUMMARY_JSON).is_file() else None
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()  # a link to a folder counts
+    except OSError:
+        return False
 
 
-def _run_ids(directories: list[str]) -> list[str]:
+def _holds_run_json(directory: str) -> bool:
+    """Whether `directory` has an entry run.json that is not a folder (a broken link counts: reading it says
+    what is wrong)."""
+    path = os.path.join(directory, RUN_JSON)
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return os.path.lexists(path)
+
+
+def run_ids(directories: list[str]) -> list[str]:
     """The directory names, or paths below the runs' common folder where two runs share a name."""
     names = [d.rstrip("/").rsplit("/", 1)[-1] for d in directories]
     if len(set(names)) == len(names):
@@ -144,28 +150,30 @@ def _connection(con: duckdb.DuckDBPyConnection | None) -> duckdb.DuckDBPyConnect
     return con if con is not None else duckdb.connect()
 
 
-def _remote_runs(location: str,
-                 con: duckdb.DuckDBPyConnection) -> list[tuple[str, RunInfo, Summary | None, set[str]]]:
-    """Runs at a remote location (the location itself, or its sub-folders), through DuckDB's file systems."""
+def _remote_runs(location: str, con: duckdb.DuckDBPyConnection) -> list[Located]:
+    """Runs at a remote location (the location itself, or its sub-folders), through DuckDB's file systems, each
+    read whole here (they are not cached)."""
     import duckdb
 
+    from kernelscope.load.run_records import decode_summary
+
     base = location.rstrip("/")
-    pattern = base if base.endswith(f"/{rundir.RUN_JSON}") else None
-    patterns = [pattern] if pattern else [f"{base}/{rundir.RUN_JSON}", f"{base}/*/{rundir.RUN_JSON}"]
+    pattern = base if base.endswith(f"/{RUN_JSON}") else None
+    patterns = [pattern] if pattern else [f"{base}/{RUN_JSON}", f"{base}/*/{RUN_JSON}"]
     try:
         files = sorted({row[0] for p in patterns for row in con.execute("select file from glob(?)", [p]).fetchall()})
         if not files:
-            raise UserError(f"{location}: no kernelscope run directories (no {rundir.RUN_JSON}) here")
+            raise UserError(f"{location}: no kernelscope run directories (no {RUN_JSON}) here")
         runs = []
         for file in files:
-            directory = file[: -len(rundir.RUN_JSON) - 1]
+            directory = file[: -len(RUN_JSON) - 1]
             info = _decode_run_info(file, _read_text(con, file))
-            summary_text = _read_text(con, _join(directory, rundir.SUMMARY_JSON), missing_ok=True)
-            summary_file = _join(directory, rundir.SUMMARY_JSON)
+            summary_text = _read_text(con, join(directory, SUMMARY_JSON), missing_ok=True)
+            summary_file = join(directory, SUMMARY_JSON)
             summary = decode_summary(summary_file, summary_text) if summary_text is not None else None
-            tables = {name for name in TABLES
-                      if con.execute("select file from glob(?)", [_join(directory, name)]).fetchall()}
-            runs.append((directory, info, summary, tables))
+            tables = frozenset(name for name in TABLES
+                               if con.execute("select file from glob(?)", [join(directory, name)]).fetchall())
+            runs.append(Located(directory, RemoteRun(info, summary, tables)))
         return runs
     except duckdb.Error as exc:
         raise UserError(f"{location}: cannot read ({_first_line(exc)})") from None
@@ -184,6 +192,9 @@ def _read_text(con: duckdb.DuckDBPyConnection, file: str, missing_ok: bool = Fal
 
 
 def _decode_run_info(file: str, text: str | None) -> RunInfo:
+    from kernelscope.contracts.run_info import SCHEMA_VERSION, RunInfo
+    from kernelscope.load.run_records import decode_record
+
     info = decode_record(file, text or "", RunInfo, "run description")
     if info.schema_version > SCHEMA_VERSION:
         raise UserError(f"{file}: schema version {info.schema_version} is not readable by this kernelscope "

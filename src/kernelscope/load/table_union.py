@@ -9,27 +9,28 @@ the file is unchanged), so no query has to read every footer to bind, as `union_
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import duckdb
 
-    from kernelscope.load.dataset_cache import ColumnCache
+    from kernelscope.load.dataset_cache import DatasetCache, Identity
 
 FILE = "__kernelscope_file"  # the file's number (its place in the list given), joined to its run
 Columns = list[tuple[str, str]]
+_GLOB_CHARACTER = re.compile(r"[*?\[]")
 
 
-def file_columns(con: duckdb.DuckDBPyConnection, files: list[str], cache: ColumnCache) -> dict[str, Columns]:
-    """Every file's top-level columns (name, DuckDB type), from the cache where the file is unchanged."""
-    from kernelscope.load.dataset_cache import identity
-
+def file_columns(con: duckdb.DuckDBPyConnection, files: list[str], cache: DatasetCache | None,
+                 identities: dict[str, Identity | None]) -> dict[str, Columns]:
+    """Every file's top-level columns (name, DuckDB type), from the cache where the file's identity (taken when it
+    was found, before it is read) is the one they were read at."""
     out: dict[str, Columns] = {}
-    idents = {f: identity(f) for f in files}
     unread = []
     for f in files:
-        cached = cache.get(f, idents[f])
+        cached = cache.columns(f, identities.get(f)) if cache is not None else None
         if cached is None:
             unread.append(f)
         else:
@@ -41,7 +42,8 @@ def file_columns(con: duckdb.DuckDBPyConnection, files: list[str], cache: Column
             out[f] = columns
         for f in unread:
             out.setdefault(f, [])
-            cache.put(f, idents[f], out[f])
+            if cache is not None:
+                cache.put_columns(f, identities.get(f), out[f])
     return out
 
 
@@ -111,7 +113,7 @@ def literal_pattern(path: str) -> str:
     folder named `a[1]` or `b*` would read other files (or several), and the files' numbers would shift."""
     if path.startswith(("http://", "https://")):  # never globbed (and `?` starts a query string there)
         return path
-    return "".join(f"[{c}]" if c in "*?[" else c for c in path)
+    return _GLOB_CHARACTER.sub(r"[\g<0>]", path)
 
 
 def ident(name: str) -> str:
