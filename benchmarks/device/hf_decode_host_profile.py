@@ -22,6 +22,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from critical_path_check import CASES, _hf_decode  # noqa: E402
 
 
+def _timed_ms(step, steps: int) -> list[float]:
+    """Each of `steps` calls of `step`, synchronised, in ms."""
+    import torch
+
+    times = []
+    for _ in range(steps):
+        started = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - started) * 1e3)
+    return times
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -37,12 +50,7 @@ def main() -> int:
     for _ in range(30):
         step()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(args.steps):
-        started = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - started) * 1e3)
+    times = _timed_ms(step, args.steps)
     result["step_ms_median"] = statistics.median(times)
     result["step_ms"] = [round(t, 3) for t in times]
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
@@ -65,25 +73,13 @@ def main() -> int:
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
     result["cprofile_cumulative"] = text.getvalue()
     torch.set_num_threads(1)
-    times = []
-    for _ in range(args.steps):
-        started = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - started) * 1e3)
-    result["step_ms_median_one_thread"] = statistics.median(times)
+    result["step_ms_median_one_thread"] = statistics.median(_timed_ms(step, args.steps))
     # The cuDNN attention backend's host time per call is the suspect: the same steps with it disabled (SDPA then
     # picks the flash or memory-efficient kernel).
     torch.backends.cuda.enable_cudnn_sdp(False)
     for _ in range(10):
         step()
-    times = []
-    for _ in range(args.steps):
-        started = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - started) * 1e3)
-    result["step_ms_median_without_cudnn_sdp"] = statistics.median(times)
+    result["step_ms_median_without_cudnn_sdp"] = statistics.median(_timed_ms(step, args.steps))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "hf-decode-host-profile.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if not isinstance(v, str)}, indent=1))
