@@ -78,8 +78,10 @@ def from_record(record: dict) -> DecodeConfig:
     return DecodeConfig(gc.config_from_record(record["ring"]), record["splits"], record["block_t"])
 
 
-# The best ring of the probe's barrier-synchronised chain (BN16 BK256 S12) and its runner-up (S6).
-CONFIGS = (decode_config(16, 12), decode_config(16, 6))
+# The best ring of the probe's barrier-synchronised chain (BN16 BK256 S12) and its runner-up (S6); then the best
+# ring with fewer attention splits: each program's combine before o_proj stages splits × heads × head-dim partials.
+CONFIGS = (decode_config(16, 12), decode_config(16, 6), decode_config(16, 12, splits=4),
+           decode_config(16, 12, splits=2), decode_config(16, 12, splits=1))
 
 
 def attention_layout(cfg: DecodeConfig, shape: DecodeShape) -> gl.BlockedLayout:
